@@ -1,0 +1,34 @@
+# hetero-cli: `make demo` runs the main job, `make test` runs every test. Both install first if needed.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# The OpenVINO flavour of ONNX Runtime gives two real devices (OPENVINO and CPU) on x86-64; elsewhere the CPU one.
+ARCH := $(shell uname -m)
+ifeq ($(ARCH),x86_64)
+FLAVOUR ?= openvino
+else
+FLAVOUR ?= cpu
+endif
+
+.PHONY: install demo test lint clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[$(FLAVOUR),dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) samples/hetero_demo.py
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

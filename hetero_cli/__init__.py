@@ -1,0 +1,52 @@
+"""hetero-cli: OpenVINO-HETERO-style heterogeneous execution of ONNX models on ONNX Runtime.
+
+import hetero_cli as hc
+core = hc.Core()
+model = core.read_model("model.onnx")
+compiled = core.compile_model(model, "HETERO:OPENVINO,CPU")
+outputs = compiled.create_infer_request().infer({"x": x})
+"""
+
+from __future__ import annotations
+
+from . import _ort  # noqa: F401  (fails first, with one message naming the extras, if ORT is missing)
+from .compile import CompiledModel, CompiledSubgraph
+from .core import Core
+from .errors import (
+    AffinityError,
+    CompileError,
+    ConfigError,
+    DeviceError,
+    HeteroError,
+    InferenceError,
+    ModelError,
+    UnsupportedNodesError,
+)
+from .infer import InferRequest
+from .model import Model, Node, TensorInfo
+from .partition import Link, Plan, Subgraph
+from .properties import Type
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AffinityError",
+    "CompileError",
+    "CompiledModel",
+    "CompiledSubgraph",
+    "ConfigError",
+    "Core",
+    "DeviceError",
+    "HeteroError",
+    "InferRequest",
+    "InferenceError",
+    "Link",
+    "Model",
+    "ModelError",
+    "Node",
+    "Plan",
+    "Subgraph",
+    "TensorInfo",
+    "Type",
+    "UnsupportedNodesError",
+]

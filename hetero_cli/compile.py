@@ -1,0 +1,225 @@
+"""Compile: one ONNX Runtime session per subgraph of a plan, each checked to really run on its device."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from onnx import numpy_helper
+
+from ._ort import assignment, ort, record_assignment, session_options
+from .config import SplitConfig
+from .errors import CompileError
+from .export import extract, subgraph_model
+from .model import Model, TensorInfo
+from .partition import CONSTANT, Plan, Subgraph
+from .registry import Device
+
+if TYPE_CHECKING:
+    from .infer import InferRequest
+
+log = logging.getLogger("hetero_cli")
+
+HOST_EPS = frozenset({"CPUExecutionProvider", "OpenVINOExecutionProvider"})
+
+
+@dataclass
+class CompiledSubgraph:
+    """A plan subgraph with its ORT session and what ORT really did with its nodes."""
+
+    subgraph: Subgraph
+    target: Device
+    session: ort.InferenceSession
+    placement: list[tuple[str, list[tuple[str, str]]]]
+    profiling: bool = False
+
+    @property
+    def index(self) -> int:
+        """Place in execution order, from 0."""
+        return self.subgraph.index
+
+    @property
+    def name(self) -> str:
+        """``subgraph<N>``, N from 1."""
+        return self.subgraph.name
+
+    @property
+    def device(self) -> str:
+        """Canonical name of the device this subgraph was compiled for."""
+        return self.target.name
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """Friendly names of the model's nodes this subgraph owns."""
+        return self.subgraph.nodes
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """Tensor names it reads from model inputs or earlier subgraphs."""
+        return self.subgraph.inputs
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """Tensor names it hands to later subgraphs or to the caller."""
+        return self.subgraph.outputs
+
+    @property
+    def fallback_nodes(self) -> list[tuple[str, str, str]]:
+        """(node, op type, EP) for nodes ORT ran on another EP than the device's own."""
+        return [
+            (name, op, ep) for ep, placed in self.placement if ep != self.target.ep for name, op in placed
+        ]
+
+    @property
+    def on_host(self) -> bool:
+        """True when the subgraph's outputs live in host memory (CPU and OpenVINO EPs)."""
+        return self.target.ep in HOST_EPS
+
+    @property
+    def description(self) -> str:
+        """Device, node count, and any nodes ORT placed elsewhere - never hidden."""
+        text = f"{self.name}: {self.device} ({self.target.ep}), {len(self.nodes)} node(s)"
+        fallback = self.fallback_nodes
+        if fallback:
+            eps = sorted({ep for _, _, ep in fallback})
+            text += (
+                f"; ORT ran {len(fallback)} of its nodes on {', '.join(eps)} instead: "
+                + ", ".join(f"{n} ({op})" for n, op, _ in fallback[:5])
+                + (" ..." if len(fallback) > 5 else "")
+            )
+        return text
+
+
+def _providers(device: Device, provider_options: Mapping[str, str]) -> list[Any]:
+    providers: list[Any] = [(device.ep, dict(provider_options))]
+    if not device.is_cpu:
+        providers.append("CPUExecutionProvider")
+    return providers
+
+
+def compile_subgraph(
+    model: Model, subgraph: Subgraph, device: Device, config: SplitConfig
+) -> CompiledSubgraph:
+    """Export one subgraph and create its session on its device's EP with that device's settings."""
+    proto = subgraph_model(model, subgraph)
+    settings = config.settings(device)
+    so = session_options()
+    record_assignment(so)
+    if settings.intra_op_num_threads:
+        so.intra_op_num_threads = settings.intra_op_num_threads
+    if settings.profiling:
+        so.enable_profiling = True
+        so.profile_file_prefix = f"hetero_{subgraph.name}"
+    try:
+        session = ort.InferenceSession(
+            proto.SerializeToString(), so, providers=_providers(device, settings.provider_options)
+        )
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+        raise CompileError(
+            f"{subgraph.name} ({len(subgraph.nodes)} node(s) on {device.name}) could not be compiled by "
+            f"{device.ep}: {first}. Move its nodes to another device (affinities) or change its config"
+        ) from None
+    compiled = CompiledSubgraph(subgraph, device, session, assignment(session), settings.profiling)
+    if compiled.fallback_nodes:
+        log.warning("%s", compiled.description)
+    return compiled
+
+
+def constant_outputs(model: Model, plan: Plan) -> dict[str, np.ndarray]:
+    """Values of model outputs that are constants, computed once at compile time."""
+    wanted = [name for name, src in plan.output_sources.items() if src == CONSTANT]
+    values: dict[str, np.ndarray] = {}
+    inits = {t.name: t for t in model.proto.graph.initializer}
+    rest = []
+    for name in wanted:
+        if name in inits:
+            values[name] = numpy_helper.to_array(inits[name])
+        else:
+            rest.append(name)
+    if rest:
+        nodes = {}
+        todo = list(rest)
+        while todo:
+            p = model.producer.get(todo.pop())
+            if p is not None and p.index not in nodes:
+                nodes[p.index] = p
+                todo.extend(p.inputs)
+        proto = extract(model, nodes.values(), [], rest, name=f"{model.name}_constants")
+        sess = ort.InferenceSession(
+            proto.SerializeToString(), session_options(), providers=["CPUExecutionProvider"]
+        )
+        values.update(zip(rest, sess.run(rest, {}), strict=True))
+    return values
+
+
+class CompiledModel:
+    """A model compiled for its devices: subgraph sessions in execution order, ready to infer.
+
+    compiled = core.compile_model(model, "HETERO:OPENVINO,CPU")
+    results = compiled.create_infer_request().infer({"x": x})
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        plan: Plan,
+        subgraphs: list[CompiledSubgraph],
+        config: SplitConfig,
+        device_name: str,
+    ):
+        self.model = model
+        self.plan = plan
+        self.subgraphs = subgraphs
+        self.config = config
+        self.device_name = device_name
+        self.constants = constant_outputs(model, plan)
+        self.inputs: list[TensorInfo] = model.inputs
+        self.outputs: list[TensorInfo] = model.outputs
+
+    @property
+    def execution_devices(self) -> list[str]:
+        """Devices that run subgraphs, unique, in execution order."""
+        return self.plan.devices
+
+    def create_infer_request(self) -> InferRequest:
+        """A new request with its own intermediate tensors (one per thread for concurrent inference)."""
+        from .infer import InferRequest
+
+        return InferRequest(self)
+
+    def __call__(self, inputs: Any) -> dict[str, np.ndarray]:
+        """Infer once with a throwaway request."""
+        return self.create_infer_request().infer(inputs)
+
+    def get_property(self, name: str) -> Any:
+        """EXECUTION_DEVICES, NUMBER_OF_SUBGRAPHS, DEVICE_PROPERTIES, MULTI_DEVICE_PRIORITIES."""
+        key = str(name).upper()
+        if key == "EXECUTION_DEVICES":
+            return self.execution_devices
+        if key == "NUMBER_OF_SUBGRAPHS":
+            return len(self.subgraphs)
+        if key == "DEVICE_PROPERTIES":
+            return {k: dict(v) for k, v in self.config.devices.items()}
+        if key == "MULTI_DEVICE_PRIORITIES":
+            return self.device_name.partition(":")[2] or self.config.priorities
+        from .errors import ConfigError
+
+        raise ConfigError(
+            f"unknown compiled-model property {name!r}: use EXECUTION_DEVICES, NUMBER_OF_SUBGRAPHS, "
+            "DEVICE_PROPERTIES or MULTI_DEVICE_PRIORITIES"
+        )
+
+    def __repr__(self) -> str:
+        return f"<CompiledModel {self.model.name} on {self.device_name}: {len(self.subgraphs)} subgraph(s)>"
+
+
+def compile_plan(
+    model: Model, plan: Plan, devices: Mapping[str, Device], config: SplitConfig, device_name: str
+) -> CompiledModel:
+    """Create every subgraph's session; the plan must only name devices in ``devices``."""
+    compiled = [compile_subgraph(model, s, devices[s.device], config) for s in plan.subgraphs]
+    return CompiledModel(model, plan, compiled, config, device_name)

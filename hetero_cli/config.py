@@ -1,0 +1,211 @@
+"""Configuration: HETERO's own keys and per-device keys (the doc's ov::device::properties).
+
+A config is ``{"MULTI_DEVICE_PRIORITIES": "GPU,CPU", "CPU": {"INFERENCE_NUM_THREADS": 2}, ...}``; each
+device's part becomes ONNX Runtime provider options and session options for that device's subgraphs.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import registry
+from .errors import ConfigError, DeviceError
+from .registry import Device
+
+PRIORITIES = "MULTI_DEVICE_PRIORITIES"
+DEVICE_PROPERTIES = "DEVICE_PROPERTIES"
+PERF_COUNT = "PERF_COUNT"
+DUMP_GRAPH_DOT = "HETERO_DUMP_GRAPH_DOT"
+NUM_THREADS = "INFERENCE_NUM_THREADS"
+PRECISION = "INFERENCE_PRECISION_HINT"
+
+HETERO_KEYS = (PRIORITIES, DEVICE_PROPERTIES, PERF_COUNT, DUMP_GRAPH_DOT)
+
+
+@dataclass
+class DeviceSettings:
+    """What one device's configuration means for ONNX Runtime."""
+
+    provider_options: dict[str, str] = field(default_factory=dict)
+    intra_op_num_threads: int | None = None
+    profiling: bool = False
+
+
+def parse_bool(key: str, value: Any) -> bool:
+    """YES/NO, true/false, 1/0 (any case) or a bool."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().upper()
+    if text in {"YES", "TRUE", "1", "ON"}:
+        return True
+    if text in {"NO", "FALSE", "0", "OFF"}:
+        return False
+    raise ConfigError(f"bad value {value!r} for {key}: use YES or NO")
+
+
+def _parse_threads(key: str, value: Any) -> int:
+    try:
+        n = int(str(value).strip())
+    except ValueError:
+        n = -1
+    if n < 0 or isinstance(value, bool):
+        raise ConfigError(f"bad value {value!r} for {key}: use a whole number >= 0 (0 = the default)")
+    return n
+
+
+def _parse_precision(key: str, value: Any) -> str:
+    text = (value.value if isinstance(value, enum.Enum) else str(value)).strip().lower()
+    aliases = {
+        "f32": "f32",
+        "fp32": "f32",
+        "float32": "f32",
+        "f16": "f16",
+        "fp16": "f16",
+        "float16": "f16",
+        "bf16": "bf16",
+        "bfloat16": "bf16",
+    }
+    if text not in aliases:
+        raise ConfigError(f"bad value {value!r} for {key}: use f32, f16 or bf16")
+    return aliases[text]
+
+
+def _threads(device: Device, settings: DeviceSettings, value: Any) -> None:
+    n = _parse_threads(NUM_THREADS, value)
+    if device.kind.family == "OPENVINO":
+        settings.provider_options["num_of_threads"] = str(n)
+    settings.intra_op_num_threads = n
+
+
+def _precision(device: Device, settings: DeviceSettings, value: Any) -> None:
+    precision = _parse_precision(PRECISION, value)
+    family = device.kind.family
+    if family == "OPENVINO" and precision in ("f32", "f16"):
+        settings.provider_options["precision"] = precision.upper().replace("F", "FP")
+    elif family == "TENSORRT" and precision in ("f32", "f16"):
+        settings.provider_options["trt_fp16_enable"] = "True" if precision == "f16" else "False"
+    elif precision != "f32":
+        raise ConfigError(
+            f"{device.name} cannot take {PRECISION}={precision}: {device.ep} computes in the model's own "
+            f"precision; use f32 here, or convert the model"
+        )
+
+
+def _profiling(device: Device, settings: DeviceSettings, value: Any) -> None:
+    settings.profiling = parse_bool(PERF_COUNT, value)
+
+
+NAMED_KEYS: dict[str, tuple[Callable[[Device, DeviceSettings, Any], None], frozenset[str]]] = {
+    PERF_COUNT: (_profiling, frozenset({"CPU", "GPU", "OPENVINO", "TENSORRT"})),
+    NUM_THREADS: (_threads, frozenset({"CPU", "OPENVINO"})),
+    PRECISION: (_precision, frozenset({"CPU", "GPU", "OPENVINO", "TENSORRT"})),
+}
+
+
+def known_keys(device: Device) -> list[str]:
+    """The keys a device accepts: named keys first, then its EP's provider options."""
+    named = [k for k, (_, families) in NAMED_KEYS.items() if device.kind.family in families]
+    return named + sorted(device.kind.provider_option_names)
+
+
+def device_settings(device: Device, config: Mapping[str, Any]) -> DeviceSettings:
+    """Validate one device's configuration and translate it; unknown keys are refused, naming known ones."""
+    settings = DeviceSettings(provider_options=dict(device.provider_options))
+    for raw_key, value in config.items():
+        key = str(raw_key)
+        named = NAMED_KEYS.get(key.upper())
+        if named is not None and device.kind.family in named[1]:
+            named[0](device, settings, value)
+        elif key in device.kind.provider_option_names:
+            settings.provider_options[key] = str(value)
+        else:
+            raise ConfigError(
+                f"unknown config key {key!r} for {device.name}: it knows {', '.join(known_keys(device))}"
+            )
+    return settings
+
+
+@dataclass
+class SplitConfig:
+    """A compile config taken apart: HETERO's own keys and each device's keys (canonical device names)."""
+
+    hetero: dict[str, Any] = field(default_factory=dict)
+    devices: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def merged_over(self, base: SplitConfig) -> SplitConfig:
+        """This config with ``base`` underneath (keys here win)."""
+        out = SplitConfig(dict(base.hetero), {k: dict(v) for k, v in base.devices.items()})
+        out.hetero.update(self.hetero)
+        for name, values in self.devices.items():
+            out.devices.setdefault(name, {}).update(values)
+        return out
+
+    @property
+    def priorities(self) -> str | None:
+        """MULTI_DEVICE_PRIORITIES, as a comma-separated string, if set."""
+        value = self.hetero.get(PRIORITIES)
+        if value is None:
+            return None
+        return ",".join(value) if isinstance(value, list | tuple) else str(value)
+
+    @property
+    def dump_dot(self) -> bool:
+        """HETERO_DUMP_GRAPH_DOT (the older API's switch for .dot dumps)."""
+        return parse_bool(DUMP_GRAPH_DOT, self.hetero.get(DUMP_GRAPH_DOT, False))
+
+    def settings(self, device: Device) -> DeviceSettings:
+        """The device's settings, with HETERO-level PERF_COUNT applying to every device."""
+        values = dict(self.devices.get(device.name, {}))
+        if PERF_COUNT in self.hetero and not any(k.upper() == PERF_COUNT for k in values):
+            values[PERF_COUNT] = self.hetero[PERF_COUNT]
+        return device_settings(device, values)
+
+
+def _device_name(key: str) -> str | None:
+    try:
+        return registry.lookup(key).name
+    except DeviceError:
+        return None
+
+
+def split(config: Mapping[str, Any] | None, *, target: str | None = None) -> SplitConfig:
+    """Take a compile config apart; ``target`` is the device for plain-device keys, None for HETERO."""
+    out = SplitConfig()
+    for raw_key, value in (config or {}).items():
+        key = str(raw_key)
+        upper = key.upper()
+        if upper == DEVICE_PROPERTIES:
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{DEVICE_PROPERTIES} takes {{device: {{key: value}}}}, not {value!r}")
+            for dev_key, dev_values in value.items():
+                _add_device(out, str(dev_key), dev_values)
+        elif isinstance(value, Mapping):
+            _add_device(out, key, value)
+        elif upper == "HETERO":
+            raise ConfigError("HETERO's own keys go at the top level of the config, not under 'HETERO'")
+        elif target is not None and upper != PRIORITIES:
+            out.devices.setdefault(target, {})[key] = value
+        elif upper in HETERO_KEYS:
+            out.hetero[upper] = value
+        else:
+            raise ConfigError(
+                f"unknown HETERO config key {key!r}: HETERO knows {', '.join(HETERO_KEYS)}; a device's own "
+                f'keys go under its name, e.g. {{"CPU": {{"{NUM_THREADS}": 2}}}}'
+            )
+    return out
+
+
+def _add_device(out: SplitConfig, key: str, values: Any) -> None:
+    name = _device_name(key)
+    if name is None:
+        raise ConfigError(
+            f"config names unknown device {key!r}: known devices are {registry.known_names_text()}"
+        )
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"config for {name} must be a mapping of keys to values, not {values!r}")
+    device = registry.lookup(name)
+    device_settings(device, values)  # validate early, so a bad key fails before anything runs
+    out.devices.setdefault(name, {}).update({str(k): v for k, v in values.items()})

@@ -1,0 +1,132 @@
+"""Core: the entry point, shaped like ``openvino.Core`` (read_model, query_model, compile_model).
+
+core = hetero_cli.Core()
+model = core.read_model("model.onnx")
+compiled = core.compile_model(model, "HETERO:OPENVINO,CPU")
+outputs = compiled.create_infer_request().infer({"x": x})
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import onnx
+
+from . import config as cfg
+from . import device_string, query, registry
+from .compile import CompiledModel, compile_plan
+from .errors import ConfigError
+from .model import Model, read_model
+from .partition import Plan, partition
+from .registry import Device
+
+ModelSource = Model | str | os.PathLike[str] | bytes | onnx.ModelProto
+
+
+class Core:
+    """Devices, their properties, and the read / query / compile steps."""
+
+    def __init__(self) -> None:
+        self._properties = cfg.SplitConfig()
+
+    @property
+    def available_devices(self) -> list[str]:
+        """Canonical names of the devices that can run on this machine."""
+        return registry.available_devices()
+
+    def read_model(self, model: ModelSource, weights: Any = None) -> Model:
+        """Load an ONNX model (path, bytes or ModelProto); affinities saved in it are restored."""
+        return model if isinstance(model, Model) else read_model(model)
+
+    def set_property(
+        self, device_name: str | Mapping[str, Any], properties: Mapping[str, Any] | None = None
+    ) -> None:
+        """Set properties for a device (``"CPU"``), for ``"HETERO"`` (priorities), or globally."""
+        if properties is None:
+            if not isinstance(device_name, Mapping):
+                raise ConfigError("set_property takes (device_name, {key: value}) or ({key: value})")
+            self._properties = cfg.split(device_name).merged_over(self._properties)
+            return
+        name = str(device_name).strip()
+        if name.upper() == "HETERO":
+            update = cfg.split(properties)
+        else:
+            update = cfg.split({registry.lookup(name).name: dict(properties)})
+        self._properties = update.merged_over(self._properties)
+
+    def get_property(self, device_name: str, name: str) -> Any:
+        """A property set with set_property, or a device's read-only one (FULL_DEVICE_NAME, ...)."""
+        key = str(name).upper()
+        if device_name.strip().upper() == "HETERO":
+            if key == "SUPPORTED_PROPERTIES":
+                return list(cfg.HETERO_KEYS)
+            if key in self._properties.hetero:
+                return self._properties.hetero[key]
+            raise ConfigError(
+                f"HETERO property {name!r} is not set; HETERO knows {', '.join(cfg.HETERO_KEYS)}"
+            )
+        device = registry.lookup(device_name)
+        if key == "FULL_DEVICE_NAME":
+            return device.kind.full_name
+        if key == "SUPPORTED_PROPERTIES":
+            return cfg.known_keys(device)
+        if key == "EXECUTION_PROVIDER":
+            return device.ep
+        values = self._properties.devices.get(device.name, {})
+        for k, v in values.items():
+            if k.upper() == key or k == name:
+                return v
+        if key in cfg.known_keys(device) or name in device.kind.provider_option_names:
+            return device.provider_options.get(name)
+        raise ConfigError(
+            f"unknown property {name!r} for {device.name}: it knows {', '.join(cfg.known_keys(device))}"
+        )
+
+    # --- the pipeline ----------------------------------------------------------------------------------
+
+    def _config(self, device_name: str, config: Mapping[str, Any] | None) -> tuple[cfg.SplitConfig, Any]:
+        head = device_name.strip().partition(":")[0].strip().upper() if isinstance(device_name, str) else ""
+        target = None
+        if head != "HETERO":
+            request = device_string.parse(device_name)
+            target = request.priorities[0].name
+        merged = cfg.split(config, target=target).merged_over(self._properties)
+        request = device_string.parse(device_name, merged.priorities)
+        return merged, request
+
+    def _devices(self, device_name: str, config: Mapping[str, Any] | None):
+        merged, request = self._config(device_name, config)
+        devices = device_string.available_priorities(request)
+        return merged, request, devices
+
+    def query_model(
+        self, model: ModelSource, device_name: str, config: Mapping[str, Any] | None = None
+    ) -> dict[str, str]:
+        """{friendly name: device}: greedy over HETERO's priorities, or what one device supports alone.
+
+        Never raises for unsupported nodes: they are simply absent from the map.
+        """
+        model = self.read_model(model)
+        _, request, devices = self._devices(device_name, config)
+        if not request.hetero:
+            return query.query_device(model, devices[0])
+        return query.greedy(model, devices)
+
+    def plan(self, model: ModelSource, device_name: str, config: Mapping[str, Any] | None = None) -> Plan:
+        """The partition plan a compile would use, without creating any inference session."""
+        model = self.read_model(model)
+        _, request, devices = self._devices(device_name, config)
+        return partition(model, query.resolve_affinities(model, request, devices))
+
+    def compile_model(
+        self, model: ModelSource, device_name: str | None = None, config: Mapping[str, Any] | None = None
+    ) -> CompiledModel:
+        """Split ``model`` by affinity (manual, or automatic over the priorities) and compile each part."""
+        model = self.read_model(model)
+        device_name = device_name or "CPU"
+        merged, request, devices = self._devices(device_name, config)
+        plan = partition(model, query.resolve_affinities(model, request, devices))
+        by_name: dict[str, Device] = {d.name: d for d in devices}
+        return compile_plan(model, plan, by_name, merged, str(request))

@@ -1,0 +1,35 @@
+"""Exception classes of hetero-cli: each message says what is wrong and what would fix it."""
+
+from __future__ import annotations
+
+
+class HeteroError(Exception):
+    """Base class of every error hetero-cli raises on purpose."""
+
+
+class DeviceError(HeteroError, ValueError):
+    """A device string is malformed, names an unknown device, or no listed device is available."""
+
+
+class ConfigError(HeteroError, ValueError):
+    """A configuration key or value is unknown or invalid for the device it is given to."""
+
+
+class ModelError(HeteroError):
+    """A model cannot be read, parsed or exported."""
+
+
+class AffinityError(HeteroError, ValueError):
+    """Affinities are incomplete, name unknown nodes, or name devices outside the priority list."""
+
+
+class UnsupportedNodesError(AffinityError):
+    """Automatic mode found nodes that no device of the priority list supports."""
+
+
+class CompileError(HeteroError):
+    """An ONNX Runtime session could not be created for a subgraph."""
+
+
+class InferenceError(HeteroError, ValueError):
+    """Inputs do not match the model, or a subgraph failed while running."""

@@ -1,0 +1,143 @@
+"""Export: one subgraph of a plan (or any set of nodes) as a standalone ONNX model ORT can load.
+
+The exported model keeps the source's IR version, every opset import, model-local functions, attributes
+and node metadata; nodes are named by their friendly names so ORT's placement reports can be read back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import onnx
+from onnx import helper
+
+from ._ort import ort, session_options
+from .errors import ModelError
+from .model import Model, Node
+from .partition import Subgraph
+
+
+def subgraph_model(model: Model, subgraph: Subgraph) -> onnx.ModelProto:
+    """The ONNX model of one plan subgraph: its nodes, copies of the constants it reads, its boundary."""
+    nodes = [model.node(n) for n in (*subgraph.constant_nodes, *subgraph.nodes)]
+    return extract(model, nodes, subgraph.inputs, subgraph.outputs, name=f"{model.name}_{subgraph.name}")
+
+
+def extract(
+    model: Model, nodes: Iterable[Node], inputs: Sequence[str], outputs: Sequence[str], *, name: str
+) -> onnx.ModelProto:
+    """A model of ``nodes`` (topologically sorted here) reading ``inputs`` and producing ``outputs``."""
+    chosen = sorted(nodes, key=lambda n: n.index)
+    src = model.proto
+    graph = src.graph
+    read: dict[str, None] = {}
+    for n in chosen:
+        read.update(dict.fromkeys(n.inputs))
+    produced = {t for n in chosen for t in n.outputs}
+    types = _types_for(model, [*inputs, *outputs])
+
+    inits = _initializers(model)
+    sparse = _sparse_initializers(model)
+    new = onnx.GraphProto(name=name)
+    for n in chosen:
+        copy = new.node.add()
+        copy.CopyFrom(n.proto)
+        copy.name = n.friendly_name
+    declared_inputs = {i.name: i for i in graph.input}
+    for t in inputs:
+        new.input.append(helper.make_value_info(t, types[t]))
+    for t in read:
+        if t in inits:
+            new.initializer.append(inits[t])
+            if t in declared_inputs:
+                new.input.append(declared_inputs[t])
+        elif t in sparse:
+            new.sparse_initializer.append(sparse[t])
+    for t in outputs:
+        new.output.append(helper.make_value_info(t, types[t]))
+    boundary = set(inputs) | set(outputs)
+    for vi in graph.value_info:
+        if vi.name in produced and vi.name not in boundary:
+            new.value_info.append(vi)
+
+    out = onnx.ModelProto(
+        ir_version=src.ir_version,
+        producer_name=src.producer_name or "hetero-cli",
+        producer_version=src.producer_version,
+        domain=src.domain,
+        model_version=src.model_version,
+        graph=new,
+    )
+    out.opset_import.extend(src.opset_import)
+    out.functions.extend(src.functions)
+    out.metadata_props.extend(src.metadata_props)
+    return out
+
+
+def _initializers(model: Model) -> dict[str, onnx.TensorProto]:
+    return {t.name: t for t in model.proto.graph.initializer}
+
+
+def _sparse_initializers(model: Model) -> dict[str, onnx.SparseTensorProto]:
+    return {t.values.name: t for t in model.proto.graph.sparse_initializer}
+
+
+def _types_for(model: Model, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
+    """Types of boundary tensors: onnx's shape inference first, ONNX Runtime's own inference for the rest."""
+    types: dict[str, onnx.TypeProto] = {}
+    missing = []
+    for t in dict.fromkeys(names):
+        known = model.value_type(t)
+        if known is not None and _complete(known):
+            types[t] = known
+        else:
+            missing.append(t)
+    if missing:
+        types.update(ort_types(model, missing))
+    return types
+
+
+def _complete(t: onnx.TypeProto) -> bool:
+    kind = t.WhichOneof("value")
+    if kind == "tensor_type":
+        return bool(t.tensor_type.elem_type)
+    return kind is not None
+
+
+def ort_types(model: Model, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
+    """Ask ONNX Runtime (which knows its contrib ops) the types of tensors onnx could not infer."""
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model.proto)
+    del probe.graph.output[:]
+    for t in names:
+        probe.graph.output.add(name=t)
+    try:
+        sess = ort.InferenceSession(
+            probe.SerializeToString(), session_options(optimize=False), providers=["CPUExecutionProvider"]
+        )
+    except Exception as exc:
+        raise ModelError(
+            f"cannot tell the type of tensor(s) {', '.join(names)} at a subgraph boundary "
+            f"({str(exc).splitlines()[0][:200]}): add value_info for them to the model"
+        ) from None
+    out = {}
+    for arg in sess.get_outputs():
+        elem = _ort_elem_type(arg.type)
+        if elem is None:
+            raise ModelError(
+                f"tensor {arg.name!r} has type {arg.type}, which cannot cross a subgraph boundary"
+            )
+        shape = (
+            [d if isinstance(d, int) else (d or None) for d in arg.shape] if arg.shape is not None else None
+        )
+        out[arg.name] = helper.make_tensor_type_proto(elem, shape)
+    return out
+
+
+def _ort_elem_type(text: str) -> int | None:
+    if not text.startswith("tensor(") or not text.endswith(")"):
+        return None
+    try:
+        return onnx.TensorProto.DataType.Value(text[len("tensor(") : -1].upper())
+    except ValueError:
+        return None

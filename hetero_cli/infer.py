@@ -1,0 +1,201 @@
+"""Infer: run a compiled model's subgraph sessions in order, joined by OrtValues.
+
+Intermediate tensors stay OrtValues from producer to consumer (no numpy round trip) and are released
+after their last consumer; between subgraphs on one CUDA device they stay on the device (IOBinding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ._ort import ort
+from .compile import CompiledModel, CompiledSubgraph
+from .errors import InferenceError
+from .partition import CONSTANT, INPUT
+
+_C = ort.capi._pybind_state
+
+
+@dataclass(frozen=True)
+class _Step:
+    """What running one subgraph needs, worked out once per compiled model."""
+
+    compiled: CompiledSubgraph
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    overridable: tuple[str, ...]
+    release: tuple[str, ...]
+
+
+def _steps(compiled: CompiledModel) -> list[_Step]:
+    last_use: dict[str, int] = {}
+    for s in compiled.subgraphs:
+        for t in s.inputs:
+            last_use[t] = s.index
+    keep = set(compiled.plan.outputs)
+    steps = []
+    for s in compiled.subgraphs:
+        declared = {i.name for i in s.session.get_inputs()}
+        steps.append(
+            _Step(
+                compiled=s,
+                inputs=s.inputs,
+                outputs=s.outputs,
+                overridable=tuple(sorted(declared & compiled.model.overridable_initializers)),
+                release=tuple(t for t, last in last_use.items() if last == s.index and t not in keep),
+            )
+        )
+    return steps
+
+
+class InferRequest:
+    """One inference request: feed inputs, run every subgraph in order, get the model's outputs.
+
+    request = compiled.create_infer_request()
+    outputs = request.infer({"image": x})      # {output name: numpy array}
+    """
+
+    def __init__(self, compiled: CompiledModel):
+        self.compiled = compiled
+        self._steps = _steps(compiled)
+        self._inputs = {i.name: i for i in compiled.inputs}
+        self.results: dict[str, np.ndarray] = {}
+
+    def infer(
+        self, inputs: Mapping[str, Any] | Sequence[Any] | np.ndarray | None = None
+    ) -> dict[str, np.ndarray]:
+        """Run once; ``inputs`` is {name: array}, a list in input order, or one array for one input."""
+        feeds = self._check(self._as_dict(inputs))
+        keepalive = list(feeds.values())
+        values: dict[str, Any] = {
+            name: _C.OrtValue.ortvalue_from_numpy(arr, _cpu()) for name, arr in feeds.items()
+        }
+        for step in self._steps:
+            step_feeds = {t: values[t] for t in step.inputs}
+            for t in step.overridable:
+                if t in values:
+                    step_feeds[t] = values[t]
+            try:
+                produced = _run(step, step_feeds)
+            except Exception as exc:
+                text = str(exc).strip().splitlines()
+                raise InferenceError(
+                    f"{step.compiled.name} on {step.compiled.device} failed: {text[0][:300] if text else exc}"
+                ) from None
+            values.update(zip(step.outputs, produced, strict=True))
+            for t in step.release:
+                values.pop(t, None)
+        self.results = self._collect(values, feeds)
+        del keepalive
+        return self.results
+
+    def get_tensor(self, name: str) -> np.ndarray:
+        """An output of the last inference, by name."""
+        try:
+            return self.results[name]
+        except KeyError:
+            raise InferenceError(
+                f"no output named {name!r} from the last inference; outputs are {', '.join(self.results) or 'none yet'}"
+            ) from None
+
+    # --- helpers -------------------------------------------------------------------------------------
+
+    def _as_dict(self, inputs: Any) -> dict[str, Any]:
+        names = list(self._inputs)
+        if inputs is None:
+            return {}
+        if isinstance(inputs, Mapping):
+            return {str(k): v for k, v in inputs.items()}
+        if isinstance(inputs, np.ndarray) or np.isscalar(inputs):
+            if len(names) != 1:
+                raise InferenceError(
+                    f"one array given but the model has {len(names)} inputs: {', '.join(names)}"
+                )
+            return {names[0]: inputs}
+        if isinstance(inputs, Sequence):
+            if len(inputs) != len(names):
+                raise InferenceError(
+                    f"{len(inputs)} inputs given but the model takes {len(names)}: {', '.join(names)}"
+                )
+            return dict(zip(names, inputs, strict=True))
+        raise InferenceError(
+            f"inputs must be a dict of name -> array, a list or an array, not {type(inputs).__name__}"
+        )
+
+    def _check(self, given: dict[str, Any]) -> dict[str, np.ndarray]:
+        overridable = self.compiled.model.overridable_initializers
+        unknown = [k for k in given if k not in self._inputs and k not in overridable]
+        if unknown:
+            raise InferenceError(
+                f"unknown input(s) {', '.join(map(repr, unknown))}: the model's inputs are "
+                f"{', '.join(self._inputs) or 'none'}"
+            )
+        missing = [k for k in self._inputs if k not in given]
+        if missing:
+            raise InferenceError(f"missing input(s) {', '.join(map(repr, missing))}: give a value for each")
+        out = {}
+        for name, value in given.items():
+            arr = np.ascontiguousarray(value)
+            info = self._inputs.get(name)
+            if info is not None:
+                _check_tensor(name, arr, info.dtype, info.shape)
+            out[name] = arr
+        return out
+
+    def _collect(self, values: dict[str, Any], feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        results = {}
+        for name, source in self.compiled.plan.output_sources.items():
+            if source == INPUT:
+                results[name] = np.array(feeds[name], copy=True)
+            elif source == CONSTANT:
+                results[name] = np.array(self.compiled.constants[name], copy=True)
+            else:
+                results[name] = values[name].numpy()
+        return results
+
+
+def _check_tensor(name: str, arr: np.ndarray, dtype: np.dtype | None, shape: Any) -> None:
+    if dtype is not None and arr.dtype != dtype:
+        raise InferenceError(
+            f"input {name!r} has dtype {arr.dtype} but the model takes {dtype}: convert it, "
+            f"e.g. value.astype(numpy.{dtype})"
+        )
+    if shape is None:
+        return
+    if arr.ndim != len(shape):
+        raise InferenceError(
+            f"input {name!r} has shape {tuple(arr.shape)} but the model takes rank {len(shape)} "
+            f"{_shape_text(shape)}: reshape it"
+        )
+    for got, want in zip(arr.shape, shape, strict=True):
+        if isinstance(want, int) and want > 0 and got != want:
+            raise InferenceError(
+                f"input {name!r} has shape {tuple(arr.shape)} but the model takes {_shape_text(shape)}: "
+                "resize or reshape it"
+            )
+
+
+def _shape_text(shape: Sequence[Any]) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def _cpu() -> Any:
+    return _C.OrtDevice(_C.OrtDevice.cpu(), _C.OrtDevice.default_memory(), 0)
+
+
+def _run(step: _Step, feeds: dict[str, Any]) -> list[Any]:
+    compiled = step.compiled
+    if compiled.on_host:
+        return list(compiled.session._sess.run_with_ort_values(feeds, list(step.outputs), None))
+    binding = compiled.session.io_binding()
+    for name, value in feeds.items():
+        binding.bind_ortvalue_input(name, ort.OrtValue(value))
+    device_id = int(compiled.target.provider_options.get("device_id", 0))
+    for name in step.outputs:
+        binding.bind_output(name, "cuda", device_id)
+    compiled.session.run_with_iobinding(binding)
+    return [v._get_c_value() for v in binding.get_outputs()]

@@ -1,0 +1,394 @@
+"""Partition: from per-node affinities to a plan of subgraphs (a plain data structure, nothing runs).
+
+Connected operations of one affinity form a subgraph. Where merging same-affinity regions would make the
+graph of subgraphs cyclic (A -> B -> A through a diamond), the regions in that cycle are split by "stage":
+a node's stage is the lowest one that keeps every same-affinity node it reaches through another device in
+an earlier stage. Everything here is linear in nodes + edges. Constants are never cut: each subgraph gets
+its own copy of the constant-only nodes it reads.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ModelError
+from .model import Model, Node
+
+INPUT = "input"
+CONSTANT = "constant"
+
+
+@dataclass(frozen=True)
+class Subgraph:
+    """One subgraph of the plan: its device, owned nodes, copied constant nodes and boundary tensors."""
+
+    index: int
+    device: str
+    nodes: tuple[str, ...]
+    constant_nodes: tuple[str, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        """``subgraph<N>``, N counted from 1 in execution order (the doc's -pc numbering)."""
+        return f"subgraph{self.index + 1}"
+
+
+@dataclass(frozen=True)
+class Link:
+    """A tensor that a subgraph (or the model's input) hands to other subgraphs."""
+
+    tensor: str
+    producer: int | None
+    consumers: tuple[int, ...]
+    source_device: str | None
+    target_devices: tuple[str, ...]
+
+    @property
+    def crosses_devices(self) -> bool:
+        """True when some consumer runs on another device than the producer."""
+        return self.source_device is not None and any(d != self.source_device for d in self.target_devices)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Subgraphs in execution order, and where every model output comes from."""
+
+    model_name: str
+    subgraphs: tuple[Subgraph, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    output_sources: Mapping[str, int | str]
+    affinities: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def devices(self) -> list[str]:
+        """Devices that run subgraphs, unique, in execution order (OpenVINO's EXECUTION_DEVICES)."""
+        return list(dict.fromkeys(s.device for s in self.subgraphs))
+
+    def links(self) -> list[Link]:
+        """Tensors passed into subgraphs from model inputs or other subgraphs, in execution order."""
+        producer: dict[str, int] = {t: s.index for s in self.subgraphs for t in s.outputs}
+        consumers: dict[str, list[int]] = {}
+        for s in self.subgraphs:
+            for t in s.inputs:
+                consumers.setdefault(t, []).append(s.index)
+        out = []
+        for tensor, users in consumers.items():
+            p = producer.get(tensor)
+            out.append(
+                Link(
+                    tensor,
+                    p,
+                    tuple(users),
+                    None if p is None else self.subgraphs[p].device,
+                    tuple(self.subgraphs[u].device for u in users),
+                )
+            )
+        return out
+
+    def crossing_tensors(self) -> list[str]:
+        """Tensors that move from one device to another at run time."""
+        return [link.tensor for link in self.links() if link.crosses_devices]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form of the plan."""
+        return {
+            "model": self.model_name,
+            "inputs": list(self.inputs),
+            "outputs": list(self.outputs),
+            "output_sources": dict(self.output_sources),
+            "subgraphs": [
+                {
+                    "name": s.name,
+                    "device": s.device,
+                    "nodes": list(s.nodes),
+                    "constant_nodes": list(s.constant_nodes),
+                    "inputs": list(s.inputs),
+                    "outputs": list(s.outputs),
+                }
+                for s in self.subgraphs
+            ],
+        }
+
+    def __str__(self) -> str:
+        lines = [f"plan of {self.model_name}: {len(self.subgraphs)} subgraph(s) on {', '.join(self.devices)}"]
+        for s in self.subgraphs:
+            lines.append(
+                f"  {s.name}: {s.device}, {len(s.nodes)} node(s), inputs {list(s.inputs)}, "
+                f"outputs {list(s.outputs)}"
+            )
+        for name, source in self.output_sources.items():
+            if not isinstance(source, int):
+                lines.append(f"  output {name!r} is served from the model's {source}, without a session")
+        return "\n".join(lines)
+
+
+class _UnionFind:
+    def __init__(self, n: int):
+        self.parent = list(range(n))
+
+    def find(self, i: int) -> int:
+        root = i
+        while self.parent[root] != root:
+            root = self.parent[root]
+        while self.parent[i] != root:
+            self.parent[i], i = root, self.parent[i]
+        return root
+
+    def union(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+def partition(model: Model, affinities: Mapping[str, str]) -> Plan:
+    """Group ``model``'s nodes by ``affinities`` ({friendly name: device}) into an acyclic, ordered plan."""
+    ops = model.get_ops()
+    active = [n for n in ops if not n.is_constant]
+    aff = [affinities[n.friendly_name] for n in active]
+    producer: dict[str, int] = {}
+    for k, n in enumerate(active):
+        for t in n.outputs:
+            producer[t] = k
+    preds = [[producer[t] for t in n.inputs if t in producer] for n in active]
+    model_inputs = set(model.input_names)
+
+    group = [0] * len(active) if len(set(aff)) <= 1 else _groups(active, aff, preds, model_inputs)
+
+    ordered = _order_groups(group, preds)
+    subgraphs = _build_subgraphs(model, active, aff, group, ordered)
+    return Plan(
+        model_name=model.name,
+        subgraphs=subgraphs,
+        inputs=model.input_names,
+        outputs=model.output_names,
+        output_sources=_output_sources(model, subgraphs),
+        affinities=dict(affinities),
+    )
+
+
+def _connect(
+    active: list[Node],
+    aff: list[str],
+    preds: list[list[int]],
+    model_inputs: set[str],
+    members: list[int],
+    key: list[Any],
+) -> _UnionFind:
+    """Union same-key nodes joined by an edge or by a shared model input."""
+    uf = _UnionFind(len(active))
+    first_reader: dict[tuple[str, Any], int] = {}
+    inside = set(members)
+    for k in members:
+        for p in preds[k]:
+            if p in inside and key[p] == key[k]:
+                uf.union(p, k)
+        for t in active[k].inputs:
+            if t in model_inputs:
+                other = first_reader.setdefault((t, key[k]), k)
+                uf.union(other, k)
+    return uf
+
+
+def _groups(active: list[Node], aff: list[str], preds: list[list[int]], model_inputs: set[str]) -> list[int]:
+    n = len(active)
+    everyone = list(range(n))
+    uf = _connect(active, aff, preds, model_inputs, everyone, list(aff))
+    comp = [uf.find(k) for k in everyone]
+    edges: dict[int, set[int]] = {}
+    for k in everyone:
+        for p in preds[k]:
+            if comp[p] != comp[k]:
+                edges.setdefault(comp[p], set()).add(comp[k])
+    group = list(comp)
+    by_comp: dict[int, list[int]] = {}
+    for k in everyone:
+        by_comp.setdefault(comp[k], []).append(k)
+    for scc in _cyclic_components(sorted(by_comp), edges):
+        members = sorted(k for c in scc for k in by_comp[c])
+        stage = _stages(members, aff, preds)
+        key: list[Any] = [None] * n
+        for k in members:
+            key[k] = (aff[k], stage[k])
+        sub = _connect(active, aff, preds, model_inputs, members, key)
+        for k in members:
+            group[k] = n + sub.find(k)  # fresh ids, disjoint from component ids
+    return group
+
+
+def _stages(members: list[int], aff: list[str], preds: list[list[int]]) -> dict[int, int]:
+    """Per node, the lowest stage that puts every same-affinity node reached via another device earlier."""
+    inside = set(members)
+    stage: dict[int, int] = {}
+    reach: dict[int, dict[str, int]] = {}
+    for k in members:  # members are in topological order
+        a = aff[k]
+        s = 0
+        seen: dict[str, int] = {}
+        for p in preds[k]:
+            if p not in inside:
+                continue
+            for dev, st in reach[p].items():
+                if st > seen.get(dev, -1):
+                    seen[dev] = st
+            s = max(s, stage[p] if aff[p] == a else reach[p].get(a, -1) + 1)
+        stage[k] = s
+        seen[a] = max(seen.get(a, -1), s)
+        reach[k] = seen
+    return stage
+
+
+def _cyclic_components(nodes: list[int], edges: dict[int, set[int]]) -> list[set[int]]:
+    """Strongly connected components with more than one member (iterative Tarjan)."""
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    on_stack: set[int] = set()
+    stack: list[int] = []
+    result: list[set[int]] = []
+    counter = 0
+    for root in nodes:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges.get(root, ()))))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, it = work[-1]
+            advanced = False
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(edges.get(w, ())))))
+                    advanced = True
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = set()
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.add(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    result.append(comp)
+    return result
+
+
+def _order_groups(group: list[int], preds: list[list[int]]) -> list[int]:
+    """Group ids in execution order: Kahn's algorithm, earliest first node first."""
+    first: dict[int, int] = {}
+    for k, g in enumerate(group):
+        first.setdefault(g, k)
+    succ: dict[int, set[int]] = {g: set() for g in first}
+    missing: dict[int, int] = dict.fromkeys(first, 0)
+    for k, g in enumerate(group):
+        for p in preds[k]:
+            pg = group[p]
+            if pg != g and g not in succ[pg]:
+                succ[pg].add(g)
+                missing[g] += 1
+    ready = [(first[g], g) for g in first if missing[g] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, g = heapq.heappop(ready)
+        order.append(g)
+        for s in succ[g]:
+            missing[s] -= 1
+            if missing[s] == 0:
+                heapq.heappush(ready, (first[s], s))
+    if len(order) != len(first):  # pragma: no cover - the grouping guarantees acyclicity
+        raise AssertionError("internal error: the subgraphs form a cycle")
+    return order
+
+
+def _build_subgraphs(
+    model: Model, active: list[Node], aff: list[str], group: list[int], order: list[int]
+) -> tuple[Subgraph, ...]:
+    members: dict[int, list[int]] = {g: [] for g in order}
+    for k, g in enumerate(group):
+        members[g].append(k)
+    readers: dict[str, set[int]] = {}
+    for k, n in enumerate(active):
+        for t in n.inputs:
+            readers.setdefault(t, set()).add(group[k])
+    model_outputs = set(model.output_names)
+    constant_producer = {t: n for n in model.get_ops() if n.is_constant for t in n.outputs}
+    out = []
+    for index, g in enumerate(order):
+        nodes = [active[k] for k in members[g]]
+        produced = {t for n in nodes for t in n.outputs}
+        inputs: dict[str, None] = {}
+        constants: dict[str, None] = {}
+        for n in nodes:
+            for t in n.inputs:
+                if t in produced:
+                    continue
+                if model.is_constant(t):
+                    constants[t] = None
+                else:
+                    inputs[t] = None
+        outputs = [
+            t
+            for n in nodes
+            for t in n.outputs
+            if t in model_outputs or any(r != g for r in readers.get(t, ()))
+        ]
+        if not outputs:  # a dead-end group: keep its results observable so it still runs as in the model
+            outputs = [t for n in nodes for t in n.outputs if t not in readers]
+        out.append(
+            Subgraph(
+                index=index,
+                device=aff[members[g][0]],
+                nodes=tuple(n.friendly_name for n in nodes),
+                constant_nodes=_constant_closure(constants, constant_producer),
+                inputs=tuple(inputs),
+                outputs=tuple(dict.fromkeys(outputs)),
+            )
+        )
+    return tuple(out)
+
+
+def _constant_closure(tensors: dict[str, None], constant_producer: dict[str, Node]) -> tuple[str, ...]:
+    """Friendly names of the constant-only nodes that compute ``tensors``, in topological order."""
+    needed: dict[int, Node] = {}
+    todo = list(tensors)
+    while todo:
+        node = constant_producer.get(todo.pop())
+        if node is None or node.index in needed:
+            continue
+        needed[node.index] = node
+        todo.extend(node.inputs)
+    return tuple(needed[i].friendly_name for i in sorted(needed))
+
+
+def _output_sources(model: Model, subgraphs: tuple[Subgraph, ...]) -> dict[str, int | str]:
+    produced = {t: s.index for s in subgraphs for t in s.outputs}
+    sources: dict[str, int | str] = {}
+    for name in model.output_names:
+        if name in produced:
+            sources[name] = produced[name]
+        elif name in model.input_names:
+            sources[name] = INPUT
+        elif model.is_constant(name):
+            sources[name] = CONSTANT
+        else:
+            raise ModelError(f"model output {name!r} is produced by no node, input or initializer")
+    return sources

@@ -1,0 +1,37 @@
+"""Property keys shaped like ``openvino.properties``: usable as config keys or called as ``key(value)``.
+
+import hetero_cli.properties as props
+core.set_property("CPU", {props.enable_profiling: True})
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+
+class Property(str):
+    """A configuration key; calling it with a value gives the ``(key, value)`` pair, with none the key."""
+
+    __slots__ = ()
+
+    def __call__(self, value: Any = None) -> Any:
+        return str(self) if value is None else (str(self), value)
+
+
+class Type(enum.Enum):
+    """Element types for INFERENCE_PRECISION_HINT, shaped like ``openvino.Type``."""
+
+    f32 = "f32"
+    f16 = "f16"
+    bf16 = "bf16"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+enable_profiling = Property("PERF_COUNT")
+inference_num_threads = Property("INFERENCE_NUM_THREADS")
+supported_properties = Property("SUPPORTED_PROPERTIES")
+execution_devices = Property("EXECUTION_DEVICES")
+optimal_number_of_infer_requests = Property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")

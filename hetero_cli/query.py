@@ -1,0 +1,219 @@
+"""Query: which nodes each device supports (what its EP claims) and the affinities a compile uses.
+
+A device's support is read from ONE probe session with its EP first in the provider list, graph
+optimizations off (node names stay the model's), and ORT's record of which EP took which node. The cost
+grows with the number of devices, not of nodes. A probe that ORT refuses to create is retried without
+the node that has no kernel, or in halves, so a query never fails because of one node.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Mapping, Sequence
+
+import onnx
+
+from ._ort import assignment, ort, record_assignment, session_options
+from .device_string import DeviceRequest
+from .errors import AffinityError, ModelError, UnsupportedNodesError
+from .export import extract
+from .model import Model, Node
+from .registry import Device, lookup
+
+log = logging.getLogger("hetero_cli")
+
+_NO_KERNEL = re.compile(r"Could not find an implementation for .*? node with name '([^']*)'")
+
+
+def supported_nodes(model: Model, device: Device) -> frozenset[str]:
+    """Friendly names of the non-constant nodes ``device``'s EP claims in ``model`` (cached per model)."""
+    key = (device.name, tuple(sorted(device.provider_options.items())))
+    if key not in model.query_cache:
+        nodes = [n for n in model.get_ops()]
+        model.query_cache[key] = frozenset(_claims(model, device, nodes, whole=True))
+    return model.query_cache[key]
+
+
+def _providers(device: Device) -> list[tuple[str, dict[str, str]] | str]:
+    providers: list[tuple[str, dict[str, str]] | str] = [(device.ep, dict(device.provider_options))]
+    if not device.is_cpu:
+        providers.append("CPUExecutionProvider")
+    return providers
+
+
+def _named_copy(model: Model) -> onnx.ModelProto:
+    proto = onnx.ModelProto()
+    proto.CopyFrom(model.proto)
+    del proto.graph.node[:]
+    for node in model.get_ops():
+        copy = proto.graph.node.add()
+        copy.CopyFrom(node.proto)
+        copy.name = node.friendly_name
+    return proto
+
+
+def _piece(model: Model, nodes: Sequence[Node]) -> onnx.ModelProto:
+    """A probe model of some nodes: constant inputs computed inside, every other input cut."""
+    chosen = {n.index: n for n in nodes}
+    todo = [t for n in nodes for t in n.inputs]
+    while todo:
+        t = todo.pop()
+        p = model.producer.get(t)
+        if p is not None and p.is_constant and p.index not in chosen:
+            chosen[p.index] = p
+            todo.extend(p.inputs)
+    produced = {t for n in chosen.values() for t in n.outputs}
+    inputs = list(
+        dict.fromkeys(
+            t
+            for n in chosen.values()
+            for t in n.inputs
+            if t not in produced and t not in model.initializer_names
+        )
+    )
+    read = {t for n in chosen.values() for t in n.inputs}
+    outputs = [t for n in nodes for t in n.outputs if t not in read or t in model.output_names]
+    if not outputs:
+        outputs = [nodes[-1].outputs[0]] if nodes[-1].outputs else []
+    return extract(model, chosen.values(), inputs, outputs, name=f"{model.name}_probe")
+
+
+def _claims(model: Model, device: Device, nodes: list[Node], *, whole: bool = False) -> set[str]:
+    """Names among ``nodes`` the device's EP claims; never raises for nodes it cannot take."""
+    if not nodes:
+        return set()
+    wanted = {n.friendly_name for n in nodes if not n.is_constant}
+    if not wanted:
+        return set()
+    try:
+        proto = _named_copy(model) if whole else _piece(model, nodes)
+    except ModelError:
+        return set() if len(nodes) == 1 else _halves(model, device, nodes)
+    so = session_options(optimize=False)
+    record_assignment(so)
+    try:
+        sess = ort.InferenceSession(proto.SerializeToString(), so, providers=_providers(device))
+    except Exception as exc:
+        missing = _NO_KERNEL.search(str(exc))
+        if missing and missing.group(1) in wanted and len(nodes) > 1:
+            rest = [n for n in nodes if n.friendly_name != missing.group(1)]
+            return _claims(model, device, rest)
+        if len(nodes) == 1:
+            return set()
+        return _halves(model, device, nodes)
+    claimed = set()
+    for ep, placed in assignment(sess):
+        if ep == device.ep:
+            claimed.update(name for name, _ in placed)
+    return claimed & wanted
+
+
+def _halves(model: Model, device: Device, nodes: list[Node]) -> set[str]:
+    mid = len(nodes) // 2
+    return _claims(model, device, nodes[:mid]) | _claims(model, device, nodes[mid:])
+
+
+def greedy(model: Model, devices: Sequence[Device]) -> dict[str, str]:
+    """Each non-constant node to the first device (priority order) that supports it; constants follow.
+
+    Nodes no device supports are left out; constants take their first consumer's device.
+    """
+    result: dict[str, str] = {}
+    remaining = {n.friendly_name for n in model.get_ops() if not n.is_constant}
+    for device in devices:
+        if not remaining:
+            break
+        claims = supported_nodes(model, device)
+        for name in sorted(remaining & claims):
+            result[name] = device.name
+        remaining -= claims
+    _place_constants(model, result, devices[0].name)
+    return {n.friendly_name: result[n.friendly_name] for n in model.get_ops() if n.friendly_name in result}
+
+
+def _place_constants(model: Model, result: dict[str, str], default: str) -> None:
+    consumers = model.consumers()
+    for node in reversed(model.get_ops()):
+        if not node.is_constant:
+            continue
+        readers = sorted(
+            (r for t in node.outputs for r in consumers.get(t, ()) if r.friendly_name in result),
+            key=lambda r: r.index,
+        )
+        result[node.friendly_name] = result[readers[0].friendly_name] if readers else default
+
+
+def query_device(model: Model, device: Device) -> dict[str, str]:
+    """{friendly name: device} for what one device supports by itself (constants count as supported)."""
+    claims = supported_nodes(model, device)
+    return {
+        n.friendly_name: device.name for n in model.get_ops() if n.is_constant or n.friendly_name in claims
+    }
+
+
+def resolve_affinities(model: Model, request: DeviceRequest, devices: Sequence[Device]) -> dict[str, str]:
+    """The affinity of every node for a compile: manual if any node has one, else automatic (greedy)."""
+    ops = model.get_ops()
+    if not request.hetero:
+        return {n.friendly_name: devices[0].name for n in ops}
+    manual = model.affinities()
+    if manual:
+        return _check_manual(model, manual, request, devices)
+    affinities = greedy(model, devices)
+    missing = [n for n in ops if n.friendly_name not in affinities]
+    if missing:
+        raise UnsupportedNodesError(
+            f"no device of {', '.join(d.name for d in devices)} supports {_describe(missing)}: add a device "
+            f"that does (CPU supports most ONNX ops) or set affinities by hand"
+        )
+    return affinities
+
+
+def _check_manual(
+    model: Model, manual: Mapping[str, str], request: DeviceRequest, devices: Sequence[Device]
+) -> dict[str, str]:
+    listed = {d.name for d in request.priorities}
+    usable = {d.name for d in devices}
+    resolved: dict[str, str] = {}
+    unknown: list[str] = []
+    outside: list[str] = []
+    absent: list[str] = []
+    for name, value in manual.items():
+        try:
+            dev = lookup(value).name
+        except Exception:
+            unknown.append(f"{name}={value}")
+            continue
+        if dev not in listed:
+            outside.append(f"{name}={dev}")
+        elif dev not in usable:
+            absent.append(f"{name}={dev}")
+        resolved[name] = dev
+    missing = [n for n in model.get_ops() if n.friendly_name not in manual]
+    problems = []
+    if missing:
+        problems.append(f"{len(missing)} node(s) have no affinity ({_describe(missing)})")
+    if unknown:
+        problems.append(f"unknown device in {_few(unknown)}")
+    if outside:
+        problems.append(f"device not in the priority list {','.join(sorted(listed))} in {_few(outside)}")
+    if absent:
+        problems.append(f"device not available on this machine in {_few(absent)}")
+    if problems:
+        raise AffinityError(
+            "affinities were set by hand, so automatic mode is off and every node needs one naming a device "
+            f"of {request}: " + "; ".join(problems) + ". Set them all (query_model gives a starting map) "
+            "or clear them all to use automatic mode"
+        )
+    return {n.friendly_name: resolved[n.friendly_name] for n in model.get_ops()}
+
+
+def _few(items: Iterable[str], limit: int = 8) -> str:
+    items = list(items)
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def _describe(nodes: Sequence[Node]) -> str:
+    return _few(f"{n.friendly_name} ({n.get_type_name()})" for n in nodes)
