@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import logging
+import shutil
+import tempfile
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -16,6 +20,7 @@ from .errors import CompileError
 from .export import extract, subgraph_model
 from .model import Model, TensorInfo
 from .partition import CONSTANT, Plan, Subgraph
+from .profiling import SessionProfile
 from .registry import Device
 
 if TYPE_CHECKING:
@@ -34,7 +39,7 @@ class CompiledSubgraph:
     target: Device
     session: ort.InferenceSession
     placement: list[tuple[str, list[tuple[str, str]]]]
-    profiling: bool = False
+    profiler: SessionProfile | None = None
 
     @property
     def index(self) -> int:
@@ -101,29 +106,37 @@ def _providers(device: Device, provider_options: Mapping[str, str]) -> list[Any]
 
 
 def compile_subgraph(
-    model: Model, subgraph: Subgraph, device: Device, config: SplitConfig
+    model: Model, subgraph: Subgraph, device: Device, config: SplitConfig, profile_dir: Path | None = None
 ) -> CompiledSubgraph:
-    """Export one subgraph and create its session on its device's EP with that device's settings."""
-    proto = subgraph_model(model, subgraph)
+    """Export one subgraph and create its session on its device's EP with that device's settings.
+
+    With PERF_COUNT on for the device, ORT's profiler writes its trace under ``profile_dir``.
+    """
+    data = subgraph_model(model, subgraph).SerializeToString()
     settings = config.settings(device)
+    profiling = settings.profiling and profile_dir is not None
     so = session_options()
     record_assignment(so)
     if settings.intra_op_num_threads:
         so.intra_op_num_threads = settings.intra_op_num_threads
-    if settings.profiling:
+    if profiling:
         so.enable_profiling = True
-        so.profile_file_prefix = f"hetero_{subgraph.name}"
+        so.profile_file_prefix = str(profile_dir / subgraph.name)
+    providers = _providers(device, settings.provider_options)
+
+    def create() -> ort.InferenceSession:
+        return ort.InferenceSession(data, so, providers=providers)
+
     try:
-        session = ort.InferenceSession(
-            proto.SerializeToString(), so, providers=_providers(device, settings.provider_options)
-        )
+        session = create()
     except Exception as exc:
         first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
         raise CompileError(
             f"{subgraph.name} ({len(subgraph.nodes)} node(s) on {device.name}) could not be compiled by "
             f"{device.ep}: {first}. Move its nodes to another device (affinities) or change its config"
         ) from None
-    compiled = CompiledSubgraph(subgraph, device, session, assignment(session), settings.profiling)
+    profiler = SessionProfile(create, session) if profiling else None
+    compiled = CompiledSubgraph(subgraph, device, session, assignment(session), profiler)
     if compiled.fallback_nodes:
         log.warning("%s", compiled.description)
     return compiled
@@ -221,5 +234,17 @@ def compile_plan(
     model: Model, plan: Plan, devices: Mapping[str, Device], config: SplitConfig, device_name: str
 ) -> CompiledModel:
     """Create every subgraph's session; the plan must only name devices in ``devices``."""
-    compiled = [compile_subgraph(model, s, devices[s.device], config) for s in plan.subgraphs]
-    return CompiledModel(model, plan, compiled, config, device_name)
+    profiled = any(config.settings(devices[s.device]).profiling for s in plan.subgraphs)
+    profile_dir = Path(tempfile.mkdtemp(prefix="hetero_profile_")) if profiled else None
+    try:
+        compiled = [
+            compile_subgraph(model, s, devices[s.device], config, profile_dir) for s in plan.subgraphs
+        ]
+    except BaseException:
+        if profile_dir is not None:
+            shutil.rmtree(profile_dir, ignore_errors=True)
+        raise
+    result = CompiledModel(model, plan, compiled, config, device_name)
+    if profile_dir is not None:
+        weakref.finalize(result, shutil.rmtree, profile_dir, True)
+    return result

@@ -19,10 +19,11 @@ PRIORITIES = "MULTI_DEVICE_PRIORITIES"
 DEVICE_PROPERTIES = "DEVICE_PROPERTIES"
 PERF_COUNT = "PERF_COUNT"
 DUMP_GRAPH_DOT = "HETERO_DUMP_GRAPH_DOT"
+DOT_DIR = "HETERO_DOT_DIR"
 NUM_THREADS = "INFERENCE_NUM_THREADS"
 PRECISION = "INFERENCE_PRECISION_HINT"
 
-HETERO_KEYS = (PRIORITIES, DEVICE_PROPERTIES, PERF_COUNT, DUMP_GRAPH_DOT)
+HETERO_KEYS = (PRIORITIES, DEVICE_PROPERTIES, PERF_COUNT, DUMP_GRAPH_DOT, DOT_DIR)
 
 
 @dataclass
@@ -155,6 +156,12 @@ class SplitConfig:
     def dump_dot(self) -> bool:
         """HETERO_DUMP_GRAPH_DOT (the older API's switch for .dot dumps)."""
         return parse_bool(DUMP_GRAPH_DOT, self.hetero.get(DUMP_GRAPH_DOT, False))
+
+    @property
+    def dot_dir(self) -> str | None:
+        """Where .dot files go (HETERO_DOT_DIR), None for the current directory."""
+        value = self.hetero.get(DOT_DIR)
+        return None if value in (None, "") else str(value)
 
     def settings(self, device: Device) -> DeviceSettings:
         """The device's settings, with HETERO-level PERF_COUNT applying to every device."""

@@ -15,7 +15,7 @@ from typing import Any
 import onnx
 
 from . import config as cfg
-from . import device_string, query, registry
+from . import device_string, query, registry, visualize
 from .compile import CompiledModel, compile_plan
 from .errors import ConfigError
 from .model import Model, read_model
@@ -128,5 +128,7 @@ class Core:
         device_name = device_name or "CPU"
         merged, request, devices = self._devices(device_name, config)
         plan = partition(model, query.resolve_affinities(model, request, devices))
+        if visualize.wanted(merged.dump_dot):
+            visualize.dump(model, plan, merged.dot_dir)
         by_name: dict[str, Device] = {d.name: d for d in devices}
         return compile_plan(model, plan, by_name, merged, str(request))

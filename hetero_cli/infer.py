@@ -6,6 +6,8 @@ after their last consumer; between subgraphs on one CUDA device they stay on the
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +18,7 @@ from ._ort import ort
 from .compile import CompiledModel, CompiledSubgraph
 from .errors import InferenceError
 from .partition import CONSTANT, INPUT
+from .profiling import ProfilingInfo, subgraph_counters
 
 _C = ort.capi._pybind_state
 
@@ -64,6 +67,8 @@ class InferRequest:
         self._steps = _steps(compiled)
         self._inputs = {i.name: i for i in compiled.inputs}
         self.results: dict[str, np.ndarray] = {}
+        self._profiled = any(step.compiled.profiler is not None for step in self._steps)
+        self._history: list[list[tuple[int, int, float, float]]] = []
 
     def infer(
         self, inputs: Mapping[str, Any] | Sequence[Any] | np.ndarray | None = None
@@ -71,6 +76,7 @@ class InferRequest:
         """Run once; ``inputs`` is {name: array}, a list in input order, or one array for one input."""
         feeds = self._check(self._as_dict(inputs))
         keepalive = list(feeds.values())
+        windows: list[tuple[int, int, float, float]] = []
         values: dict[str, Any] = {
             name: _C.OrtValue.ortvalue_from_numpy(arr, _cpu()) for name, arr in feeds.items()
         }
@@ -80,7 +86,15 @@ class InferRequest:
                 if t in values:
                     step_feeds[t] = values[t]
             try:
-                produced = _run(step, step_feeds)
+                if step.compiled.profiler is None:
+                    produced = _run(step, step.compiled.session, step_feeds)
+                else:
+                    session = step.compiled.profiler.before_run()
+                    start = time.time_ns()
+                    produced = _run(step, session, step_feeds)
+                    windows.append(
+                        (step.compiled.index, threading.get_native_id(), start / 1e3, time.time_ns() / 1e3)
+                    )
             except Exception as exc:
                 text = str(exc).strip().splitlines()
                 raise InferenceError(
@@ -90,8 +104,38 @@ class InferRequest:
             for t in step.release:
                 values.pop(t, None)
         self.results = self._collect(values, feeds)
+        if self._profiled:
+            self._history.append(windows)
         del keepalive
         return self.results
+
+    def get_profiling_info(self) -> list[ProfilingInfo]:
+        """Counters of this request's last inference, subgraph by subgraph in execution order.
+
+        Empty unless profiling is on (PERF_COUNT=YES for HETERO or for a device).
+        """
+        return self._counters(self._history[-1]) if self._history else []
+
+    def get_profiling_history(self) -> list[list[ProfilingInfo]]:
+        """Counters of every inference this request ran while profiling, oldest first (for averages)."""
+        return [self._counters(windows) for windows in self._history]
+
+    def _counters(self, windows: list[tuple[int, int, float, float]]) -> list[ProfilingInfo]:
+        infos: list[ProfilingInfo] = []
+        by_index = {s.index: s for s in self.compiled.subgraphs}
+        for index, tid, start, end in windows:
+            sub = by_index[index]
+            if sub.profiler is None:
+                continue
+            sub.profiler.flush()
+            run = sub.profiler.find(tid, start, end)
+            if run is None:
+                continue
+            outputs = [o for o in sub.outputs if o in self.compiled.plan.outputs]
+            infos += subgraph_counters(
+                sub.index + 1, sub.device, sub.target.ep, sub.on_host, sub.nodes, run, outputs
+            )
+        return infos
 
     def get_tensor(self, name: str) -> np.ndarray:
         """An output of the last inference, by name."""
@@ -187,15 +231,15 @@ def _cpu() -> Any:
     return _C.OrtDevice(_C.OrtDevice.cpu(), _C.OrtDevice.default_memory(), 0)
 
 
-def _run(step: _Step, feeds: dict[str, Any]) -> list[Any]:
+def _run(step: _Step, session: Any, feeds: dict[str, Any]) -> list[Any]:
     compiled = step.compiled
     if compiled.on_host:
-        return list(compiled.session._sess.run_with_ort_values(feeds, list(step.outputs), None))
-    binding = compiled.session.io_binding()
+        return list(session._sess.run_with_ort_values(feeds, list(step.outputs), None))
+    binding = session.io_binding()
     for name, value in feeds.items():
         binding.bind_ortvalue_input(name, ort.OrtValue(value))
     device_id = int(compiled.target.provider_options.get("device_id", 0))
     for name in step.outputs:
         binding.bind_output(name, "cuda", device_id)
-    compiled.session.run_with_iobinding(binding)
+    session.run_with_iobinding(binding)
     return [v._get_c_value() for v in binding.get_outputs()]

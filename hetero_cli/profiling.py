@@ -1,0 +1,227 @@
+"""Profiling: per-subgraph performance counters in the documented HETERO ``-pc`` format.
+
+    subgraph1: 1. input transfer to OPENVINO:EXECUTED         layerType:          realTime: 12    cpu: 12   execType: ...
+    subgraph2: prob:              EXECUTED                      layerType: Softmax  realTime: 10    cpu: 10   execType: ...
+    Total time: 4212 microseconds
+
+Counters come from ONNX Runtime's own profiler, switched on per session only when asked (PERF_COUNT):
+kernel EPs (CPU, CUDA) give one line per node; EPs that compile their subgraph into one fused kernel
+(OpenVINO, TensorRT) give numbered stage lines measured from the profiler's timestamps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+EXECUTED = "EXECUTED"
+NOT_RUN = "NOT_RUN"
+OPTIMIZED_OUT = "OPTIMIZED_OUT"
+FUSED_EPS = frozenset({"OpenVINOExecutionProvider", "TensorrtExecutionProvider"})
+ASYNC_EPS = frozenset({"CUDAExecutionProvider"})
+
+
+@dataclass(frozen=True)
+class ProfilingInfo:
+    """One counter line: what ran, its status, and its real and CPU time in microseconds."""
+
+    node_name: str
+    node_type: str
+    exec_type: str
+    status: str
+    real_time_us: int
+    cpu_time_us: int
+    subgraph: int
+
+    @property
+    def real_time(self) -> timedelta:
+        """Real (wall) time, as OpenVINO's ProfilingInfo gives it."""
+        return timedelta(microseconds=self.real_time_us)
+
+    @property
+    def cpu_time(self) -> timedelta:
+        """CPU time, as OpenVINO's ProfilingInfo gives it."""
+        return timedelta(microseconds=self.cpu_time_us)
+
+
+@dataclass(frozen=True)
+class NodeEvent:
+    """One kernel from ORT's trace: node name, op type, EP, absolute start and duration (microseconds)."""
+
+    name: str
+    op_type: str
+    provider: str
+    start_us: float
+    dur_us: int
+
+
+@dataclass(frozen=True)
+class Run:
+    """One session run from ORT's trace: its window (absolute microseconds), thread and kernels."""
+
+    tid: int
+    start_us: float
+    end_us: float
+    nodes: tuple[NodeEvent, ...]
+
+
+@dataclass
+class SessionProfile:
+    """The profiler of one subgraph session: flushes ORT's trace into runs and restarts profiling."""
+
+    recreate: Callable[[], Any]
+    session: Any
+    runs: list[Run] = field(default_factory=list)
+    dirty: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def before_run(self) -> Any:
+        """The session to run; restarts profiling (a fresh session) if an earlier flush ended it."""
+        with self.lock:
+            if self.session is None:
+                self.session = self.recreate()
+            self.dirty = True
+            return self.session
+
+    def flush(self) -> None:
+        """End ORT's profiling of the current session and keep its runs; the trace file is removed."""
+        with self.lock:
+            if not self.dirty or self.session is None:
+                return
+            session, self.session, self.dirty = self.session, None, False
+            start_ns = session.get_profiling_start_time_ns()
+            path = session.end_profiling()
+        if path:
+            try:
+                self.runs.extend(parse_trace(path, start_ns))
+            finally:
+                Path(path).unlink(missing_ok=True)
+
+    def find(self, tid: int, start_us: float, end_us: float) -> Run | None:
+        """The run this thread made between ``start_us`` and ``end_us`` (absolute microseconds)."""
+        slack = 1000.0
+        best = None
+        for run in reversed(self.runs):
+            if run.tid == tid and run.start_us >= start_us - slack and run.end_us <= end_us + slack:
+                return run
+            if best is None and run.start_us >= start_us - slack and run.end_us <= end_us + slack:
+                best = run
+        return best
+
+
+def parse_trace(path: str | os.PathLike[str], start_ns: int) -> list[Run]:
+    """Runs of an ORT Chrome-trace profile, with absolute timestamps (microseconds since the epoch)."""
+    events = json.loads(Path(path).read_text(encoding="utf-8"))
+    base = start_ns / 1000.0
+    runs = [e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"]
+    nodes = [e for e in events if e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time")]
+    out = []
+    for r in sorted(runs, key=lambda e: e["ts"]):
+        lo, hi = r["ts"], r["ts"] + r["dur"]
+        inside = tuple(
+            NodeEvent(
+                str(n["name"])[: -len("_kernel_time")],
+                str(n.get("args", {}).get("op_name", "")),
+                str(n.get("args", {}).get("provider", "")),
+                base + n["ts"],
+                int(n["dur"]),
+            )
+            for n in nodes
+            if n.get("tid") == r.get("tid") and lo <= n["ts"] and n["ts"] + n["dur"] <= hi
+        )
+        out.append(Run(int(r.get("tid", 0)), base + lo, base + hi, inside))
+    return out
+
+
+def subgraph_counters(
+    number: int,
+    device: str,
+    ep: str,
+    device_on_host: bool,
+    nodes: Sequence[str],
+    run: Run,
+    outputs: Iterable[str],
+) -> list[ProfilingInfo]:
+    """Counter lines of one subgraph run: per node (kernel EPs) or numbered stages (fused EPs)."""
+    lines: list[ProfilingInfo] = []
+    fused = [e for e in run.nodes if e.provider == ep and ep in FUSED_EPS]
+    others = [e for e in run.nodes if not (e.provider == ep and ep in FUSED_EPS)]
+    if fused:
+        first = min(e.start_us for e in fused)
+        last = max(e.start_us + e.dur_us for e in fused)
+        stages = [
+            (f"input transfer to {device}", max(0, round(first - run.start_us))),
+            (f"{device} execute time", sum(e.dur_us for e in fused)),
+            (f"output transfer from {device}", max(0, round(run.end_us - last))),
+        ]
+        for k, (label, us) in enumerate(stages, 1):
+            cpu = us if device_on_host or k != 2 else 0
+            lines.append(ProfilingInfo(f"{k}. {label}", "", ep, EXECUTED, us, cpu, number))
+    seen = set()
+    for e in others:
+        seen.add(e.name)
+        launch_only = e.provider in ASYNC_EPS
+        lines.append(
+            ProfilingInfo(
+                e.name,
+                e.op_type,
+                e.provider + (" (launch)" if launch_only else ""),
+                EXECUTED,
+                0 if launch_only else e.dur_us,
+                e.dur_us,
+                number,
+            )
+        )
+    if ep in ASYNC_EPS:
+        launches = sum(e.dur_us for e in others)
+        total = round(run.end_us - run.start_us)
+        lines.append(
+            ProfilingInfo(
+                f"{device} execute time (synchronised run)", "", ep, EXECUTED, total, launches, number
+            )
+        )
+    if not fused:
+        for name in nodes:
+            if name not in seen:
+                lines.append(ProfilingInfo(name, "", ep, OPTIMIZED_OUT, 0, 0, number))
+    for out in outputs:
+        lines.append(ProfilingInfo(f"out_{out}", "Output", "unknown", NOT_RUN, 0, 0, number))
+    return lines
+
+
+def format_counters(infos: Sequence[ProfilingInfo]) -> str:
+    """The documented -pc text: one aligned line per counter, then ``Total time: <us> microseconds``."""
+    lines = []
+    for info in infos:
+        head = f"{info.node_name + ':':<19}{info.status}"
+        line = (
+            f"subgraph{info.subgraph}: {head:<48} layerType: {info.node_type:<8} "
+            f"realTime: {info.real_time_us:<5} cpu: {info.cpu_time_us:<4} execType: {info.exec_type}"
+        )
+        lines.append(line.rstrip())
+    lines.append(f"Total time: {sum(i.real_time_us for i in infos)} microseconds")
+    return "\n".join(lines)
+
+
+def parse_counters(text: str) -> tuple[list[ProfilingInfo], int]:
+    """Read -pc text back (for tests and tools): the counter lines and the printed total."""
+    import re
+
+    pattern = re.compile(
+        r"^subgraph(\d+): (.*?):\s*(EXECUTED|NOT_RUN|OPTIMIZED_OUT)\s+layerType: (.*?)\s*"
+        r"realTime: (\d+)\s+cpu: (\d+)\s+execType:\s?(.*)$"
+    )
+    infos, total = [], -1
+    for line in text.splitlines():
+        m = pattern.match(line)
+        if m:
+            infos.append(ProfilingInfo(m[2], m[4], m[7], m[3], int(m[5]), int(m[6]), int(m[1])))
+        elif line.startswith("Total time: "):
+            total = int(line.split()[2])
+    return infos, total

@@ -1,0 +1,208 @@
+"""Visualisation: GraphViz .dot files of affinities and subgraphs, as OpenVINO_HETERO_VISUALIZE writes them.
+
+    hetero_affinity_<model>.dot    every operation, filled with its device's colour
+    hetero_subgraphs_<model>.dot   one cluster per subgraph, cross-device tensors drawn bold and red
+
+Colours are fixed per device (sorted order), so two runs of one model give identical files.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from .errors import HeteroError
+from .model import Model
+from .partition import Plan
+
+ENV = "OPENVINO_HETERO_VISUALIZE"
+PALETTE = (
+    "#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69",
+    "#fccde5", "#d9d9d9", "#bc80bd", "#ccebc5", "#ffed6f", "#a6cee3", "#b2df8a",
+)  # fmt: skip
+
+
+def wanted(dump_config: bool = False) -> bool:
+    """Whether a compile should write .dot files: the environment variable, or HETERO_DUMP_GRAPH_DOT."""
+    return bool(os.environ.get(ENV)) or dump_config
+
+
+def safe_name(name: str) -> str:
+    """A model name made safe as part of a file name."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._")
+    return cleaned or "model"
+
+
+def quote(text: str) -> str:
+    """A DOT double-quoted string: backslashes and quotes escaped, non-ASCII as HTML entities."""
+    out = []
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ord(ch) < 32:
+            out.append(" ")
+        elif ord(ch) > 126:
+            out.append(f"&#{ord(ch)};")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def device_colours(devices: Iterable[str]) -> dict[str, str]:
+    """A fixed colour per device, assigned in sorted order."""
+    return {d: PALETTE[i % len(PALETTE)] for i, d in enumerate(sorted(set(devices)))}
+
+
+def _label(*lines: str) -> str:
+    return quote("\n".join(lines))
+
+
+def affinity_dot(model: Model, affinities: Mapping[str, str]) -> str:
+    """DOT text: every op labelled with name, type and device, filled with the device's colour."""
+    colours = device_colours(affinities.values())
+    lines = [
+        f"digraph {quote('hetero_affinity_' + model.name)} {{",
+        "  rankdir=TB;",
+        "  node [shape=box, style=filled];",
+    ]
+    for name in model.input_names:
+        lines.append(f"  {quote('in:' + name)} [shape=ellipse, style=solid, label={_label('input', name)}];")
+    for node in model.get_ops():
+        device = affinities.get(node.friendly_name, "?")
+        lines.append(
+            f"  {quote(node.friendly_name)} [label={_label(node.friendly_name, node.get_type_name(), 'device=' + device)}, "
+            f"fillcolor={quote(colours.get(device, '#ffffff'))}];"
+        )
+    lines += _edges(model, lambda tensor, src, dst: "")
+    lines += _outputs(model)
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _producer_id(model: Model, tensor: str) -> str | None:
+    node = model.producer.get(tensor)
+    if node is not None:
+        return node.friendly_name
+    if tensor in model.input_names:
+        return "in:" + tensor
+    return None
+
+
+def _edges(model: Model, style, rename=None) -> list[str]:
+    lines = []
+    for node in model.get_ops():
+        for tensor in node.inputs:
+            src = _producer_id(model, tensor)
+            if src is None:
+                continue
+            a, b = rename(src, node.friendly_name) if rename else (src, node.friendly_name)
+            extra = style(tensor, src, node.friendly_name)
+            lines.append(f"  {quote(a)} -> {quote(b)} [label={quote(tensor)}{extra}];")
+    return lines
+
+
+def _outputs(model: Model) -> list[str]:
+    lines = []
+    for name in model.output_names:
+        lines.append(
+            f"  {quote('out:' + name)} [shape=ellipse, style=solid, label={_label('output', name)}];"
+        )
+        src = _producer_id(model, name)
+        if src is not None:
+            lines.append(f"  {quote(src)} -> {quote('out:' + name)};")
+    return lines
+
+
+def subgraphs_dot(model: Model, plan: Plan) -> str:
+    """DOT text: one cluster per subgraph titled ``subgraph<N>: <DEVICE>``, crossing tensors bold red, legend."""
+    colours = device_colours(s.device for s in plan.subgraphs)
+    owner = {n: s for s in plan.subgraphs for n in s.nodes}
+    lines = [f"digraph {quote('hetero_subgraphs_' + model.name)} {{", "  rankdir=TB; compound=true;",
+             "  node [shape=box, style=filled];"]  # fmt: skip
+    for name in model.input_names:
+        lines.append(f"  {quote('in:' + name)} [shape=ellipse, style=solid, label={_label('input', name)}];")
+    for s in plan.subgraphs:
+        colour = colours[s.device]
+        lines.append(f"  subgraph {quote('cluster_' + str(s.index + 1))} {{")
+        lines.append(
+            f"    label={quote(f'{s.name}: {s.device}')}; style=rounded; color={quote(colour)}; penwidth=2;"
+        )
+        for c in s.constant_nodes:
+            node = model.node(c)
+            lines.append(
+                f"    {quote(c + '@' + s.name)} [label={_label(c, node.get_type_name(), 'constant copy')}, "
+                f'fillcolor={quote(colour)}, style="filled,dashed"];'
+            )
+        for n in s.nodes:
+            node = model.node(n)
+            lines.append(
+                f"    {quote(n)} [label={_label(n, node.get_type_name(), 'subgraph=' + str(s.index + 1))}, "
+                f"fillcolor={quote(colour)}];"
+            )
+        lines.append("  }")
+
+    crossing = ', color="#d62728", penwidth=3, fontcolor="#d62728", style=bold'
+    for s in plan.subgraphs:
+        copies = set(s.constant_nodes)
+        for name in (*s.constant_nodes, *s.nodes):
+            node = model.node(name)
+            dst = name + "@" + s.name if name in copies else name
+            for tensor in node.inputs:
+                producer = model.producer.get(tensor)
+                if producer is None:
+                    if tensor in model.input_names:
+                        lines.append(f"  {quote('in:' + tensor)} -> {quote(dst)} [label={quote(tensor)}];")
+                    continue
+                if producer.is_constant:
+                    src, extra = producer.friendly_name + "@" + s.name, ""
+                else:
+                    src = producer.friendly_name
+                    extra = crossing if owner[src].device != s.device else ""
+                lines.append(f"  {quote(src)} -> {quote(dst)} [label={quote(tensor)}{extra}];")
+    lines += _outputs(model)
+    lines.append('  subgraph "cluster_legend" {')
+    lines.append('    label="devices"; style=dashed;')
+    for device, colour in colours.items():
+        lines.append(f"    {quote('legend:' + device)} [label={quote(device)}, fillcolor={quote(colour)}];")
+    lines.append("  }")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def dump(model: Model, plan: Plan, directory: str | os.PathLike[str] | None = None) -> tuple[Path, Path]:
+    """Write both .dot files into ``directory`` (default: the current directory); returns their paths."""
+    folder = Path(directory) if directory is not None else Path.cwd()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        stem = safe_name(model.name)
+        affinity = folder / f"hetero_affinity_{stem}.dot"
+        subgraphs = folder / f"hetero_subgraphs_{stem}.dot"
+        affinity.write_text(affinity_dot(model, plan.affinities), encoding="utf-8")
+        subgraphs.write_text(subgraphs_dot(model, plan), encoding="utf-8")
+    except OSError as exc:
+        raise HeteroError(f"cannot write .dot files into {folder}: {exc.strerror or exc}") from None
+    return affinity, subgraphs
+
+
+def render(path: str | os.PathLike[str], fmt: str = "svg") -> Path:
+    """Render a .dot file with Graphviz's ``dot`` beside it (``x.dot`` -> ``x.svg``)."""
+    if fmt not in ("svg", "png", "pdf"):
+        raise HeteroError(f"cannot render as {fmt!r}: use svg, png or pdf")
+    exe = shutil.which("dot")
+    if exe is None:
+        raise HeteroError(
+            "Graphviz is not installed (no 'dot' on PATH): install it, e.g. apt-get install graphviz"
+        )
+    src = Path(path)
+    out = src.with_suffix("." + fmt)
+    result = subprocess.run([exe, f"-T{fmt}", str(src), "-o", str(out)], capture_output=True, text=True)
+    if result.returncode != 0:
+        out.unlink(missing_ok=True)
+        raise HeteroError(f"Graphviz could not render {src}: {result.stderr.strip()[:300]}")
+    return out
