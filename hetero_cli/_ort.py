@@ -11,8 +11,9 @@ except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
         "or hetero-cli[gpu] (CUDA + TensorRT + CPU), e.g. pip install 'hetero-cli[openvino]'"
     ) from exc
 
-# Warnings such as "Removing initializer ..." are noise a user cannot act on; 3 = errors only.
-QUIET = 3
+# ORT's own log lines ("Removing initializer ...", errors it also raises as exceptions) are noise a user
+# cannot act on; 4 = fatal only. Failures still reach hetero-cli as exceptions with ORT's message.
+QUIET = 4
 
 
 def session_options(*, optimize: bool = True) -> ort.SessionOptions:

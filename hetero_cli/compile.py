@@ -91,7 +91,8 @@ class CompiledSubgraph:
         if fallback:
             eps = sorted({ep for _, _, ep in fallback})
             text += (
-                f"; ORT ran {len(fallback)} of its nodes on {', '.join(eps)} instead: "
+                f"; ORT ran part of it on {', '.join(eps)} instead (nodes as ORT names them after its "
+                f"optimizations): "
                 + ", ".join(f"{n} ({op})" for n, op, _ in fallback[:5])
                 + (" ..." if len(fallback) > 5 else "")
             )
@@ -135,6 +136,12 @@ def compile_subgraph(
             f"{subgraph.name} ({len(subgraph.nodes)} node(s) on {device.name}) could not be compiled by "
             f"{device.ep}: {first}. Move its nodes to another device (affinities) or change its config"
         ) from None
+    if device.ep not in session.get_providers():
+        raise CompileError(
+            f"{subgraph.name} could not run on {device.name}: ONNX Runtime dropped {device.ep} while creating "
+            f"its session (usually a provider option it refused: {dict(settings.provider_options)}); "
+            f"check the config for {device.name}"
+        )
     profiler = SessionProfile(create, session) if profiling else None
     compiled = CompiledSubgraph(subgraph, device, session, assignment(session), profiler)
     if compiled.fallback_nodes:

@@ -125,7 +125,7 @@ class Core:
     ) -> CompiledModel:
         """Split ``model`` by affinity (manual, or automatic over the priorities) and compile each part."""
         model = self.read_model(model)
-        device_name = device_name or "CPU"
+        device_name = "CPU" if device_name is None else device_name
         merged, request, devices = self._devices(device_name, config)
         plan = partition(model, query.resolve_affinities(model, request, devices))
         if visualize.wanted(merged.dump_dot):

@@ -93,14 +93,19 @@ def _types_for(model: Model, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
         else:
             missing.append(t)
     if missing:
-        types.update(ort_types(model, missing))
+        found = ort_types(model, missing)
+        for t in missing:  # keep onnx's answer where ORT knows no more
+            if t in found and (_complete(found[t]) or model.value_type(t) is None):
+                types[t] = found[t]
+            else:
+                types[t] = model.value_type(t) or found[t]
     return types
 
 
 def _complete(t: onnx.TypeProto) -> bool:
     kind = t.WhichOneof("value")
-    if kind == "tensor_type":
-        return bool(t.tensor_type.elem_type)
+    if kind == "tensor_type":  # element type and rank both known
+        return bool(t.tensor_type.elem_type) and t.tensor_type.HasField("shape")
     return kind is not None
 
 
@@ -127,9 +132,8 @@ def ort_types(model: Model, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
             raise ModelError(
                 f"tensor {arg.name!r} has type {arg.type}, which cannot cross a subgraph boundary"
             )
-        shape = (
-            [d if isinstance(d, int) else (d or None) for d in arg.shape] if arg.shape is not None else None
-        )
+        # ORT reports [] both for a scalar and for an unknown shape: only a non-empty list says anything.
+        shape = [d if isinstance(d, int) else (d or None) for d in arg.shape] if arg.shape else None
         out[arg.name] = helper.make_tensor_type_proto(elem, shape)
     return out
 

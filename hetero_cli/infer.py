@@ -42,7 +42,7 @@ def _steps(compiled: CompiledModel) -> list[_Step]:
     keep = set(compiled.plan.outputs)
     steps = []
     for s in compiled.subgraphs:
-        declared = {i.name for i in s.session.get_inputs()}
+        declared = {i.name for i in (*s.session.get_inputs(), *s.session.get_overridable_initializers())}
         steps.append(
             _Step(
                 compiled=s,
@@ -183,7 +183,7 @@ class InferRequest:
             raise InferenceError(f"missing input(s) {', '.join(map(repr, missing))}: give a value for each")
         out = {}
         for name, value in given.items():
-            arr = np.ascontiguousarray(value)
+            arr = np.asarray(value, order="C")
             info = self._inputs.get(name)
             if info is not None:
                 _check_tensor(name, arr, info.dtype, info.shape)
@@ -196,7 +196,7 @@ class InferRequest:
             if source == INPUT:
                 results[name] = np.array(feeds[name], copy=True)
             elif source == CONSTANT:
-                results[name] = np.array(self.compiled.constants[name], copy=True)
+                results[name] = np.array(feeds.get(name, self.compiled.constants[name]), copy=True)
             else:
                 results[name] = values[name].numpy()
         return results

@@ -141,8 +141,9 @@ class Model:
         self.initializer_names = frozenset(
             [t.name for t in graph.initializer] + [t.values.name for t in graph.sparse_initializer]
         )
+        # IR < 4 lists every initializer among the inputs; ORT treats those as constants, so do we.
         self.overridable_initializers = frozenset(
-            i.name for i in graph.input if i.name in self.initializer_names
+            i.name for i in graph.input if i.name in self.initializer_names and proto.ir_version >= 4
         )
         self.input_names = tuple(i.name for i in graph.input if i.name not in self.initializer_names)
         self.output_names = tuple(o.name for o in graph.output)
@@ -317,7 +318,42 @@ class Model:
                 types[vi.name] = vi.type
         for t in graph.initializer:
             types[t.name] = helper.make_tensor_type_proto(t.data_type, list(t.dims))
+        for node in self._ops:
+            if node.has_subgraphs:
+                _fill_control_flow_ranks(node.proto, types)
         return types
+
+
+def _fill_control_flow_ranks(node: onnx.NodeProto, types: dict[str, onnx.TypeProto]) -> None:
+    """Give If/Loop/Scan outputs whose rank onnx could not infer the rank their body declares.
+
+    A subgraph boundary needs a rank (onnx.checker, and EPs that cannot compile dynamic ranks); the
+    dimensions stay symbolic.
+    """
+    attrs = {a.name: a for a in node.attribute}
+    body: onnx.GraphProto | None = None
+    offset, carried = 0, len(node.output)
+    if node.op_type == "If" and "then_branch" in attrs:
+        body = attrs["then_branch"].g
+    elif node.op_type == "Loop" and "body" in attrs:
+        body, offset, carried = attrs["body"].g, 1, len(node.input) - 2
+    elif node.op_type == "Scan" and "body" in attrs:
+        scans = attrs["num_scan_inputs"].i if "num_scan_inputs" in attrs else 0
+        body, carried = attrs["body"].g, len(node.input) - scans
+    if body is None:
+        return
+    for k, name in enumerate(node.output):
+        known = types.get(name)
+        if not name or (known is not None and known.tensor_type.HasField("shape")):
+            continue
+        if k + offset >= len(body.output):
+            continue
+        declared = body.output[k + offset].type
+        if not declared.HasField("tensor_type") or not declared.tensor_type.HasField("shape"):
+            continue
+        rank = len(declared.tensor_type.shape.dim) + (0 if k < carried else 1)
+        elem = known.tensor_type.elem_type if known is not None else declared.tensor_type.elem_type
+        types[name] = helper.make_tensor_type_proto(elem, [f"{name}_dim{i}" for i in range(rank)])
 
 
 def _has_elem(t: onnx.TypeProto) -> bool:

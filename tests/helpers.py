@@ -1,0 +1,133 @@
+"""Small shared helpers for the unit tests: model building, reference runs, OpenVINO skip marks."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, numpy_helper
+from onnx import helper as h
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = (
+    str(ROOT / ".venv" / "bin" / "python") if (ROOT / ".venv" / "bin" / "python").exists() else sys.executable
+)
+
+HAS_OPENVINO = "OpenVINOExecutionProvider" in ort.get_available_providers()
+SKIP_NO_OPENVINO = pytest.mark.skipif(
+    not HAS_OPENVINO, reason="needs the OpenVINO execution provider (onnxruntime-openvino)"
+)
+# For `pytestmark = OPENVINO_ONLY` or `@pytest.mark.parametrize(..., marks=OPENVINO_ONLY)`.
+OPENVINO_ONLY = [pytest.mark.openvino, SKIP_NO_OPENVINO]
+
+FLOAT = TensorProto.FLOAT
+
+
+def needs_openvino(obj):
+    """Decorator: mark ``openvino`` and skip cleanly where the OpenVINO EP is not installed."""
+    return pytest.mark.openvino(SKIP_NO_OPENVINO(obj))
+
+
+def vi(name: str, shape: Sequence[int | str | None] | None = (2,), elem: int = FLOAT) -> onnx.ValueInfoProto:
+    """A tensor value_info."""
+    return h.make_tensor_value_info(name, elem, None if shape is None else list(shape))
+
+
+def const(name: str, values, dtype=np.float32) -> onnx.TensorProto:
+    """An initializer."""
+    return numpy_helper.from_array(np.asarray(values, dtype=dtype), name)
+
+
+def make_model(
+    nodes: Iterable[onnx.NodeProto],
+    inputs: Iterable[onnx.ValueInfoProto],
+    outputs: Iterable[onnx.ValueInfoProto],
+    initializers: Iterable[onnx.TensorProto] = (),
+    *,
+    name: str = "test_graph",
+    opsets: Mapping[str, int] | None = None,
+    ir_version: int = 9,
+    functions: Iterable[onnx.FunctionProto] = (),
+    value_info: Iterable[onnx.ValueInfoProto] = (),
+) -> onnx.ModelProto:
+    """A model with an explicit IR version (make_model's default can be newer than ORT accepts)."""
+    graph = h.make_graph(list(nodes), name, list(inputs), list(outputs), list(initializers))
+    graph.value_info.extend(value_info)
+    opsets = {"": 17} if opsets is None else opsets
+    return h.make_model(
+        graph,
+        ir_version=ir_version,
+        opset_imports=[h.make_opsetid(d, v) for d, v in opsets.items()],
+        functions=list(functions),
+    )
+
+
+def ort_run(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """One plain CPU-EP session over the whole model: the reference results."""
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    return dict(zip(names, sess.run(names, dict(feeds)), strict=True))
+
+
+def assert_same(got: Mapping[str, np.ndarray], want: Mapping[str, np.ndarray], *, exact: bool = True) -> None:
+    """Same outputs: bit-exact (every subgraph on CPU) or within float tolerance."""
+    assert list(got) == list(want)
+    for name, w in want.items():
+        g = np.asarray(got[name])
+        assert g.dtype == w.dtype, name
+        assert g.shape == w.shape, name
+        if exact or not np.issubdtype(w.dtype, np.floating):
+            np.testing.assert_array_equal(g, w, err_msg=name)
+        else:
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def hardmax_model() -> onnx.ModelProto:
+    """x[2,4] -> MatMul -> Add -> Relu -> Hardmax -> Mul(relu, onehot) -> Sigmoid -> y.
+
+    The OpenVINO EP refuses Hardmax, so automatic HETERO:OPENVINO,CPU gives OPENVINO -> CPU -> OPENVINO.
+    """
+    nodes = [
+        h.make_node("MatMul", ["x", "w"], ["mm"], name="matmul"),
+        h.make_node("Add", ["mm", "b"], ["biased"], name="add_bias"),
+        h.make_node("Relu", ["biased"], ["relu_out"], name="relu"),
+        h.make_node("Hardmax", ["relu_out"], ["onehot"], name="hardmax", axis=-1),
+        h.make_node("Mul", ["relu_out", "onehot"], ["picked"], name="pick"),
+        h.make_node("Sigmoid", ["picked"], ["y"], name="sigmoid"),
+    ]
+    inits = [
+        const("w", np.linspace(-1, 1, 16).reshape(4, 4)),
+        const("b", np.full((4,), 0.1)),
+    ]
+    return make_model(nodes, [vi("x", [2, 4])], [vi("y", [2, 4])], inits, name="hardmax_model")
+
+
+def isinf_model() -> onnx.ModelProto:
+    """x[2,3] -> IsInf -> Cast -> Add(relu(x)) -> y: the OpenVINO EP refuses IsInf."""
+    nodes = [
+        h.make_node("Relu", ["x"], ["r"], name="relu"),
+        h.make_node("IsInf", ["x"], ["inf"], name="isinf"),
+        h.make_node("Cast", ["inf"], ["inf_f"], name="cast", to=FLOAT),
+        h.make_node("Add", ["r", "inf_f"], ["s"], name="add"),
+        h.make_node("Mul", ["s", "x"], ["y"], name="mul"),
+    ]
+    return make_model(nodes, [vi("x", [2, 3])], [vi("y", [2, 3])], name="isinf_model")
+
+
+def chain_model(ops: Sequence[str] = ("Relu", "Neg", "Abs", "Sigmoid"), shape=(2, 3)) -> onnx.ModelProto:
+    """x -> op0 -> op1 -> ... -> y, nodes named n0, n1, ...; every op runs on every EP."""
+    names = ["x", *[f"t{i}" for i in range(len(ops) - 1)], "y"]
+    nodes = [h.make_node(op, [names[i]], [names[i + 1]], name=f"n{i}") for i, op in enumerate(ops)]
+    return make_model(nodes, [vi("x", shape)], [vi("y", shape)], name="chain")
+
+
+def seeded(shape, dtype=np.float32, seed: int = 0) -> np.ndarray:
+    """A deterministic random array."""
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)

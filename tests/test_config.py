@@ -1,0 +1,302 @@
+"""Per-device configuration (the doc's ov::device::properties): named keys, provider options, refusals."""
+
+from __future__ import annotations
+
+import onnxruntime as ort
+import pytest
+from helpers import HAS_OPENVINO, OPENVINO_ONLY, chain_model, hardmax_model, needs_openvino
+
+import hetero_cli as hc
+import hetero_cli.device as device
+import hetero_cli.hint as hints
+import hetero_cli.properties as properties
+
+
+class _Spy(ort.InferenceSession):
+    """An InferenceSession that remembers the providers it was asked for."""
+
+    def __init__(self, *args, **kwargs):
+        providers = kwargs.get("providers", args[2] if len(args) > 2 else None)
+        self.asked_providers = list(providers or [])
+        super().__init__(*args, **kwargs)
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    monkeypatch.setattr(ort, "InferenceSession", _Spy)
+
+
+def provider_options(sub: hc.CompiledSubgraph, ep: str) -> dict[str, str]:
+    """The options the engine asked ORT to create ``ep`` with for this subgraph."""
+    for entry in sub.session.asked_providers:
+        if isinstance(entry, tuple) and entry[0] == ep:
+            return dict(entry[1])
+        if entry == ep:
+            return {}
+    raise AssertionError(f"{ep} not among {sub.session.asked_providers}")
+
+
+def by_device(compiled: hc.CompiledModel, name: str) -> list[hc.CompiledSubgraph]:
+    subs = [s for s in compiled.subgraphs if s.device == name]
+    assert subs, f"no {name} subgraph in {[s.device for s in compiled.subgraphs]}"
+    return subs
+
+
+@pytest.fixture(scope="module")
+def chain():
+    return chain_model()
+
+
+@pytest.fixture(scope="module")
+def split_model():
+    return hardmax_model()
+
+
+# --- named keys -----------------------------------------------------------------------------------------
+
+
+def test_threads_on_cpu_set_the_session_threads(chain):
+    compiled = hc.Core().compile_model(chain, "HETERO:CPU", {"CPU": {"INFERENCE_NUM_THREADS": 2}})
+    assert compiled.subgraphs[0].session.get_session_options().intra_op_num_threads == 2
+
+
+def test_threads_with_the_properties_key(chain):
+    compiled = hc.Core().compile_model(chain, "HETERO:CPU", {"CPU": {properties.inference_num_threads: 1}})
+    assert compiled.subgraphs[0].session.get_session_options().intra_op_num_threads == 1
+
+
+@pytest.mark.parametrize("value", ["YES", "yes", True, "true", 1])
+def test_perf_count_switches_profiling_on(chain, value):
+    compiled = hc.Core().compile_model(chain, "HETERO:CPU", {"CPU": {"PERF_COUNT": value}})
+    assert compiled.subgraphs[0].session.get_session_options().enable_profiling
+
+
+@pytest.mark.parametrize("value", ["NO", False, "false", 0])
+def test_perf_count_off(chain, value):
+    compiled = hc.Core().compile_model(chain, "HETERO:CPU", {"CPU": {"PERF_COUNT": value}})
+    assert not compiled.subgraphs[0].session.get_session_options().enable_profiling
+
+
+def test_hetero_level_perf_count_applies_to_every_device(chain):
+    compiled = hc.Core().compile_model(chain, "HETERO:CPU", {"PERF_COUNT": "YES"})
+    assert compiled.subgraphs[0].session.get_session_options().enable_profiling
+
+
+def test_perf_count_only_for_the_device_it_is_given_to(chain):
+    compiled = hc.Core().compile_model(chain, "HETERO:CPU", {"OPENVINO": {"PERF_COUNT": "YES"}})
+    assert not compiled.subgraphs[0].session.get_session_options().enable_profiling
+
+
+@pytest.mark.parametrize("value", [hc.Type.f32, "f32", "FP32", "float32"])
+def test_f32_precision_accepted_on_cpu(chain, value):
+    compiled = hc.Core().compile_model(chain, "HETERO:CPU", {"CPU": {hints.inference_precision: value}})
+    assert [s.device for s in compiled.subgraphs] == ["CPU"]
+
+
+@pytest.mark.parametrize("value", [hc.Type.f16, "bf16"])
+def test_lower_precision_refused_on_cpu_ep(chain, value):
+    with pytest.raises(hc.ConfigError) as err:
+        hc.Core().compile_model(chain, "HETERO:CPU", {"CPU": {"INFERENCE_PRECISION_HINT": value}})
+    assert "CPU" in str(err.value)
+    assert "INFERENCE_PRECISION_HINT" in str(err.value)
+
+
+@needs_openvino
+def test_openvino_named_keys_map_to_provider_options(split_model, spy):
+    config = {"OPENVINO": {"INFERENCE_NUM_THREADS": 2, "INFERENCE_PRECISION_HINT": hc.Type.f32}}
+    compiled = hc.Core().compile_model(split_model, "HETERO:OPENVINO,CPU", config)
+    for sub in by_device(compiled, "OPENVINO"):
+        options = provider_options(sub, "OpenVINOExecutionProvider")
+        assert options["num_of_threads"] == "2"
+        assert options["precision"] == "FP32"
+        assert options["device_type"] == "CPU"
+        assert sub.fallback_nodes == []
+    for sub in by_device(compiled, "CPU"):  # the CPU subgraph is not touched by OPENVINO's config
+        assert sub.session.get_session_options().intra_op_num_threads != 2
+
+
+@needs_openvino
+def test_provider_options_pass_through(split_model, spy, tmp_path):
+    config = {"OPENVINO": {"num_streams": "1", "cache_dir": str(tmp_path)}}
+    compiled = hc.Core().compile_model(split_model, "HETERO:OPENVINO,CPU", config)
+    for sub in by_device(compiled, "OPENVINO"):
+        options = provider_options(sub, "OpenVINOExecutionProvider")
+        assert options["num_streams"] == "1"
+        assert options["cache_dir"] == str(tmp_path)
+        assert sub.fallback_nodes == []
+
+
+@needs_openvino
+def test_openvino_perf_count(split_model):
+    compiled = hc.Core().compile_model(split_model, "HETERO:OPENVINO,CPU", {"OPENVINO": {"PERF_COUNT": True}})
+    for sub in compiled.subgraphs:
+        assert sub.session.get_session_options().enable_profiling == (sub.device == "OPENVINO")
+
+
+# --- refusals ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("config", "named"),
+    [
+        (
+            {"CPU": {"FOO": 1}},
+            ["CPU", "FOO", "PERF_COUNT", "INFERENCE_NUM_THREADS", "INFERENCE_PRECISION_HINT"],
+        ),
+        ({"CPU": {"num_of_threads": 1}}, ["CPU", "num_of_threads", "INFERENCE_NUM_THREADS"]),
+        ({"OPENVINO": {"bogus_option": 1}}, ["OPENVINO", "bogus_option", "num_of_threads", "PERF_COUNT"]),
+        ({"GPU": {"FOO": 1}}, ["GPU", "FOO", "device_id"]),
+    ],
+)
+def test_unknown_device_key_refused_naming_device_and_known_keys(chain, config, named):
+    with pytest.raises(hc.ConfigError) as err:
+        hc.Core().compile_model(chain, "HETERO:CPU", config)
+    for text in named:
+        assert text in str(err.value)
+
+
+def test_unknown_hetero_key_refused(chain):
+    with pytest.raises(hc.ConfigError) as err:
+        hc.Core().compile_model(chain, "HETERO:CPU", {"NOT_A_KEY": 1})
+    assert "NOT_A_KEY" in str(err.value)
+    assert "MULTI_DEVICE_PRIORITIES" in str(err.value)
+
+
+def test_config_for_unknown_device_refused(chain):
+    with pytest.raises(hc.ConfigError) as err:
+        hc.Core().compile_model(chain, "HETERO:CPU", {"FPGA": {"PERF_COUNT": True}})
+    assert "FPGA" in str(err.value)
+    assert "OPENVINO" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("INFERENCE_NUM_THREADS", "abc"),
+        ("INFERENCE_NUM_THREADS", -1),
+        ("INFERENCE_NUM_THREADS", 1.5),
+        ("PERF_COUNT", "maybe"),
+        ("INFERENCE_PRECISION_HINT", "int3"),
+    ],
+)
+def test_bad_values_refused(chain, key, value):
+    with pytest.raises(hc.ConfigError) as err:
+        hc.Core().compile_model(chain, "HETERO:CPU", {"CPU": {key: value}})
+    assert key in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        pytest.param({"num_streams": "abc"}, id="num_streams-not-a-number"),
+        pytest.param({"INFERENCE_PRECISION_HINT": "f16"}, id="f16-on-openvino-cpu"),
+    ],
+)
+@needs_openvino
+def test_openvino_value_its_ep_rejects_is_refused_not_silently_run_on_cpu(split_model, options):
+    # ORT drops an EP whose options it cannot parse and runs everything on the CPU EP. A config value
+    # that makes the device unusable is a bad value: it must be refused, not turned into a CPU run.
+    with pytest.raises(hc.HeteroError) as err:
+        hc.Core().compile_model(split_model, "HETERO:OPENVINO,CPU", {"OPENVINO": options})
+    assert "OPENVINO" in str(err.value)
+
+
+def test_bad_key_refused_by_set_property():
+    core = hc.Core()
+    with pytest.raises(hc.ConfigError):
+        core.set_property("CPU", {"FOO": 1})
+    with pytest.raises(hc.ConfigError):
+        core.set_property("CPU", {"INFERENCE_NUM_THREADS": "many"})
+    with pytest.raises(hc.DeviceError):
+        core.set_property("FPGA", {"PERF_COUNT": True})
+
+
+def test_config_for_a_device_not_in_the_list_is_still_checked(chain):
+    with pytest.raises(hc.ConfigError):
+        hc.Core().compile_model(chain, "HETERO:CPU", {"OPENVINO": {"FOO": 1}})
+
+
+def test_config_for_an_unavailable_device_is_accepted(chain):
+    core = hc.Core()
+    core.set_property("GPU", {properties.enable_profiling: True})
+    compiled = core.compile_model(chain, "HETERO:CPU", {"GPU": {"device_id": "0"}})
+    assert [s.device for s in compiled.subgraphs] == ["CPU"]
+
+
+# --- DEVICE_PROPERTIES and plain devices -------------------------------------------------------------------
+
+
+def test_device_properties_nesting(chain):
+    config = {device.properties: {"cpu": {"INFERENCE_NUM_THREADS": 3, "PERF_COUNT": "YES"}}}
+    compiled = hc.Core().compile_model(chain, "HETERO:CPU", config)
+    so = compiled.subgraphs[0].session.get_session_options()
+    assert so.intra_op_num_threads == 3
+    assert so.enable_profiling
+    assert compiled.get_property("DEVICE_PROPERTIES")["CPU"]["INFERENCE_NUM_THREADS"] == 3
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "CPU",
+        {"CPU": 3},
+        {"FPGA": {"PERF_COUNT": True}},
+        {"CPU": {"FOO": 1}},
+    ],
+)
+def test_device_properties_malformed_refused(chain, value):
+    with pytest.raises(hc.ConfigError):
+        hc.Core().compile_model(chain, "HETERO:CPU", {"DEVICE_PROPERTIES": value})
+
+
+def test_config_on_a_plain_device(chain):
+    compiled = hc.Core().compile_model(chain, "CPU", {"INFERENCE_NUM_THREADS": 2, "PERF_COUNT": "YES"})
+    so = compiled.subgraphs[0].session.get_session_options()
+    assert so.intra_op_num_threads == 2
+    assert so.enable_profiling
+
+
+def test_nested_config_on_a_plain_device(chain):
+    compiled = hc.Core().compile_model(chain, "CPU", {"CPU": {"INFERENCE_NUM_THREADS": 2}})
+    assert compiled.subgraphs[0].session.get_session_options().intra_op_num_threads == 2
+
+
+def test_plain_device_refuses_another_devices_key(chain):
+    with pytest.raises(hc.ConfigError) as err:
+        hc.Core().compile_model(chain, "CPU", {"num_streams": "1"})
+    assert "CPU" in str(err.value)
+    assert "num_streams" in str(err.value)
+
+
+@needs_openvino
+def test_config_on_plain_openvino(chain, spy):
+    compiled = hc.Core().compile_model(chain, "OPENVINO", {"INFERENCE_NUM_THREADS": 1, "num_streams": "1"})
+    options = provider_options(compiled.subgraphs[0], "OpenVINOExecutionProvider")
+    assert options["num_of_threads"] == "1"
+    assert options["num_streams"] == "1"
+
+
+def test_set_property_per_device_reaches_the_session(chain):
+    core = hc.Core()
+    core.set_property("cpu", {properties.inference_num_threads: 2})
+    assert core.get_property("CPU", "INFERENCE_NUM_THREADS") == 2
+    compiled = core.compile_model(chain, "HETERO:CPU")
+    assert compiled.subgraphs[0].session.get_session_options().intra_op_num_threads == 2
+
+
+def test_compile_config_wins_over_set_property(chain):
+    core = hc.Core()
+    core.set_property("CPU", {"INFERENCE_NUM_THREADS": 2})
+    compiled = core.compile_model(chain, "HETERO:CPU", {"CPU": {"INFERENCE_NUM_THREADS": 1}})
+    assert compiled.subgraphs[0].session.get_session_options().intra_op_num_threads == 1
+
+
+@pytest.mark.parametrize("flavour", [pytest.param("openvino", marks=OPENVINO_ONLY)])
+def test_doc_snippet_per_device_configuration(split_model, flavour):
+    core = hc.Core()
+    core.set_property("HETERO", {device.priorities: "GPU,OPENVINO,CPU"})
+    core.set_property("GPU", {properties.enable_profiling: True})
+    core.set_property("CPU", {hints.inference_precision: hc.Type.f32})
+    compiled = core.compile_model(model=split_model, device_name="HETERO")
+    assert [s.device for s in compiled.subgraphs] == ["OPENVINO", "CPU", "OPENVINO"]
+    assert HAS_OPENVINO
