@@ -16,7 +16,7 @@ from onnx import numpy_helper
 
 from ._ort import assignment, ort, record_assignment, session_options
 from .config import SplitConfig
-from .errors import CompileError
+from .errors import CompileError, ConfigError
 from .export import extract, subgraph_model
 from .model import Model, TensorInfo
 from .partition import CONSTANT, Plan, Subgraph
@@ -226,8 +226,6 @@ class CompiledModel:
             return {k: dict(v) for k, v in self.config.devices.items()}
         if key == "MULTI_DEVICE_PRIORITIES":
             return self.device_name.partition(":")[2] or self.config.priorities
-        from .errors import ConfigError
-
         raise ConfigError(
             f"unknown compiled-model property {name!r}: use EXECUTION_DEVICES, NUMBER_OF_SUBGRAPHS, "
             "DEVICE_PROPERTIES or MULTI_DEVICE_PRIORITIES"

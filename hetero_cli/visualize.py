@@ -79,7 +79,7 @@ def affinity_dot(model: Model, affinities: Mapping[str, str]) -> str:
             f"  {quote(node.friendly_name)} [label={_label(node.friendly_name, node.get_type_name(), 'device=' + device)}, "
             f"fillcolor={quote(colours.get(device, '#ffffff'))}];"
         )
-    lines += _edges(model, lambda tensor, src, dst: "")
+    lines += _edges(model)
     lines += _outputs(model)
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -94,16 +94,14 @@ def _producer_id(model: Model, tensor: str) -> str | None:
     return None
 
 
-def _edges(model: Model, style, rename=None) -> list[str]:
+def _edges(model: Model) -> list[str]:
+    """One edge per tensor read, from its producer (op or model input) to each reader."""
     lines = []
     for node in model.get_ops():
         for tensor in node.inputs:
             src = _producer_id(model, tensor)
-            if src is None:
-                continue
-            a, b = rename(src, node.friendly_name) if rename else (src, node.friendly_name)
-            extra = style(tensor, src, node.friendly_name)
-            lines.append(f"  {quote(a)} -> {quote(b)} [label={quote(tensor)}{extra}];")
+            if src is not None:
+                lines.append(f"  {quote(src)} -> {quote(node.friendly_name)} [label={quote(tensor)}];")
     return lines
 
 
