@@ -21,8 +21,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[$(FLAVOUR),dev]"
 	touch $(STAMP)
 
+# hello_classification on the default model: GPU with CPU fallback (GPU skipped where absent), then the split
+# configuration (IsNaN/IsInf on CPU, the rest on OPENVINO where the OpenVINO EP is installed), -pc on.
 demo: $(STAMP)
-	$(PY) samples/hetero_demo.py
+	$(VENV)/bin/hello_classification -m models/digits.onnx -i samples/images/digit_3.png -d HETERO:GPU,CPU -pc
+	$(VENV)/bin/hello_classification -m models/digits.onnx -i samples/images/digit_7.png -d HETERO:GPU,OPENVINO,CPU -pc
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -1,0 +1,613 @@
+"""Benchmark: what ``hetero benchmark`` measures and writes, in benchmark_app's conventions.
+
+    shapes = benchmark.data_shapes(model, shape="[1,1,32,32]")
+    feeds = benchmark.input_sets(model, shapes, files={}, count=4)        # seeded random data
+    result = benchmark.measure(compiled, feeds, nireq=4, api="async", niter=None, duration_s=10)
+    print(result.latency_median_ms, result.throughput_fps)
+
+``-api async`` runs ``nireq`` requests concurrently on a thread pool (one InferRequest per thread, each
+running its subgraphs in order); ONNX Runtime releases the GIL while a session runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import image
+from .compile import CompiledModel
+from .errors import HeteroError
+from .model import Model
+from .profiling import NOT_RUN, ProfilingInfo
+
+DATA_SUFFIXES = frozenset({".npy", ".bin", ".raw"})
+IMAGE_SUFFIXES = frozenset(
+    {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
+)
+
+
+class BenchmarkError(HeteroError, ValueError):
+    """A benchmark option (shape, input file, report setting) is bad: the message says how to fix it."""
+
+
+# --- shapes ----------------------------------------------------------------------------------------------
+
+_SHAPE = re.compile(r"\s*(?:([^\[\],]+?)\s*:?\s*)?\[([^\]]*)\]\s*,?")
+
+
+def parse_shapes(text: str, input_names: Sequence[str], option: str) -> dict[str, list[int | None]]:
+    """``[1,3,224,224]`` (every input) or ``name[1,3,224,224],other[1,4]``: {input: dims (None for ?/-1)}."""
+    out: dict[str, list[int | None]] = {}
+    pos = 0
+    text = text.strip()
+    while pos < len(text):
+        m = _SHAPE.match(text, pos)
+        if not m or m.end() == pos:
+            raise BenchmarkError(
+                f"bad {option} {text!r}: write [1,3,224,224] for every input or name[1,3,224,224],other[1,4]"
+            )
+        name, dims_text = m.group(1), m.group(2)
+        dims: list[int | None] = []
+        for part in (p.strip() for p in dims_text.split(",") if p.strip()):
+            if part in ("?", "-1"):
+                dims.append(None)
+                continue
+            if not part.isdigit() or int(part) == 0:
+                raise BenchmarkError(
+                    f"bad {option} {text!r}: dimension {part!r} is not a positive whole number"
+                )
+            dims.append(int(part))
+        targets = [name.strip()] if name else list(input_names)
+        for target in targets:
+            if target not in input_names:
+                raise BenchmarkError(
+                    f"{option} names unknown input {target!r}: the model's inputs are {', '.join(input_names)}"
+                )
+            out[target] = dims
+        pos = m.end()
+    return out
+
+
+def data_shapes(
+    model: Model, shape: str | None = None, data_shape: str | None = None
+) -> tuple[dict[str, tuple[int, ...]], list[str]]:
+    """The concrete shape of every input's data, and notes on dynamic dimensions filled with 1.
+
+    ``shape`` (-shape) fills the model's dynamic dimensions (hetero-cli does not reshape static ones);
+    ``data_shape`` (-data_shape) gives the data's shape, which must fit the model's.
+    """
+    names = [i.name for i in model.inputs]
+    wanted_model = parse_shapes(shape, names, "-shape") if shape else {}
+    wanted_data = parse_shapes(data_shape, names, "-data_shape") if data_shape else {}
+    out: dict[str, tuple[int, ...]] = {}
+    notes: list[str] = []
+    for info in model.inputs:
+        dims = list(info.shape) if info.shape is not None else None
+        for option, wanted in (("-shape", wanted_model), ("-data_shape", wanted_data)):
+            given = wanted.get(info.name)
+            if given is None:
+                continue
+            if dims is None:
+                dims = list(given)
+            if len(given) != len(dims):
+                raise BenchmarkError(
+                    f"{option} gives {info.name!r} rank {len(given)} but the model's input is "
+                    f"{_shape(dims)} (rank {len(dims)}): give {len(dims)} dimensions"
+                )
+            merged = []
+            for k, (want, have) in enumerate(zip(given, dims, strict=True)):
+                if want is not None and isinstance(have, int) and have > 0 and want != have:
+                    raise BenchmarkError(
+                        f"{option} gives {info.name!r} {_shape(given)} but dimension {k} of the model's input "
+                        f"{_shape(dims)} is fixed at {have}: hetero-cli does not reshape models; only dynamic "
+                        f"dimensions can be set"
+                    )
+                merged.append(want if want is not None else have)
+            dims = merged
+        if dims is None:
+            raise BenchmarkError(
+                f"the model's input {info.name!r} has no known shape: give it with -data_shape {info.name}[...]"
+            )
+        concrete = []
+        for d in dims:
+            if isinstance(d, int) and d > 0:
+                concrete.append(d)
+            else:
+                concrete.append(1)
+        if concrete != list(dims):
+            notes.append(
+                f"input {info.name!r} is {_shape(info.shape or dims)}: dynamic dimensions set to 1 "
+                f"(-data_shape {info.name}{_shape(concrete)} to choose)"
+            )
+        out[info.name] = tuple(concrete)
+    return out, notes
+
+
+def _shape(dims: Sequence[Any] | None) -> str:
+    if dims is None:
+        return "[?]"
+    return "[" + ",".join(str(d) if isinstance(d, int) and d > 0 else "?" for d in dims) + "]"
+
+
+def batch_size(shapes: Mapping[str, Sequence[int]]) -> int:
+    """The batch (first dimension of the first input of rank >= 2), as benchmark_app counts frames."""
+    for dims in shapes.values():
+        if len(dims) >= 2:
+            return int(dims[0])
+    return 1
+
+
+# --- input data ------------------------------------------------------------------------------------------
+
+
+def parse_input_files(values: Sequence[str], input_names: Sequence[str]) -> dict[str, list[Path]]:
+    """-i values (``file``, ``dir``, ``name:file``, comma separated) as {input: files}; one input may omit it."""
+    out: dict[str, list[Path]] = {}
+    for value in values:
+        for part in (p.strip() for p in value.split(",") if p.strip()):
+            name, sep, path = part.partition(":")
+            if sep and name in input_names:
+                target, text = name, path
+            elif len(input_names) == 1:
+                target, text = input_names[0], part
+            else:
+                raise BenchmarkError(
+                    f"-i {part!r}: the model has {len(input_names)} inputs ({', '.join(input_names)}); "
+                    f"write -i name:file for each"
+                )
+            p = Path(text)
+            if p.is_dir():
+                files = sorted(
+                    f
+                    for f in p.iterdir()
+                    if f.is_file() and f.suffix.lower() in IMAGE_SUFFIXES | DATA_SUFFIXES
+                )
+                if not files:
+                    raise BenchmarkError(
+                        f"-i {text}: the folder holds no images ({', '.join(sorted(IMAGE_SUFFIXES))}) "
+                        f"nor data files (.npy, .bin, .raw)"
+                    )
+            elif p.exists():
+                files = [p]
+            else:
+                raise BenchmarkError(f"-i {text}: no such file or folder")
+            out.setdefault(target, []).extend(files)
+    return out
+
+
+def random_tensor(rng: np.random.Generator, dtype: np.dtype, shape: Sequence[int]) -> np.ndarray:
+    """Seeded random data: images get 0..255, other floats 0..1, integers 0..9, booleans either."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return rng.integers(0, 2, size=shape).astype(bool)
+    if dtype == np.uint8:
+        return rng.integers(0, 256, size=shape, dtype=np.uint8)
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(0, 10, size=shape).astype(dtype)
+    if np.issubdtype(dtype, np.floating):
+        image_like = len(shape) == 4 and (shape[1] in (1, 3) or shape[3] in (1, 3))
+        high = 255.0 if image_like else 1.0
+        return (rng.random(size=shape) * high).astype(dtype)
+    raise BenchmarkError(
+        f"cannot make random data of type {dtype}: give the input's data with -i name:file.npy"
+    )
+
+
+def _file_tensor(
+    model: Model,
+    name: str,
+    paths: Sequence[Path],
+    start: int,
+    dtype: np.dtype,
+    shape: Sequence[int],
+    layout: str | None,
+) -> np.ndarray:
+    """Data for one input from its files, starting at file ``start``: one file, or one image per batch item."""
+    path = paths[start % len(paths)]
+    suffix = path.suffix.lower()
+    if suffix == ".npy":
+        try:
+            arr = np.load(path, allow_pickle=False)
+        except Exception as exc:
+            raise BenchmarkError(f"-i {path}: not a readable .npy file ({exc})") from None
+        if arr.dtype != dtype:
+            if not np.can_cast(arr.dtype, dtype, casting="same_kind"):
+                raise BenchmarkError(f"-i {path}: holds {arr.dtype} but input {name!r} takes {dtype}")
+            arr = arr.astype(dtype)
+        if tuple(arr.shape) != tuple(shape):
+            if arr.size != int(np.prod(shape)):
+                raise BenchmarkError(
+                    f"-i {path}: shape {tuple(arr.shape)} does not fit input {name!r} {list(shape)}: "
+                    f"give -data_shape {name}{_shape(arr.shape)} if the input is dynamic"
+                )
+            arr = arr.reshape(shape)
+        return arr
+    if suffix in IMAGE_SUFFIXES:
+        prep = image.preprocessing(model, input_name=name, layout=layout)
+        spec = prep.input
+        dims = list(shape)
+        if spec.has_batch:
+            dims = dims[1:]
+        h, w = (dims[1], dims[2]) if spec.layout == "NCHW" else (dims[0], dims[1])
+        from dataclasses import replace
+
+        prep = replace(prep, input=replace(spec, height=h, width=w, batch=1 if spec.has_batch else None))
+        if not spec.has_batch:
+            return image.load(path, prep)
+        items = [image.load(paths[(start + b) % len(paths)], prep) for b in range(shape[0])]
+        return np.ascontiguousarray(np.concatenate(items, axis=0))
+    data = np.fromfile(path, dtype=dtype)
+    if data.size != int(np.prod(shape)):
+        raise BenchmarkError(
+            f"-i {path}: {path.stat().st_size} bytes are {data.size} {dtype} values but input {name!r} "
+            f"{list(shape)} needs {int(np.prod(shape))}: give -data_shape, or an image or .npy file"
+        )
+    return data.reshape(shape)
+
+
+def input_sets(
+    model: Model,
+    shapes: Mapping[str, Sequence[int]],
+    files: Mapping[str, Sequence[Path]],
+    count: int,
+    *,
+    seed: int = 0,
+    layout: str | None = None,
+) -> list[dict[str, np.ndarray]]:
+    """``count`` input dicts (one per request): files in turn where given, seeded random data elsewhere."""
+    rng = np.random.default_rng(seed)
+    sets: list[dict[str, np.ndarray]] = []
+    for k in range(count):
+        feeds: dict[str, np.ndarray] = {}
+        for info in model.inputs:
+            shape = tuple(shapes[info.name])
+            dtype = np.dtype(info.dtype) if info.dtype is not None else np.dtype(np.float32)
+            given = files.get(info.name)
+            if given:
+                per_set = (
+                    shape[0] if len(shape) == 4 and Path(given[0]).suffix.lower() in IMAGE_SUFFIXES else 1
+                )
+                feeds[info.name] = _file_tensor(
+                    model, info.name, [Path(g) for g in given], k * per_set, dtype, shape, layout
+                )
+            else:
+                feeds[info.name] = random_tensor(rng, dtype, shape)
+        sets.append(feeds)
+    return sets
+
+
+# --- measuring -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Measurement:
+    """What benchmark_app reports: iterations, duration, latencies (ms) and throughput."""
+
+    api: str
+    nireq: int
+    batch: int
+    first_inference_ms: float
+    duration_ms: float
+    latencies_ms: list[float] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return len(self.latencies_ms)
+
+    @property
+    def latency_median_ms(self) -> float:
+        return float(np.median(self.latencies_ms)) if self.latencies_ms else 0.0
+
+    @property
+    def latency_average_ms(self) -> float:
+        return float(np.mean(self.latencies_ms)) if self.latencies_ms else 0.0
+
+    @property
+    def latency_min_ms(self) -> float:
+        return float(np.min(self.latencies_ms)) if self.latencies_ms else 0.0
+
+    @property
+    def latency_max_ms(self) -> float:
+        return float(np.max(self.latencies_ms)) if self.latencies_ms else 0.0
+
+    @property
+    def throughput_fps(self) -> float:
+        """Frames per second: batch * 1000 / median latency (sync), batch * count / duration (async)."""
+        if not self.latencies_ms:
+            return 0.0
+        if self.api == "sync":
+            return self.batch * 1000.0 / self.latency_median_ms if self.latency_median_ms else 0.0
+        return self.batch * self.count * 1000.0 / self.duration_ms if self.duration_ms else 0.0
+
+
+def planned_iterations(niter: int | None, nireq: int, api: str) -> int | None:
+    """benchmark_app rounds -niter up to a multiple of -nireq in async mode."""
+    if niter is None or api == "sync" or nireq <= 1:
+        return niter
+    return -(-niter // nireq) * nireq
+
+
+def measure(
+    compiled: CompiledModel,
+    feeds: Sequence[Mapping[str, np.ndarray]],
+    *,
+    nireq: int,
+    api: str,
+    niter: int | None,
+    duration_s: float | None,
+    batch: int = 1,
+    on_progress: Callable[[int, float], None] | None = None,
+) -> Measurement:
+    """Run until both limits are reached (-niter iterations and -t seconds, whichever are given).
+
+    The first inference (on request 0) is a warm-up, timed but not counted.
+    """
+    if api == "sync":
+        nireq = 1
+    requests = [compiled.create_infer_request() for _ in range(nireq)]
+    start = time.perf_counter()
+    requests[0].infer(feeds[0])
+    first_ms = (time.perf_counter() - start) * 1000.0
+
+    lock = threading.Lock()
+    latencies: list[float] = []
+    claimed = 0
+    failure: list[BaseException] = []
+    stop = threading.Event()
+    t0 = time.perf_counter()
+
+    def more(done: int, elapsed: float) -> bool:
+        return bool((niter and done < niter) or (duration_s and elapsed < duration_s))
+
+    def worker(k: int) -> None:
+        nonlocal claimed
+        request, data = requests[k], feeds[k % len(feeds)]
+        try:
+            while not stop.is_set():
+                with lock:
+                    if not more(claimed, time.perf_counter() - t0):
+                        return
+                    claimed += 1
+                begin = time.perf_counter()
+                request.infer(data)
+                took = (time.perf_counter() - begin) * 1000.0
+                with lock:
+                    latencies.append(took)
+        except BaseException as exc:
+            failure.append(exc)
+            stop.set()
+
+    if api == "sync":
+        last = 0.0
+        while more(len(latencies), time.perf_counter() - t0):
+            begin = time.perf_counter()
+            requests[0].infer(feeds[0])
+            now = time.perf_counter()
+            latencies.append((now - begin) * 1000.0)
+            if on_progress is not None and now - last > 0.1:
+                last = now
+                on_progress(len(latencies), now - t0)
+    else:
+        threads = [threading.Thread(target=worker, args=(k,), daemon=True) for k in range(nireq)]
+        for t in threads:
+            t.start()
+        try:
+            while any(t.is_alive() for t in threads):
+                if on_progress is not None:
+                    on_progress(len(latencies), time.perf_counter() - t0)
+                threads[0].join(0.1)
+        except BaseException:
+            stop.set()
+            raise
+        finally:
+            for t in threads:
+                t.join()
+        if failure:
+            raise failure[0]
+    duration_ms = (time.perf_counter() - t0) * 1000.0
+    if on_progress is not None:
+        on_progress(len(latencies), duration_ms / 1000.0)
+    return Measurement(api, nireq, batch, first_ms, duration_ms, latencies)
+
+
+# --- performance counters --------------------------------------------------------------------------------
+
+
+def average_counters(runs: Sequence[Sequence[ProfilingInfo]]) -> list[ProfilingInfo]:
+    """Counters averaged over runs, line by line (same subgraph and name), in first-seen order."""
+    order: dict[tuple[int, str], list[ProfilingInfo]] = {}
+    for run in runs:
+        for info in run:
+            order.setdefault((info.subgraph, info.node_name), []).append(info)
+    out = []
+    n = max(len(runs), 1)
+    for infos in order.values():
+        first = infos[0]
+        out.append(
+            ProfilingInfo(
+                first.node_name,
+                first.node_type,
+                first.exec_type,
+                infos[-1].status,
+                round(sum(i.real_time_us for i in infos) / n),
+                round(sum(i.cpu_time_us for i in infos) / n),
+                first.subgraph,
+            )
+        )
+    return out
+
+
+def _cut(text: str, width: int = 20) -> str:
+    return text[: width - 4] + "..." if len(text) >= width else text
+
+
+def sorted_counters(infos: Sequence[ProfilingInfo], mode: str) -> str:
+    """benchmark_app's -pcsort table: sort (by real time), no_sort, simple_sort (EXECUTED rows only)."""
+    total = sum(i.real_time_us for i in infos)
+    total_cpu = sum(i.cpu_time_us for i in infos)
+    rows = list(infos)
+    if mode in ("sort", "simple_sort"):
+        rows.sort(key=lambda i: i.real_time_us, reverse=True)
+    if mode == "simple_sort":
+        rows = [i for i in rows if i.status != NOT_RUN]
+    lines = []
+    proportion_sum = 0.0
+    for i in rows:
+        share = i.real_time_us / total if total else 0.0
+        proportion_sum += share
+        pct = f"{share * 100:.2f}"
+        lines.append(
+            f"subgraph{i.subgraph}: {_cut(i.node_name):<20} {i.status:<20} layerType: {_cut(i.node_type):<20} "
+            f"execType: {i.exec_type:<20} realTime (ms): {i.real_time_us / 1000:<10.3f} "
+            f"cpuTime (ms): {i.cpu_time_us / 1000:<10.3f}proportion: {(pct if pct != '0.00' else 'N/A') + '%':<8}"
+        )
+    lines.append(f"Total time:       {total / 1000:.3f} milliseconds")
+    lines.append(f"Total CPU time:   {total_cpu / 1000:.3f} milliseconds")
+    lines.append(f"Total proportion: {proportion_sum * 100:.2f} %")
+    return "\n".join(line.rstrip() for line in lines)
+
+
+# --- reports ---------------------------------------------------------------------------------------------
+
+REPORT_TYPES = ("no_counters", "average_counters", "detailed_counters")
+
+
+def _counter_rows(infos: Sequence[ProfilingInfo]) -> list[list[str]]:
+    rows = [
+        [
+            f"subgraph{i.subgraph}: {i.node_name}",
+            i.status,
+            i.node_type,
+            i.exec_type,
+            f"{i.real_time_us / 1000:.3f}",
+            f"{i.cpu_time_us / 1000:.3f}",
+        ]
+        for i in infos
+    ]
+    rows.append(
+        [
+            "Total",
+            "",
+            "",
+            "",
+            f"{sum(i.real_time_us for i in infos) / 1000:.3f}",
+            f"{sum(i.cpu_time_us for i in infos) / 1000:.3f}",
+        ]
+    )
+    return rows
+
+
+def _counters_json(infos: Sequence[ProfilingInfo]) -> dict[str, Any]:
+    return {
+        "nodes": [
+            {
+                "name": f"subgraph{i.subgraph}: {i.node_name}",
+                "subgraph": i.subgraph,
+                "node_name": i.node_name,
+                "status": i.status,
+                "node_type": i.node_type,
+                "exec_type": i.exec_type,
+                "real_time": round(i.real_time_us / 1000, 3),
+                "cpu_time": round(i.cpu_time_us / 1000, 3),
+            }
+            for i in infos
+        ],
+        "total_real_time": round(sum(i.real_time_us for i in infos) / 1000, 3),
+        "total_cpu_time": round(sum(i.cpu_time_us for i in infos) / 1000, 3),
+    }
+
+
+def write_reports(
+    folder: str | os.PathLike[str],
+    report_type: str,
+    *,
+    json_stats: bool,
+    parameters: Sequence[tuple[str, Any]],
+    configuration: Sequence[tuple[str, Any]],
+    results: Sequence[tuple[str, Any]],
+    per_request: Sequence[Sequence[ProfilingInfo]] = (),
+    average: Sequence[ProfilingInfo] = (),
+) -> list[Path]:
+    """benchmark_report.csv (or .json) and, for counter reports, benchmark_<type>_report.csv (or .json)."""
+    out_dir = Path(folder)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        written = []
+        if json_stats:
+            path = out_dir / "benchmark_report.json"
+            doc = {
+                "cmd_options": {k: _jsonable(v) for k, v in parameters},
+                "configuration_setup": {k: _jsonable(v) for k, v in configuration},
+                "execution_results": {k: _jsonable(v) for k, v in results},
+            }
+            path.write_text(json.dumps(doc, indent=4) + "\n", encoding="utf-8")
+        else:
+            path = out_dir / "benchmark_report.csv"
+            lines = []
+            for title, pairs in (
+                ("Command line parameters", parameters),
+                ("Configuration setup", configuration),
+                ("Execution results", results),
+            ):
+                lines.append(title)
+                lines += [f"{k};{_csv_value(v)}" for k, v in pairs]
+                lines.append("")
+            path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        written.append(path)
+        if report_type in ("average_counters", "detailed_counters"):
+            suffix = "json" if json_stats else "csv"
+            path = out_dir / f"benchmark_{report_type}_report.{suffix}"
+            groups = [list(average)] if report_type == "average_counters" else [list(r) for r in per_request]
+            if json_stats:
+                key = "avg_performance" if report_type == "average_counters" else "detailed_performance"
+                doc = {key: [_counters_json(g) for g in groups]}
+                path.write_text(json.dumps(doc, indent=4) + "\n", encoding="utf-8")
+            else:
+                header = "layerName;execStatus;layerType;execType;realTime (ms);cpuTime (ms)"
+                lines = []
+                for g in groups:
+                    lines.append(header)
+                    lines += [";".join(row) for row in _counter_rows(g)]
+                    lines.append("")
+                path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+            written.append(path)
+    except OSError as exc:
+        raise HeteroError(f"cannot write the report into {out_dir}: {exc.strerror or exc}") from None
+    return written
+
+
+def _csv_value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value).replace(";", ",").replace("\n", " ")
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, bool | int | float | str) or value is None:
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return str(value)
+
+
+def config_document(compiled: CompiledModel) -> dict[str, dict[str, Any]]:
+    """The compiled model's configuration as -dump_config writes it: {"HETERO": {...}, device: {...}}."""
+    config = compiled.config
+    doc: dict[str, dict[str, Any]] = {}
+    if config.hetero:
+        doc["HETERO"] = {k: _jsonable(v) for k, v in config.hetero.items()}
+    devices = list(dict.fromkeys([*compiled.execution_devices, *config.devices]))
+    for name in devices:
+        doc[name] = {k: _jsonable(v) for k, v in config.devices.get(name, {}).items()}
+    return doc

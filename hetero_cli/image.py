@@ -1,0 +1,454 @@
+"""Images in, tensors out: read a picture and shape it for a model's image input.
+
+    prep = image.preprocessing(model)                    # from the model's input and metadata_props
+    tensor = image.load("digit_3.png", prep)             # numpy array, ready for request.infer
+
+Reading uses Pillow (JPEG, PNG, BMP, GIF, TIFF, WebP...; grey, RGB, RGBA, palette, 16-bit...). The input
+tensor decides the rest: layout NCHW or NHWC (from the shape, or the metadata's ``layout``), 1 or 3
+channels, float or uint8 elements, and its height and width (the image's own size where they are dynamic).
+
+Preprocessing comes from the model's ``metadata_props`` when present, overridden by explicit options:
+
+* ``mean`` and ``scale`` (one number, or one per channel, comma separated): ``(x - mean) / scale`` on pixel
+  values 0..255. When the graph itself starts with exactly that normalisation (a Sub of ``mean`` and a Div
+  by ``scale`` - or Mul by 1/scale - within its first operations after the input), the metadata only records
+  what the graph does, and raw pixels are fed: normalising twice would be wrong. Explicit options always apply.
+* ``layout`` (NCHW, NHWC), ``color`` (GRAY, RGB, BGR).
+* ``foreground``: ``light`` (bright strokes on a dark background) or ``dark``. An image whose background
+  (its border) is the other way round is inverted; ``invert=True/False`` forces it either way.
+
+Without metadata nor options: no normalisation, no inversion, RGB order for 3 channels.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+from onnx import numpy_helper
+
+from .errors import HeteroError
+from .model import Model, TensorInfo
+
+LAYOUTS = ("NCHW", "NHWC")
+COLORS = ("GRAY", "RGB", "BGR")
+FLOAT_TYPES = (np.float16, np.float32, np.float64)
+# How many operations after the input may hold the graph's own normalisation (sanitisers, casts come first).
+_NORMALISATION_REACH = 12
+
+
+class ImageError(HeteroError, ValueError):
+    """An image cannot be read, or a model's input cannot take an image, or preprocessing options are bad."""
+
+
+@dataclass(frozen=True)
+class ImageInput:
+    """What a model's image input needs: name, element type, layout, channels, height and width."""
+
+    name: str
+    dtype: np.dtype
+    layout: str
+    channels: int | None
+    height: int | None
+    width: int | None
+    batch: int | None
+    has_batch: bool = True
+
+    @property
+    def rank(self) -> int:
+        return 4 if self.has_batch else 3
+
+
+@dataclass(frozen=True)
+class Preprocess:
+    """Everything that turns a picture into the input tensor."""
+
+    input: ImageInput
+    color: str
+    mean: tuple[float, ...] = (0.0,)
+    scale: tuple[float, ...] = (1.0,)
+    normalise: bool = False
+    invert: bool | None = None
+    foreground: str | None = None
+    notes: list[str] = field(default_factory=list, compare=False)
+
+    def describe(self) -> str:
+        """One line for the user: what the tensor will look like and what was done to the pixels."""
+        i = self.input
+        size = f"{i.height or '?'}x{i.width or '?'}"
+        parts = [f"{i.name}: {i.layout} {i.dtype} {size} {self.color}"]
+        parts += self.notes
+        if self.normalise:
+            parts.append(f"(x - {_nums(self.mean)}) / {_nums(self.scale)}")
+        return ", ".join(parts)
+
+
+def _nums(values: Sequence[float]) -> str:
+    text = ",".join(f"{v:g}" for v in values)
+    return text if len(values) == 1 else f"[{text}]"
+
+
+def metadata(model: Model) -> dict[str, str]:
+    """The model's metadata_props as a dict (keys lower-case)."""
+    return {p.key.strip().lower(): p.value.strip() for p in model.proto.metadata_props}
+
+
+# --- the model's input -----------------------------------------------------------------------------------
+
+
+def image_input(model: Model, layout: str | None = None, name: str | None = None) -> ImageInput:
+    """The model's image input (its only one, or ``name``), analysed; ImageError saying why if it cannot take one."""
+    inputs = model.inputs
+    if name is not None:
+        chosen = [i for i in inputs if i.name == name]
+        if not chosen:
+            raise ImageError(
+                f"the model has no input {name!r}: its inputs are {', '.join(i.name for i in inputs)}"
+            )
+        return _analyse(chosen[0], layout or metadata(model).get("layout"))
+    if len(inputs) != 1:
+        names = ", ".join(i.name for i in inputs) or "none"
+        raise ImageError(
+            f"the model has {len(inputs)} inputs ({names}) but an image fills exactly one: "
+            f"use a model with a single image input, or `hetero benchmark -i name:file` for several"
+        )
+    info = inputs[0]
+    return _analyse(info, layout or metadata(model).get("layout"))
+
+
+def _analyse(info: TensorInfo, layout: str | None) -> ImageInput:
+    where = f"the model's input {info.name!r}"
+    if info.dtype is None or info.shape is None:
+        raise ImageError(f"{where} has no known element type or rank: an image needs a typed 4-D tensor")
+    dtype = np.dtype(info.dtype)
+    if dtype != np.uint8 and not any(dtype == np.dtype(t) for t in FLOAT_TYPES):
+        raise ImageError(f"{where} takes {dtype}, not an image: images go into float or uint8 tensors")
+    shape = list(info.shape)
+    if len(shape) not in (3, 4):
+        raise ImageError(
+            f"{where} has shape {_shape(shape)} (rank {len(shape)}): an image needs rank 4 "
+            f"([N,C,H,W] or [N,H,W,C]) or rank 3 ([C,H,W] or [H,W,C])"
+        )
+    has_batch = len(shape) == 4
+    body = shape[1:] if has_batch else shape
+    layout = _layout(where, body, layout, has_batch)
+    c, h, w = (body[0], body[1], body[2]) if layout == "NCHW" else (body[2], body[0], body[1])
+    channels = c if isinstance(c, int) and c > 0 else None
+    if channels is not None and channels not in (1, 3):
+        raise ImageError(
+            f"{where} has {channels} channels ({layout} {_shape(shape)}): an image has 1 (grey) or 3 (colour)"
+        )
+    batch = shape[0] if has_batch and isinstance(shape[0], int) and shape[0] > 0 else None
+    return ImageInput(
+        info.name,
+        dtype,
+        layout,
+        channels,
+        h if isinstance(h, int) and h > 0 else None,
+        w if isinstance(w, int) and w > 0 else None,
+        batch,
+        has_batch,
+    )
+
+
+def _layout(where: str, body: list, wanted: str | None, has_batch: bool) -> str:
+    if wanted:
+        text = wanted.strip().upper()
+        if not has_batch and text in ("CHW", "HWC"):
+            text = "N" + text
+        if text not in LAYOUTS:
+            raise ImageError(f"unknown layout {wanted!r}: use NCHW or NHWC")
+        return text
+    first, last = body[0], body[2]
+    first_is_c = first in (1, 3)
+    last_is_c = last in (1, 3)
+    if last_is_c and not first_is_c:
+        return "NHWC"
+    if first_is_c or not isinstance(last, int):
+        return "NCHW"
+    if isinstance(first, int) and isinstance(last, int):
+        raise ImageError(
+            f"{where} has no channel dimension of 1 or 3 in {_shape(body)}: it does not take an image "
+            f"(give --layout if it does)"
+        )
+    return "NCHW"
+
+
+def _shape(shape: Sequence) -> str:
+    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+# --- preprocessing ---------------------------------------------------------------------------------------
+
+
+def parse_numbers(text: str | Sequence[float] | float, what: str) -> tuple[float, ...]:
+    """``"127.5"`` or ``"0.485,0.456,0.406"`` (or numbers) as a tuple of floats; ImageError if not numbers."""
+    if isinstance(text, int | float):
+        return (float(text),)
+    if not isinstance(text, str):
+        values = tuple(float(v) for v in text)
+    else:
+        try:
+            values = tuple(float(p) for p in text.replace(" ", ",").split(",") if p)
+        except ValueError:
+            raise ImageError(
+                f"bad {what} {text!r}: give one number or one per channel, e.g. 127.5 or 123,117,104"
+            ) from None
+    if not values or len(values) not in (1, 3) or not all(np.isfinite(values)):
+        raise ImageError(f"bad {what} {text!r}: give one number or one per channel (3), all finite")
+    return values
+
+
+def preprocessing(
+    model: Model,
+    *,
+    mean: str | Sequence[float] | None = None,
+    scale: str | Sequence[float] | None = None,
+    layout: str | None = None,
+    color: str | None = None,
+    invert: bool | None = None,
+    input_name: str | None = None,
+) -> Preprocess:
+    """How to feed an image to ``model``: its input, the model's metadata, then these options (which win)."""
+    meta = metadata(model)
+    spec = image_input(model, layout, input_name)
+    notes: list[str] = []
+
+    color_text = (color or meta.get("color") or "").strip().upper()
+    color_text = {"GREY": "GRAY", "L": "GRAY", "GRAYSCALE": "GRAY", "GREYSCALE": "GRAY"}.get(
+        color_text, color_text
+    )
+    if color_text and color_text not in COLORS:
+        raise ImageError(f"unknown colour {color or meta.get('color')!r}: use GRAY, RGB or BGR")
+    if not color_text:
+        color_text = "GRAY" if spec.channels == 1 else "RGB"
+    if spec.channels is None:
+        spec = replace(spec, channels=1 if color_text == "GRAY" else 3)
+
+    explicit = mean is not None or scale is not None
+    mean_v = parse_numbers(mean, "mean") if mean is not None else None
+    scale_v = parse_numbers(scale, "scale") if scale is not None else None
+    if not explicit and ("mean" in meta or "scale" in meta):
+        mean_v = parse_numbers(meta["mean"], "mean in the model's metadata") if "mean" in meta else None
+        scale_v = parse_numbers(meta["scale"], "scale in the model's metadata") if "scale" in meta else None
+    mean_v = mean_v or (0.0,)
+    scale_v = scale_v or (1.0,)
+    if any(v == 0 for v in scale_v):
+        raise ImageError("scale 0 would divide by zero: give a non-zero --scale")
+    for values, what in ((mean_v, "mean"), (scale_v, "scale")):
+        if len(values) == 3 and spec.channels != 3:
+            raise ImageError(
+                f"{what} has 3 values but the input has {spec.channels} channel(s): give one value"
+            )
+    wanted = mean_v != (0.0,) or scale_v != (1.0,)
+    normalise = False
+    if wanted:
+        if spec.dtype == np.uint8:
+            if explicit:
+                raise ImageError(
+                    f"the model's input {spec.name!r} takes uint8 pixels: --mean and --scale need a float input"
+                )
+            notes.append("raw uint8 pixels (metadata mean/scale left to the graph)")
+        elif not explicit and graph_normalises(model, spec.name, mean_v, scale_v):
+            notes.append(
+                f"raw pixels 0..255 (the graph itself does (x - {_nums(mean_v)}) / {_nums(scale_v)})"
+            )
+        else:
+            normalise = True
+
+    foreground = (meta.get("foreground") or "").strip().lower() or None
+    if foreground not in (None, "light", "dark"):
+        foreground = None
+    return Preprocess(spec, color_text, mean_v, scale_v, normalise, invert, foreground, notes)
+
+
+def _constant_values(model: Model) -> dict[str, np.ndarray]:
+    values = {t.name: t for t in model.proto.graph.initializer}
+    out: dict[str, np.ndarray] = {}
+    for name, tensor in values.items():
+        if int(np.prod(tensor.dims)) <= 16:
+            out[name] = numpy_helper.to_array(tensor)
+    for node in model.proto.graph.node:
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+            for attr in node.attribute:
+                if attr.name == "value" and attr.t.ByteSize() and int(np.prod(attr.t.dims)) <= 16:
+                    out[node.output[0]] = numpy_helper.to_array(attr.t)
+                elif attr.name in ("value_float", "value_floats"):
+                    out[node.output[0]] = np.asarray(
+                        attr.f if attr.name == "value_float" else list(attr.floats)
+                    )
+    return out
+
+
+def _matches(value: np.ndarray | None, wanted: Sequence[float]) -> bool:
+    if value is None or value.size == 0 or value.size not in (1, len(wanted)):
+        return False
+    flat = np.asarray(value, dtype=np.float64).reshape(-1)
+    want = (
+        np.broadcast_to(np.asarray(wanted, dtype=np.float64), flat.shape)
+        if len(wanted) == 1
+        else np.asarray(wanted)
+    )
+    if flat.size == 1 and len(wanted) > 1:
+        return bool(np.allclose(want, flat[0], rtol=1e-5))
+    return bool(np.allclose(flat, want, rtol=1e-5))
+
+
+def graph_normalises(model: Model, input_name: str, mean: Sequence[float], scale: Sequence[float]) -> bool:
+    """Whether the graph applies ``(x - mean) / scale`` itself, within its first operations after the input."""
+    constants = _constant_values(model)
+    reached = {input_name}
+    steps = 0
+    found_mean = all(v == 0 for v in mean)
+    found_scale = all(v == 1 for v in scale)
+    for node in model.get_ops():
+        proto = node.proto
+        if not any(i in reached for i in proto.input):
+            continue
+        steps += 1
+        if steps > _NORMALISATION_REACH:
+            break
+        reached.update(o for o in proto.output if o)
+        others = [constants.get(i) for i in proto.input if i not in reached]
+        if proto.op_type == "Sub" and any(_matches(v, mean) for v in others):
+            found_mean = True
+        elif (proto.op_type == "Div" and any(_matches(v, scale) for v in others)) or (
+            proto.op_type == "Mul" and any(_matches(v, [1.0 / s for s in scale]) for v in others)
+        ):
+            found_scale = True
+        if found_mean and found_scale:
+            return True
+    return False
+
+
+# --- reading and converting ------------------------------------------------------------------------------
+
+
+def read(path: str | os.PathLike[str]):
+    """Open and fully decode an image with Pillow; ImageError naming the file and the problem if it cannot."""
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
+    p = Path(path)
+    if not p.exists():
+        raise ImageError(f"image file not found: {p}: check the path")
+    if p.is_dir():
+        raise ImageError(f"{p} is a directory: give the path of an image file (JPEG, PNG, BMP...)")
+    if p.stat().st_size == 0:
+        raise ImageError(f"{p} is empty (0 bytes): give an image file (JPEG, PNG, BMP...)")
+    try:
+        with Image.open(p) as img:
+            img.load()
+            return ImageOps.exif_transpose(img).copy()
+    except PermissionError:
+        raise ImageError(f"cannot read image {p}: permission denied") from None
+    except UnidentifiedImageError:
+        raise ImageError(
+            f"{p} is not an image Pillow can read (JPEG, PNG, BMP, GIF, TIFF, WebP...): is it another kind of file?"
+        ) from None
+    except Image.DecompressionBombError as exc:
+        raise ImageError(f"{p} is too large to decode safely ({exc})") from None
+    except (OSError, SyntaxError, ValueError, EOFError) as exc:
+        text = str(exc).strip().splitlines()
+        raise ImageError(
+            f"{p} is corrupt or truncated ({text[0] if text else type(exc).__name__}): re-export or re-download it"
+        ) from None
+
+
+def _to_8bit(img):
+    """Any Pillow mode as L, RGB or RGBA with 8-bit channels."""
+    from PIL import Image
+
+    mode = img.mode
+    if mode in ("L", "RGB", "RGBA"):
+        return img
+    if mode in ("1", "CMYK", "YCbCr", "LAB", "HSV"):
+        return img.convert("RGB" if mode != "1" else "L")
+    if mode == "P" or mode == "PA":
+        return img.convert("RGBA")
+    if mode == "LA" or mode == "La":
+        return img.convert("RGBA")
+    if mode == "RGBa":
+        return img.convert("RGBA")
+    if mode.startswith("I") or mode == "F":
+        arr = np.asarray(img, dtype=np.float64)
+        if mode.startswith("I;16"):
+            arr = arr / 257.0
+        elif mode == "F" and arr.size and float(np.nanmax(arr)) <= 1.0:
+            arr = arr * 255.0
+        elif arr.size and float(np.nanmax(arr)) > 255.0:
+            arr = arr * (255.0 / float(np.nanmax(arr)))
+        return Image.fromarray(np.clip(np.nan_to_num(arr), 0, 255).round().astype(np.uint8), "L")
+    return img.convert("RGB")
+
+
+def _flatten_alpha(img, background: int):
+    from PIL import Image
+
+    if img.mode != "RGBA":
+        return img
+    base = Image.new("RGBA", img.size, (background, background, background, 255))
+    return Image.alpha_composite(base, img).convert("RGB")
+
+
+def _background_is_light(arr: np.ndarray) -> bool:
+    """Whether the image's border (its background, for a centred subject) is brighter than mid-grey."""
+    grey = arr if arr.ndim == 2 else arr.mean(axis=2)
+    border = np.concatenate([grey[0], grey[-1], grey[:, 0], grey[:, -1]])
+    return float(np.median(border)) > 127.5
+
+
+def to_tensor(img, prep: Preprocess, batch: int = 1) -> np.ndarray:
+    """A decoded Pillow image as the model's input tensor (``batch`` copies where the batch is dynamic)."""
+    from PIL import Image
+
+    spec = prep.input
+    img = _to_8bit(img)
+    img = _flatten_alpha(img, 0 if prep.foreground == "light" else 255)
+    img = img.convert("L") if prep.color == "GRAY" else img.convert("RGB")
+    width = spec.width or img.width
+    height = spec.height or img.height
+    if img.size != (width, height):
+        img = img.resize((width, height), Image.Resampling.BILINEAR)
+    arr = np.asarray(img, dtype=np.uint8)
+    invert = prep.invert
+    if invert is None and prep.foreground is not None:
+        invert = _background_is_light(arr) == (prep.foreground == "light")
+    if invert:
+        arr = 255 - arr
+    if arr.ndim == 2:
+        arr = arr[:, :, None]
+    if prep.color == "BGR":
+        arr = arr[:, :, ::-1]
+    if spec.channels == 3 and arr.shape[2] == 1:
+        arr = np.repeat(arr, 3, axis=2)
+    if spec.dtype == np.uint8:
+        out = arr
+    else:
+        out = arr.astype(np.float32)
+        if prep.normalise:
+            out = (out - np.asarray(prep.mean, np.float32)) / np.asarray(prep.scale, np.float32)
+        out = out.astype(spec.dtype)
+    if spec.layout == "NCHW":
+        out = out.transpose(2, 0, 1)
+    if spec.has_batch:
+        n = spec.batch or batch
+        out = np.repeat(out[None], n, axis=0)
+    return np.ascontiguousarray(out)
+
+
+def load(path: str | os.PathLike[str], prep: Preprocess, batch: int = 1) -> np.ndarray:
+    """Read the image at ``path`` and return the model's input tensor for it."""
+    return to_tensor(read(path), prep, batch)
+
+
+def inverted(img, prep: Preprocess) -> bool:
+    """Whether ``to_tensor`` inverts this image (for messages)."""
+    if prep.invert is not None:
+        return prep.invert
+    if prep.foreground is None:
+        return False
+    gray = np.asarray(_flatten_alpha(_to_8bit(img), 0 if prep.foreground == "light" else 255).convert("L"))
+    return _background_is_light(gray) == (prep.foreground == "light")
