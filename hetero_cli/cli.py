@@ -852,7 +852,7 @@ def _hint_threads(setup: Setup, hint: str, nireq: int) -> None:
     for dev in setup.request.priorities:
         if dev.kind.family not in ("CPU", "OPENVINO") or not registry.is_available(dev):
             continue
-        if setup.core.get_property(dev.name, cfg.NUM_THREADS) is None:
+        if setup.core.get_property(dev.name, cfg.NUM_THREADS) in (None, 0, "0"):  # 0: not chosen
             setup.core.set_property(dev.name, {cfg.NUM_THREADS: threads})
             changed.append(dev.name)
     if changed:

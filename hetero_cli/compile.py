@@ -197,6 +197,7 @@ class CompiledModel:
         self.config = config
         self.device_name = device_name
         self.constants = constant_outputs(model, plan)
+        self.dot_files: tuple[Path, ...] = ()  # .dot files the compile wrote (OPENVINO_HETERO_VISUALIZE)
         self.inputs: list[TensorInfo] = model.inputs
         self.outputs: list[TensorInfo] = model.outputs
 
@@ -222,12 +223,15 @@ class CompiledModel:
             return self.execution_devices
         if key == "NUMBER_OF_SUBGRAPHS":
             return len(self.subgraphs)
+        if key == "OPTIMAL_NUMBER_OF_INFER_REQUESTS":
+            # one request per pipeline stage keeps every device busy (OpenVINO: the max over submodels)
+            return max(1, len(self.execution_devices))
         if key == "DEVICE_PROPERTIES":
             return {k: dict(v) for k, v in self.config.devices.items()}
         if key == "MULTI_DEVICE_PRIORITIES":
             return self.device_name.partition(":")[2] or self.config.priorities
         raise ConfigError(
-            f"unknown compiled-model property {name!r}: use EXECUTION_DEVICES, NUMBER_OF_SUBGRAPHS, "
+            f"unknown compiled-model property {name!r}: use EXECUTION_DEVICES, NUMBER_OF_SUBGRAPHS, OPTIMAL_NUMBER_OF_INFER_REQUESTS, "
             "DEVICE_PROPERTIES or MULTI_DEVICE_PRIORITIES"
         )
 

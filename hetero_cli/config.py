@@ -106,6 +106,9 @@ NAMED_KEYS: dict[str, tuple[Callable[[Device, DeviceSettings, Any], None], froze
 }
 
 
+NAMED_DEFAULTS: dict[str, Any] = {PERF_COUNT: "NO", NUM_THREADS: 0, PRECISION: "f32"}
+
+
 def known_keys(device: Device) -> list[str]:
     """The keys a device accepts: named keys first, then its EP's provider options."""
     named = [k for k, (_, families) in NAMED_KEYS.items() if device.kind.family in families]

@@ -78,7 +78,9 @@ class Core:
         for k, v in values.items():
             if k.upper() == key or k == name:
                 return v
-        if key in cfg.known_keys(device) or name in device.kind.provider_option_names:
+        if key in cfg.NAMED_DEFAULTS and key in cfg.known_keys(device):
+            return cfg.NAMED_DEFAULTS[key]
+        if name in device.kind.provider_option_names:
             return device.provider_options.get(name)
         raise ConfigError(
             f"unknown property {name!r} for {device.name}: it knows {', '.join(cfg.known_keys(device))}"
@@ -128,7 +130,8 @@ class Core:
         device_name = "CPU" if device_name is None else device_name
         merged, request, devices = self._devices(device_name, config)
         plan = partition(model, query.resolve_affinities(model, request, devices))
-        if visualize.wanted(merged.dump_dot):
-            visualize.dump(model, plan, merged.dot_dir)
+        dot_files = visualize.dump(model, plan, merged.dot_dir) if visualize.wanted(merged.dump_dot) else ()
         by_name: dict[str, Device] = {d.name: d for d in devices}
-        return compile_plan(model, plan, by_name, merged, str(request))
+        compiled = compile_plan(model, plan, by_name, merged, str(request))
+        compiled.dot_files = tuple(dot_files)
+        return compiled

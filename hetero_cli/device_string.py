@@ -6,7 +6,7 @@ import logging
 from dataclasses import dataclass
 
 from . import registry
-from .errors import DeviceError
+from .errors import DeviceError, DeviceUnavailableError
 from .registry import Device
 
 log = logging.getLogger("hetero_cli")
@@ -69,8 +69,8 @@ def parse(text: str, default_priorities: str | None = None) -> DeviceRequest:
         if not default_priorities:
             raise _fail(
                 text,
-                "HETERO alone needs priorities: set MULTI_DEVICE_PRIORITIES in the config or with "
-                'core.set_property("HETERO", {"MULTI_DEVICE_PRIORITIES": "GPU,CPU"})',
+                "HETERO alone needs priorities: set the config key MULTI_DEVICE_PRIORITIES (e.g. "
+                "--config MULTI_DEVICE_PRIORITIES=GPU,CPU on the command line), or write HETERO:GPU,CPU",
             )
         return DeviceRequest(True, parse_priorities(default_priorities, whole=text))
     if sep or "," in stripped:
@@ -94,7 +94,7 @@ def available_priorities(request: DeviceRequest) -> tuple[Device, ...]:
             if request.hetero:
                 log.warning("%s is not available, skipping it: %s", device.name, reason)
     if not kept:
-        raise DeviceError(
+        raise DeviceUnavailableError(
             f"no device of {request} is available on this machine: {'; '.join(reasons)}. "
             f"Available here: {', '.join(registry.available_devices())}"
         )

@@ -11,6 +11,10 @@ class DeviceError(HeteroError, ValueError):
     """A device string is malformed, names an unknown device, or no listed device is available."""
 
 
+class DeviceUnavailableError(DeviceError):
+    """Every device a request names is known but none can run on this machine."""
+
+
 class ConfigError(HeteroError, ValueError):
     """A configuration key or value is unknown or invalid for the device it is given to."""
 

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
-from onnx import numpy_helper
 
 from .errors import HeteroError
 from .model import Model, TensorInfo
@@ -37,7 +36,6 @@ LAYOUTS = ("NCHW", "NHWC")
 COLORS = ("GRAY", "RGB", "BGR")
 FLOAT_TYPES = (np.float16, np.float32, np.float64)
 # How many operations after the input may hold the graph's own normalisation (sanitisers, casts come first).
-_NORMALISATION_REACH = 12
 
 
 class ImageError(HeteroError, ValueError):
@@ -252,10 +250,6 @@ def preprocessing(
                     f"the model's input {spec.name!r} takes uint8 pixels: --mean and --scale need a float input"
                 )
             notes.append("raw uint8 pixels (metadata mean/scale left to the graph)")
-        elif not explicit and graph_normalises(model, spec.name, mean_v, scale_v):
-            notes.append(
-                f"raw pixels 0..255 (the graph itself does (x - {_nums(mean_v)}) / {_nums(scale_v)})"
-            )
         else:
             normalise = True
 
@@ -263,65 +257,6 @@ def preprocessing(
     if foreground not in (None, "light", "dark"):
         foreground = None
     return Preprocess(spec, color_text, mean_v, scale_v, normalise, invert, foreground, notes)
-
-
-def _constant_values(model: Model) -> dict[str, np.ndarray]:
-    values = {t.name: t for t in model.proto.graph.initializer}
-    out: dict[str, np.ndarray] = {}
-    for name, tensor in values.items():
-        if int(np.prod(tensor.dims)) <= 16:
-            out[name] = numpy_helper.to_array(tensor)
-    for node in model.proto.graph.node:
-        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
-            for attr in node.attribute:
-                if attr.name == "value" and attr.t.ByteSize() and int(np.prod(attr.t.dims)) <= 16:
-                    out[node.output[0]] = numpy_helper.to_array(attr.t)
-                elif attr.name in ("value_float", "value_floats"):
-                    out[node.output[0]] = np.asarray(
-                        attr.f if attr.name == "value_float" else list(attr.floats)
-                    )
-    return out
-
-
-def _matches(value: np.ndarray | None, wanted: Sequence[float]) -> bool:
-    if value is None or value.size == 0 or value.size not in (1, len(wanted)):
-        return False
-    flat = np.asarray(value, dtype=np.float64).reshape(-1)
-    want = (
-        np.broadcast_to(np.asarray(wanted, dtype=np.float64), flat.shape)
-        if len(wanted) == 1
-        else np.asarray(wanted)
-    )
-    if flat.size == 1 and len(wanted) > 1:
-        return bool(np.allclose(want, flat[0], rtol=1e-5))
-    return bool(np.allclose(flat, want, rtol=1e-5))
-
-
-def graph_normalises(model: Model, input_name: str, mean: Sequence[float], scale: Sequence[float]) -> bool:
-    """Whether the graph applies ``(x - mean) / scale`` itself, within its first operations after the input."""
-    constants = _constant_values(model)
-    reached = {input_name}
-    steps = 0
-    found_mean = all(v == 0 for v in mean)
-    found_scale = all(v == 1 for v in scale)
-    for node in model.get_ops():
-        proto = node.proto
-        if not any(i in reached for i in proto.input):
-            continue
-        steps += 1
-        if steps > _NORMALISATION_REACH:
-            break
-        reached.update(o for o in proto.output if o)
-        others = [constants.get(i) for i in proto.input if i not in reached]
-        if proto.op_type == "Sub" and any(_matches(v, mean) for v in others):
-            found_mean = True
-        elif (proto.op_type == "Div" and any(_matches(v, scale) for v in others)) or (
-            proto.op_type == "Mul" and any(_matches(v, [1.0 / s for s in scale]) for v in others)
-        ):
-            found_scale = True
-        if found_mean and found_scale:
-            return True
-    return False
 
 
 # --- reading and converting ------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ kernel EPs (CPU, CUDA) give one line per node; EPs that compile their subgraph i
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import threading
@@ -78,6 +79,7 @@ class SessionProfile:
     recreate: Callable[[], Any]
     session: Any
     runs: list[Run] = field(default_factory=list)
+    starts: list[float] = field(default_factory=list)
     dirty: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -100,42 +102,64 @@ class SessionProfile:
         if path:
             try:
                 self.runs.extend(parse_trace(path, start_ns))
+                self.runs.sort(key=lambda r: r.start_us)
+                self.starts = [r.start_us for r in self.runs]
             finally:
                 Path(path).unlink(missing_ok=True)
 
     def find(self, tid: int, start_us: float, end_us: float) -> Run | None:
-        """The run this thread made between ``start_us`` and ``end_us`` (absolute microseconds)."""
+        """The run made between ``start_us`` and ``end_us`` (absolute microseconds), this thread's first."""
         slack = 1000.0
+        k = bisect.bisect_left(self.starts, start_us - slack)
         best = None
-        for run in reversed(self.runs):
-            if run.tid == tid and run.start_us >= start_us - slack and run.end_us <= end_us + slack:
-                return run
-            if best is None and run.start_us >= start_us - slack and run.end_us <= end_us + slack:
-                best = run
+        while k < len(self.runs) and self.runs[k].start_us <= end_us + slack:
+            run = self.runs[k]
+            if run.end_us <= end_us + slack:
+                if run.tid == tid:
+                    return run
+                best = best or run
+            k += 1
         return best
 
 
 def parse_trace(path: str | os.PathLike[str], start_ns: int) -> list[Run]:
-    """Runs of an ORT Chrome-trace profile, with absolute timestamps (microseconds since the epoch)."""
+    """Runs of an ORT Chrome-trace profile, with absolute timestamps (microseconds since the epoch).
+
+    Linear after sorting: a thread's runs do not overlap, so each thread's kernels are walked once.
+    """
     events = json.loads(Path(path).read_text(encoding="utf-8"))
     base = start_ns / 1000.0
-    runs = [e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"]
-    nodes = [e for e in events if e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time")]
+    runs: dict[Any, list[dict[str, Any]]] = {}
+    kernels: dict[Any, list[dict[str, Any]]] = {}
+    for e in events:
+        if e.get("cat") == "Session" and e.get("name") == "model_run":
+            runs.setdefault(e.get("tid"), []).append(e)
+        elif e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time"):
+            kernels.setdefault(e.get("tid"), []).append(e)
     out = []
-    for r in sorted(runs, key=lambda e: e["ts"]):
-        lo, hi = r["ts"], r["ts"] + r["dur"]
-        inside = tuple(
-            NodeEvent(
-                str(n["name"])[: -len("_kernel_time")],
-                str(n.get("args", {}).get("op_name", "")),
-                str(n.get("args", {}).get("provider", "")),
-                base + n["ts"],
-                int(n["dur"]),
-            )
-            for n in nodes
-            if n.get("tid") == r.get("tid") and lo <= n["ts"] and n["ts"] + n["dur"] <= hi
-        )
-        out.append(Run(int(r.get("tid", 0)), base + lo, base + hi, inside))
+    for tid, thread_runs in runs.items():
+        nodes = sorted(kernels.get(tid, []), key=lambda e: e["ts"])
+        k = 0
+        for r in sorted(thread_runs, key=lambda e: e["ts"]):
+            lo, hi = r["ts"], r["ts"] + r["dur"]
+            while k < len(nodes) and nodes[k]["ts"] < lo:
+                k += 1
+            inside = []
+            while k < len(nodes) and nodes[k]["ts"] + nodes[k]["dur"] <= hi:
+                n = nodes[k]
+                args = n.get("args", {})
+                inside.append(
+                    NodeEvent(
+                        str(n["name"])[: -len("_kernel_time")],
+                        str(args.get("op_name", "")),
+                        str(args.get("provider", "")),
+                        base + n["ts"],
+                        int(n["dur"]),
+                    )
+                )
+                k += 1
+            out.append(Run(int(tid or 0), base + lo, base + hi, tuple(inside)))
+    out.sort(key=lambda r: r.start_us)
     return out
 
 

@@ -201,7 +201,8 @@ def _check_manual(
     if unknown:
         problems.append(f"unknown device in {_few(unknown)}")
     if outside:
-        problems.append(f"device not in the priority list {','.join(sorted(listed))} in {_few(outside)}")
+        order = ",".join(d.name for d in request.priorities)
+        problems.append(f"device not in the priority list {order} in {_few(outside)}")
     if absent:
         problems.append(f"device not available on this machine in {_few(absent)}")
     if problems:

@@ -9,7 +9,8 @@ scikit-learn wheel, so no download) with a hand-written numpy forward/backward p
   float32 ``[batch, 10]`` (softmax). The graph first replaces NaN/Inf pixels by 0 (IsNaN/IsInf, which the
   OpenVINO execution provider refuses, so they fall to the CPU EP), then normalises ``(x - mean) / scale``
   and runs Conv-Relu-MaxPool x2, Flatten, Gemm-Relu-Gemm, Softmax. ``metadata_props`` record the
-  preprocessing (``mean``, ``scale``, ``layout``, ``color``, ``foreground``) and the ``labels``.
+  preprocessing callers need (``layout``, ``color``, ``foreground``; no ``mean``/``scale``, since the graph
+  normalises by itself) and the ``labels``.
 * ``models/digits.labels``: one class name per line ("zero" .. "nine").
 * ``samples/images/digit_<n>.<ext>``: one held-out (never trained on) digit per class, in several file
   formats and pixel modes (grey, RGB, RGBA; PNG, BMP, JPEG; 32x32, 48x48, 64x64), plus a README.
@@ -394,8 +395,7 @@ def build_onnx(params: Params, test_accuracy: float) -> onnx.ModelProto:
     helper.set_model_props(
         model,
         {
-            "mean": f"{MEAN:g}",
-            "scale": f"{SCALE:g}",
+            # no "mean"/"scale": the graph itself normalises (x - MEAN) / SCALE, so callers feed raw pixels
             "layout": "NCHW",
             "color": "GRAY",
             "foreground": "light",
