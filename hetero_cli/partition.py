@@ -1,10 +1,11 @@
 """Partition: from per-node affinities to a plan of subgraphs (a plain data structure, nothing runs).
 
 Connected operations of one affinity form a subgraph. Where merging same-affinity regions would make the
-graph of subgraphs cyclic (A -> B -> A through a diamond), the regions in that cycle are split by "stage":
-a node's stage is the lowest one that keeps every same-affinity node it reaches through another device in
-an earlier stage. Everything here is linear in nodes + edges. Constants are never cut: each subgraph gets
-its own copy of the constant-only nodes it reads.
+graph of subgraphs cyclic (A -> B -> A through a diamond), only the regions in that strongly connected
+component are re-cut: their nodes are put in a topological order that stays on one device as long as it
+can, and each run of one device in that order is a piece (runs of a topological order can never form a
+cycle). Nearly linear in nodes + edges. Constants are never cut: each subgraph gets its own copy of the
+constant-only nodes it reads.
 """
 
 from __future__ import annotations
@@ -211,36 +212,48 @@ def _groups(active: list[Node], aff: list[str], preds: list[list[int]], model_in
         by_comp.setdefault(comp[k], []).append(k)
     for scc in _cyclic_components(sorted(by_comp), edges):
         members = sorted(k for c in scc for k in by_comp[c])
-        stage = _stages(members, aff, preds)
+        run = _device_runs(members, aff, preds)
         key: list[Any] = [None] * n
         for k in members:
-            key[k] = (aff[k], stage[k])
+            key[k] = run[k]
         sub = _connect(active, aff, preds, model_inputs, members, key)
         for k in members:
             group[k] = n + sub.find(k)  # fresh ids, disjoint from component ids
     return group
 
 
-def _stages(members: list[int], aff: list[str], preds: list[list[int]]) -> dict[int, int]:
-    """Per node, the lowest stage that puts every same-affinity node reached via another device earlier."""
+def _device_runs(members: list[int], aff: list[str], preds: list[list[int]]) -> dict[int, int]:
+    """Number each node by its run in a topological order of ``members`` that switches device rarely.
+
+    Kahn's algorithm with one ready heap per device: keep taking ready nodes of the current device, and
+    when it has none, switch to the device whose ready node comes first. Predecessors outside ``members``
+    are already done (they belong to groups before this cyclic region).
+    """
     inside = set(members)
-    stage: dict[int, int] = {}
-    reach: dict[int, dict[str, int]] = {}
-    for k in members:  # members are in topological order
-        a = aff[k]
-        s = 0
-        seen: dict[str, int] = {}
+    users: dict[int, list[int]] = {k: [] for k in members}
+    missing = dict.fromkeys(members, 0)
+    for k in members:
         for p in preds[k]:
-            if p not in inside:
-                continue
-            for dev, st in reach[p].items():
-                if st > seen.get(dev, -1):
-                    seen[dev] = st
-            s = max(s, stage[p] if aff[p] == a else reach[p].get(a, -1) + 1)
-        stage[k] = s
-        seen[a] = max(seen.get(a, -1), s)
-        reach[k] = seen
-    return stage
+            if p in inside:
+                users[p].append(k)
+                missing[k] += 1
+    ready: dict[str, list[int]] = {}
+    for k in members:
+        if missing[k] == 0:
+            heapq.heappush(ready.setdefault(aff[k], []), k)
+    run: dict[int, int] = {}
+    number, current = -1, None
+    while any(ready.values()):
+        if not ready.get(current):
+            current = min((heap[0], dev) for dev, heap in ready.items() if heap)[1]
+            number += 1
+        k = heapq.heappop(ready[current])
+        run[k] = number
+        for u in users[k]:
+            missing[u] -= 1
+            if missing[u] == 0:
+                heapq.heappush(ready.setdefault(aff[u], []), u)
+    return run
 
 
 def _cyclic_components(nodes: list[int], edges: dict[int, set[int]]) -> list[set[int]]:
