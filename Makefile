@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.installed-bench
 # The OpenVINO flavour of ONNX Runtime gives two real devices (OPENVINO and CPU) on x86-64; elsewhere the CPU one.
 ARCH := $(shell uname -m)
 ifeq ($(ARCH),x86_64)
@@ -11,7 +12,7 @@ else
 FLAVOUR ?= cpu
 endif
 
-.PHONY: install demo test lint clean
+.PHONY: install demo test lint clean bench
 
 install: $(STAMP)
 
@@ -35,3 +36,12 @@ lint: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+
+$(BENCH_STAMP): $(STAMP) pyproject.toml
+	$(PY) -m pip install --quiet -e ".[$(FLAVOUR),dev,bench]"
+	touch $(BENCH_STAMP)
+
+# The benchmark harness (bench/README.md): hetero-cli against one ORT session and native OpenVINO, the
+# targets of issue 6 checked, results in bench/results/. On a loaded machine: make bench BENCH_ARGS=--threads=1
+bench: $(STAMP) $(BENCH_STAMP)
+	$(PY) bench/run.py $(BENCH_ARGS)

@@ -1,0 +1,166 @@
+"""Models the harness runs: the onnx wheel's light/ models and synthetic graphs built here.
+
+Synthetic graphs (float32, opset 17, IR 9, seeded):
+
+* ``mlp_sanitised``: a residual MLP whose activations pass through an ``IsInf -> Where`` sanitiser every few
+  blocks. The OpenVINO EP refuses IsInf, so automatic ``HETERO:OPENVINO,CPU`` (and ORT's own [OpenVINO, CPU]
+  split) alternate between the two EPs.
+* ``softmax_chain``: a plain chain of Softmax nodes. Softmax is memory-bound and fuses with nothing, so
+  cutting the chain into k contiguous chunks changes no kernel: the only cost of a cut is the boundary.
+* ``partition_graph``: a large random DAG of same-shape elementwise nodes (NodeProtos built directly, never
+  run) with random affinities over two devices, for the partition scaling test.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+IR_VERSION = 9
+
+LIGHT_MODELS = (
+    "squeezenet",
+    "shufflenet",
+    "inception_v1",
+    "inception_v2",
+    "resnet50",
+    "densenet121",
+    "vgg19",
+)
+
+
+def light_dir() -> Path:
+    """The onnx wheel's backend test data folder of "light" model zoo models."""
+    return Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+
+
+def light_path(name: str) -> Path:
+    """Path of one light/ model (``resnet50`` -> .../light/light_resnet50.onnx)."""
+    path = light_dir() / f"light_{name}.onnx"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: is the onnx wheel installed with its test data?")
+    return path
+
+
+def _model(nodes: list[onnx.NodeProto], name: str, inputs, outputs, initializers) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, name, inputs, outputs, initializer=initializers)
+    model = helper.make_model(graph, ir_version=IR_VERSION, opset_imports=[helper.make_opsetid("", OPSET)])
+    onnx.checker.check_model(model)
+    return model
+
+
+def mlp_sanitised(
+    blocks: int = 16, width: int = 256, batch: int = 8, every: int = 4, seed: int = 0
+) -> onnx.ModelProto:
+    """Residual MLP ``x + Relu(x @ W + b)`` with ``Where(IsInf(x), 0, x)`` after every ``every`` blocks."""
+    rng = np.random.default_rng(seed)
+    nodes: list[onnx.NodeProto] = []
+    inits: list[onnx.TensorProto] = [numpy_helper.from_array(np.zeros((), np.float32), "zero")]
+    x = "x"
+    for i in range(blocks):
+        w = (rng.standard_normal((width, width)) / (4 * np.sqrt(width))).astype(np.float32)
+        b = (rng.standard_normal(width) * 0.01).astype(np.float32)
+        inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(b, f"b{i}")]
+        nodes += [
+            helper.make_node("MatMul", [x, f"w{i}"], [f"mm{i}"], name=f"matmul{i}"),
+            helper.make_node("Add", [f"mm{i}", f"b{i}"], [f"lin{i}"], name=f"bias{i}"),
+            helper.make_node("Relu", [f"lin{i}"], [f"act{i}"], name=f"relu{i}"),
+            helper.make_node("Add", [x, f"act{i}"], [f"res{i}"], name=f"residual{i}"),
+        ]
+        x = f"res{i}"
+        if (i + 1) % every == 0 and i + 1 < blocks:
+            nodes += [
+                helper.make_node("IsInf", [x], [f"inf{i}"], name=f"isinf{i}"),
+                helper.make_node("Where", [f"inf{i}", "zero", x], [f"clean{i}"], name=f"where{i}"),
+            ]
+            x = f"clean{i}"
+    nodes.append(helper.make_node("Identity", [x], ["y"], name="output"))
+    return _model(
+        nodes,
+        f"mlp_sanitised_{blocks}x{width}",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, width])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, width])],
+        inits,
+    )
+
+
+def softmax_chain(length: int = 32, shape: tuple[int, ...] = (1, 64)) -> onnx.ModelProto:
+    """``length`` Softmax nodes in a row over a tensor of ``shape`` (the boundary tensor of any cut)."""
+    nodes = []
+    x = "x"
+    for i in range(length):
+        nodes.append(helper.make_node("Softmax", [x], [f"s{i}"], name=f"softmax{i}", axis=-1))
+        x = f"s{i}"
+    nodes[-1].output[0] = "y"
+    size = "x".join(map(str, shape))
+    return _model(
+        nodes,
+        f"softmax_chain_{length}_{size}",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(shape))],
+        [],
+    )
+
+
+@dataclass
+class PartitionGraph:
+    """A synthetic model for partition timing, with one affinity per node."""
+
+    model: onnx.ModelProto
+    affinities: dict[str, str]
+
+
+_UNARY = ("Relu", "Neg", "Abs", "Sigmoid", "Tanh")
+_BINARY = ("Add", "Mul", "Sub", "Max", "Min")
+
+
+def partition_graph(nodes: int, seed: int = 0, window: int = 16) -> PartitionGraph:
+    """A random DAG of ``nodes`` elementwise [1, 4] float nodes with random affinities (CPU or OPENVINO).
+
+    The first node reads the model input; every other one reads one or two of the last ``window`` tensors
+    produced before it. Built from NodeProtos directly, so 100,000 nodes take about a second.
+    """
+    rng = random.Random(seed)
+    protos: list[onnx.NodeProto] = [helper.make_node("Relu", ["x"], ["t0"], name="n0")]
+    affinities: dict[str, str] = {"n0": rng.choice(("CPU", "OPENVINO"))}
+    tensors = ["t0"]
+    read: set[str] = set()
+    for i in range(1, nodes):
+        recent = tensors[-window:]
+        out = f"t{i}"
+        name = f"n{i}"
+        if rng.random() < 0.5:
+            a = rng.choice(recent)
+            proto = helper.make_node(rng.choice(_UNARY), [a], [out], name=name)
+            read.add(a)
+        else:
+            a, b = rng.choice(recent), rng.choice(recent)
+            proto = helper.make_node(rng.choice(_BINARY), [a, b], [out], name=name)
+            read.update((a, b))
+        protos.append(proto)
+        tensors.append(out)
+        affinities[name] = rng.choice(("CPU", "OPENVINO"))
+    outputs = [t for t in tensors if t not in read]
+    graph = helper.make_graph(
+        protos,
+        f"partition_{nodes}",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info(t, TensorProto.FLOAT, [1, 4]) for t in outputs],
+    )
+    model = helper.make_model(graph, ir_version=IR_VERSION, opset_imports=[helper.make_opsetid("", OPSET)])
+    return PartitionGraph(model, affinities)
+
+
+def random_feeds(inputs: list[tuple[str, list[int | str | None]]], seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded uniform [0, 1) float32 data for ``[(name, shape)]`` (symbolic dimensions become 1)."""
+    rng = np.random.default_rng(seed)
+    return {
+        name: rng.random([d if isinstance(d, int) and d > 0 else 1 for d in shape], dtype=np.float32)
+        for name, shape in inputs
+    }

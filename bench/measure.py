@@ -1,0 +1,93 @@
+"""Interleaved latency measurement and the statistics reported for it.
+
+Every iteration calls each runtime once, in list order on even iterations and reversed on odd ones
+(A B C, C B A, ...), so slow drifts of a shared, noisy machine hit every runtime alike. The garbage
+collector is off while timing, as in ``timeit``.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Latency statistics in milliseconds."""
+
+    n: int
+    median_ms: float
+    min_ms: float
+    max_ms: float
+    p25_ms: float
+    p75_ms: float
+
+    @classmethod
+    def of(cls, seconds: Sequence[float]) -> Stats:
+        """Statistics of a non-empty list of durations in seconds."""
+        ms = sorted(s * 1e3 for s in seconds)
+        q = statistics.quantiles(ms, n=4, method="inclusive") if len(ms) > 1 else [ms[0]] * 3
+        return cls(len(ms), statistics.median(ms), ms[0], ms[-1], q[0], q[2])
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+
+def interleaved(
+    runs: Mapping[str, Callable[[], Any]], *, budget_s: float, lo: int, hi: int, warmup: int = 2
+) -> tuple[dict[str, list[float]], float]:
+    """Time every callable of ``runs`` once per iteration, interleaved; return samples and wall time.
+
+    ``warmup`` untimed rotations come first (first inferences allocate and compile kernels). Then whole
+    pairs of iterations (A B C, C B A) run until ``budget_s`` has passed and at least ``lo`` iterations
+    are done, or ``hi`` are: the wall time stays near the budget however the machine's load changes.
+    """
+    names = list(runs)
+    for _ in range(warmup):
+        for name in names:
+            runs[name]()
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    clock = time.perf_counter
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    began = clock()
+    try:
+        for i in range(max(lo, hi)):
+            for name in names if i % 2 == 0 else reversed(names):
+                fn = runs[name]
+                start = clock()
+                fn()
+                samples[name].append(clock() - start)
+            done = i + 1
+            if done % 2 == 0 and done >= lo and clock() - began >= budget_s:
+                break
+    finally:
+        if enabled:
+            gc.enable()
+    return samples, clock() - began
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """(seconds, result) of one call."""
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, result
+
+
+def median(values: Sequence[float]) -> float:
+    """Median of a non-empty sequence."""
+    return statistics.median(values)
+
+
+def fit_line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
+    """Least-squares (slope, intercept) of ys against xs (at least two distinct xs)."""
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    return slope, my - slope * mx

@@ -1,0 +1,110 @@
+"""Where a hetero-cli compile spends its time: query, partition, export, EP compile.
+
+For one model and device string, each repetition (after one untimed warm-up per run, ``warm_up``) times:
+
+* ``ort_session_s``: creating one ORT session with the same providers, from the file (the comparison);
+* ``compile_s``: ``Core().compile_model(path, device)`` from the file, everything included; while it runs,
+  every ORT session it creates is recorded (``spans``): ``sessions_created``, ``in_session_constructors_s``
+  and ``max_concurrent_sessions`` (2 or more: subgraph sessions are compiled in parallel);
+* ``read_s``: ``Core().read_model(path)``;
+* ``query_<DEVICE>_s``: ``query.supported_nodes`` for each device on a fresh Model (results are cached per
+  Model, so each repetition reads the file again), and ``query_s``: the sum over the devices that
+  ``query.greedy`` consults (a device only while some nodes are still unclaimed): the probe sessions;
+* ``partition_s``: ``partition.partition`` on the affinities the query gave;
+* ``export_s``: ``export.subgraph_model`` for every subgraph of the plan (the first one also infers the
+  model's tensor types, as it does inside a compile);
+* ``ep_compile_s``: ``compile_s`` minus read, query, partition and export (medians): the subgraph sessions;
+* ``serial_sessions_s`` (split plans only): creating each subgraph's session one after the other from the
+  exported models - what ``ep_compile_s`` would be if the subgraph sessions were compiled serially.
+
+Medians over the repetitions are reported.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+import onnxruntime as ort
+import runtimes
+import spans
+from measure import timed
+
+import hetero_cli
+from hetero_cli import export, partition, query, registry
+
+
+def _devices(device: str) -> list[registry.Device]:
+    names = device.partition(":")[2] if device.upper().startswith("HETERO:") else device
+    return [registry.lookup(name) for name in names.split(",")]
+
+
+def _providers(dev: registry.Device) -> list[Any]:
+    return runtimes.provider_list("CPU" if dev.is_cpu else "OPENVINO,CPU")
+
+
+def _one(path: Path, device: str, providers: str, serial: bool) -> dict[str, float]:
+    devices = _devices(device)
+    out: dict[str, float] = {}
+    out["ort_session_s"], _ = timed(lambda: runtimes.ort_session(path, providers))
+    with spans.record() as seen:
+        out["compile_s"], _ = timed(
+            lambda: hetero_cli.Core().compile_model(str(path), device, runtimes.hetero_config())
+        )
+    seen_summary = spans.summary(seen, out["compile_s"])
+    out["sessions_created"] = seen_summary["sessions"]
+    out["in_session_constructors_s"] = seen_summary["in_constructors_s"]
+    out["max_concurrent_sessions"] = seen_summary["max_concurrent"]
+    out["read_s"], model = timed(lambda: runtimes.read(path))
+    remaining = {n.friendly_name for n in model.get_ops() if not n.is_constant}
+    out["query_s"] = 0.0
+    for dev in devices:  # one fresh Model: query.greedy consults a device only while nodes remain
+        seconds, claims = timed(lambda dev=dev: query.supported_nodes(model, dev))
+        out[f"query_{dev.name}_s"] = seconds
+        if remaining:
+            out["query_s"] += seconds
+        remaining -= claims
+    affinities = query.greedy(model, devices)  # from the cached claims: no probe session
+    out["partition_s"], plan = timed(lambda: partition.partition(model, affinities))
+    out["export_s"], protos = timed(lambda: [export.subgraph_model(model, s) for s in plan.subgraphs])
+    out["subgraphs"] = len(plan.subgraphs)
+    if serial and len(plan.subgraphs) > 1:
+        by_name = {d.name: d for d in devices}
+        total = 0.0
+        for sub, proto in zip(plan.subgraphs, protos, strict=True):
+            data = proto.SerializeToString()
+            prov = _providers(by_name[sub.device])
+            seconds, _ = timed(
+                lambda data=data, prov=prov: ort.InferenceSession(
+                    data, runtimes.session_options(), providers=prov
+                )
+            )
+            total += seconds
+        out["serial_sessions_s"] = total
+    return out
+
+
+def warm_up(path: Path) -> None:
+    """One untimed round of everything, so plugin loading and first-use allocations are paid here."""
+    for device, providers in (("HETERO:OPENVINO,CPU", "OPENVINO,CPU"), ("HETERO:CPU", "CPU")):
+        _one(path, device, providers, serial=False)
+
+
+def phases(path: Path, device: str, providers: str, repeats: int, serial: bool = True) -> dict[str, Any]:
+    """Median phase times of compiling ``path`` for ``device`` over ``repeats`` repetitions."""
+    runs = [_one(path, device, providers, serial) for _ in range(max(1, repeats))]
+    keys = dict.fromkeys(k for run in runs for k in run)
+
+    def med(key: str) -> float:
+        return statistics.median(r[key] for r in runs if key in r)
+
+    result: dict[str, Any] = {k: med(k) for k in keys}
+    for key in ("subgraphs", "sessions_created", "max_concurrent_sessions"):
+        result[key] = int(max(r[key] for r in runs))
+    result["ep_compile_s"] = result["compile_s"] - sum(
+        result[k] for k in ("read_s", "query_s", "partition_s", "export_s")
+    )
+    result["compile_ratio"] = result["compile_s"] / result["ort_session_s"]
+    result["repeats"] = len(runs)
+    return result

@@ -1,0 +1,388 @@
+"""What the harness writes: the machine's description, tables on stdout, the JSON file and the PNG plot."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from targets import Target
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def console() -> Console:
+    """A console as wide as the terminal, or 150 columns when stdout is a pipe or a file."""
+    width = shutil.get_terminal_size((150, 40)).columns if sys.stdout.isatty() else 150
+    return Console(width=max(width, 120), highlight=False)
+
+
+def _cpu_model() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or platform.machine()
+    found = re.search(r"^model name\s*:\s*(.+)$", text, re.MULTILINE)
+    return found.group(1).strip() if found else platform.machine()
+
+
+def _cpu_flags() -> list[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return []
+    found = re.search(r"^flags\s*:\s*(.+)$", text, re.MULTILINE)
+    wanted = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8", "avx_vnni")
+    return [f for f in wanted if found and f in found.group(1).split()]
+
+
+def _memory_gib() -> float | None:
+    try:
+        text = Path("/proc/meminfo").read_text()
+    except OSError:
+        return None
+    found = re.search(r"^MemTotal:\s*(\d+) kB", text, re.MULTILINE)
+    return round(int(found.group(1)) / 2**20, 1) if found else None
+
+
+def _ep_openvino_version() -> str | None:
+    """The OpenVINO runtime bundled in onnxruntime-openvino (from its libopenvino.so.X.Y.Z)."""
+    import onnxruntime
+
+    capi = Path(onnxruntime.__file__).parent / "capi"
+    for lib in sorted(capi.glob("libopenvino.so.*.*.*")):
+        return lib.name.removeprefix("libopenvino.so.")
+    return None
+
+
+def _git() -> dict[str, Any]:
+    def run(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
+        return done.stdout.strip()
+
+    try:
+        commit = run("rev-parse", "HEAD")
+        dirty = bool(run("status", "--porcelain", "--untracked-files=no"))
+    except OSError:
+        return {}
+    return {"commit": commit or None, "dirty": dirty}
+
+
+def machine() -> dict[str, Any]:
+    """CPU, cores, memory, library versions: what the figures were measured on."""
+    import numpy
+    import onnx
+    import onnxruntime
+
+    import hetero_cli
+
+    try:
+        import openvino
+
+        openvino_version = openvino.__version__
+    except ImportError:
+        openvino_version = None
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except AttributeError:
+        affinity = os.cpu_count()
+    return {
+        "cpu": _cpu_model(),
+        "cpu_flags": _cpu_flags(),
+        "logical_cpus": os.cpu_count(),
+        "usable_cpus": affinity,
+        "memory_gib": _memory_gib(),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "onnxruntime": onnxruntime.__version__,
+        "onnxruntime_providers": onnxruntime.get_available_providers(),
+        "openvino_in_onnxruntime": _ep_openvino_version(),
+        "openvino": openvino_version,
+        "onnx": onnx.__version__,
+        "numpy": numpy.__version__,
+        "hetero_cli": hetero_cli.__version__,
+        "git": _git(),
+    }
+
+
+def now() -> str:
+    """The current time, ISO 8601 in UTC."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def load_average() -> list[float] | None:
+    """1, 5 and 15 minute load averages (other work on the machine skews timings)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+# --- tables ---------------------------------------------------------------------------------------------
+
+
+def _ms(value: float) -> str:
+    return f"{value:.3f}" if value < 10 else f"{value:.1f}" if value < 1000 else f"{value:.0f}"
+
+
+def latency_table(model: str, entry: dict[str, Any]) -> Table:
+    """One model's runtimes: medians, min, max and the ratio of medians to each row's baseline."""
+    threads = f", {entry['threads']} thread(s) per session" if entry.get("threads") else ""
+    table = Table(
+        title=f"{model}: latency over {entry['iterations']} interleaved iterations ({entry['wall_s']:.1f} s{threads})",
+        title_justify="left",
+    )
+    for column in (
+        "runtime",
+        "subgraphs",
+        "boundaries",
+        "median ms",
+        "min ms",
+        "max ms",
+        "ratio",
+        "baseline",
+    ):
+        table.add_column(column, justify="left" if column in ("runtime", "baseline") else "right")
+    for rt in entry["runtimes"].values():
+        stats = rt["stats"]
+        ratio = "-" if rt.get("ratio") is None else f"{rt['ratio']:.3f}"
+        table.add_row(
+            rt["label"],
+            str(rt["subgraphs"]),
+            str(rt["boundaries"]),
+            _ms(stats["median_ms"]),
+            _ms(stats["min_ms"]),
+            _ms(stats["max_ms"]),
+            ratio,
+            rt.get("baseline_label", "-"),
+        )
+    for runtime, error in entry.get("errors", {}).items():
+        table.add_row(runtime, "", "", "", "", "", "error", error[:80])
+    return table
+
+
+def boundary_table(boundaries: dict[str, Any]) -> Table:
+    """Per-boundary overhead of forced splits, hetero and the same sessions chained bare."""
+    table = Table(
+        title="forced splits: overhead per boundary, (median - baseline) / boundaries", title_justify="left"
+    )
+    for column in (
+        "model",
+        "k",
+        "subgraphs",
+        "boundaries",
+        "hetero us/boundary",
+        "bare sessions us/boundary",
+    ):
+        table.add_column(column, justify="left" if column == "model" else "right")
+    for model, entry in boundaries.items():
+        if model == "copy" or "per_k" not in entry:
+            continue
+        for k, row in entry["per_k"].items():
+            bare = row.get("bare_us_per_boundary")
+            table.add_row(
+                model,
+                str(k),
+                str(row["subgraphs"]),
+                str(row["boundaries"]),
+                f"{row['hetero_us_per_boundary']:.1f}",
+                "-" if bare is None else f"{bare:.1f}",
+            )
+        slope = entry.get("slope_us", {})
+        if slope.get("hetero") is not None:
+            bare = slope.get("bare")
+            table.add_row(
+                model,
+                "fit",
+                "",
+                "",
+                f"{slope['hetero']:.1f}",
+                "-" if bare is None else f"{bare:.1f}",
+                end_section=True,
+            )
+    return table
+
+
+def phases_table(phases: dict[str, Any]) -> Table:
+    """Compile time split into its phases, next to one ORT session's creation."""
+    table = Table(title="compile: where the time goes (medians, seconds)", title_justify="left")
+    columns = (
+        "model",
+        "device",
+        "subgraphs",
+        "ORT session",
+        "hetero compile",
+        "ratio",
+        "query (probe)",
+        "partition",
+        "export",
+        "EP compile",
+        "ORT sessions",
+    )
+    for column in columns:
+        left = column in ("model", "device")
+        table.add_column(column, justify="left" if left else "right", no_wrap=left)
+    for model, by_device in phases.items():
+        for device, ph in by_device.items():
+            if "error" in ph:
+                table.add_row(model, device, "", "", "", "", "error", ph["error"][:60])
+                continue
+            queries = " + ".join(
+                f"{key[6:-2]} {ph[key]:.3f}" for key in ph if key.startswith("query_") and key != "query_s"
+            )
+            table.add_row(
+                model,
+                device,
+                str(ph["subgraphs"]),
+                f"{ph['ort_session_s']:.3f}",
+                f"{ph['compile_s']:.3f}",
+                f"{ph['compile_ratio']:.2f}",
+                f"{ph['query_s']:.3f} ({queries})",
+                f"{ph['partition_s']:.4f}",
+                f"{ph['export_s']:.3f}",
+                f"{ph['ep_compile_s']:.3f}",
+                f"{ph['sessions_created']}, {ph['max_concurrent_sessions']} at once",
+            )
+    return table
+
+
+def rss_table(rss: dict[str, Any]) -> Table:
+    """Peak RSS per runtime, each in a fresh interpreter: total and increase over the imports."""
+    table = Table(
+        title="peak RSS (MiB), fresh process each: model loaded + compiled + one inference",
+        title_justify="left",
+    )
+    runtimes = sorted({r for entry in rss.values() for r in entry if r != "none"}, key=_runtime_order)
+    table.add_column("model")
+    table.add_column("imports", justify="right")
+    for runtime in runtimes:
+        table.add_column(runtime, justify="right")
+    for model, entry in rss.items():
+        cells = []
+        for runtime in runtimes:
+            r = entry.get(runtime, {})
+            cells.append(
+                f"{r['peak_mib']:.0f} (+{r['increase_mib']:.0f})"
+                if "increase_mib" in r
+                else r.get("error", "-")[:30]
+            )
+        imports = entry.get("none", {}).get("peak_mib")
+        table.add_row(model, "-" if imports is None else f"{imports:.0f}", *cells)
+    return table
+
+
+def _runtime_order(runtime: str) -> int:
+    order = ["ort_cpu", "hetero_cpu", "ort_ov", "hetero_ov", "openvino"]
+    return order.index(runtime) if runtime in order else len(order)
+
+
+def scaling_table(scaling: dict[str, Any]) -> Table:
+    """Partition time per graph kind and size."""
+    table = Table(
+        title="partition scaling (partition() only, random affinities over 2 devices)", title_justify="left"
+    )
+    for column in ("graph", "nodes", "subgraphs", "Model()", "partition", "growth"):
+        table.add_column(column, justify="left" if column == "graph" else "right")
+    for kind, entry in scaling.get("kinds", {}).items():
+        if entry.get("error"):
+            table.add_row(kind, "", "", "", f"error: {entry['error'][:70]}", "")
+            continue
+        for size, row in entry["sizes"].items():
+            if "median_s" in row:
+                part = f"{row['median_s']:.3f} s"
+            else:
+                part = f"{row.get('error', 'error')[:60]} after {row.get('failed_after_s', 0):.2f} s"
+            growth = (
+                f"{entry['ratio']:.1f}x" if entry.get("ratio") and size == str(scaling["sizes"][-1]) else ""
+            )
+            table.add_row(kind, size, str(row.get("subgraphs", "-")), f"{row['model_s']:.2f} s", part, growth)
+    return table
+
+
+def print_targets(out: Console, targets: list[Target]) -> None:
+    """PASS / FAIL / SKIP lines, with one indented line per case."""
+    out.print("\n[bold]Targets of issue 6[/bold]")
+    for target in targets:
+        colour = {"PASS": "green", "FAIL": "red"}.get(target.status, "yellow")
+        out.print(f"[{colour}]{escape(target.line())}[/{colour}]", soft_wrap=True)
+        for detail in target.details:
+            out.print(f"    {detail}", soft_wrap=True, markup=False)
+
+
+# --- files ----------------------------------------------------------------------------------------------
+
+
+def _clean(value: Any) -> Any:
+    """NaN / inf become null, so the file is strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+def write_json(results: dict[str, Any], path: Path) -> None:
+    """The whole run as one JSON document (written atomically)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(_clean(results), indent=2, allow_nan=False) + "\n")
+    tmp.replace(path)
+
+
+def plot(boundaries: dict[str, Any], path: Path, limit_us: float) -> bool:
+    """PNG of per-boundary overhead against k, hetero and bare sessions; False if matplotlib is missing.
+
+    Left: the small chain, against the target. Right: the 1 MiB chain and the light/ models.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5), dpi=110)
+    for model, entry in boundaries.items():
+        if model == "copy" or not entry.get("per_k"):
+            continue
+        ax = left if model == "chain_small" else right
+        ks = [int(k) for k in entry["per_k"]]
+        shape = f" {entry['shape']}" if "shape" in entry else ""
+        for series, key, style in (
+            ("hetero-cli", "hetero_us_per_boundary", "-o"),
+            ("same sessions, bare loop", "bare_us_per_boundary", "--s"),
+        ):
+            ys = [row.get(key) for row in entry["per_k"].values()]
+            if any(y is None for y in ys):
+                continue
+            ax.plot(ks, ys, style, label=f"{model}{shape} ({series})")
+    left.axhline(limit_us, color="red", linestyle=":", label=f"target {limit_us:.0f} us")
+    left.set_ylim(bottom=0)
+    left.set_title("256 B boundary tensor (the per-boundary target)")
+    right.set_title("1 MiB boundary tensor, and light/ models (k = chunks asked for)")
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks([2, 4, 8, 16], labels=["2", "4", "8", "16"])
+        ax.set_xlabel("k: contiguous chunks alternating CPU / OPENVINO")
+        ax.set_ylabel("(median - baseline) / boundaries (us)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
+    fig.suptitle(
+        "Forced splits: overhead per boundary (baseline: mean of one ORT [CPU] and one [OpenVINO, CPU] session)"
+    )
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True

@@ -1,0 +1,618 @@
+"""hetero-cli benchmark harness: hetero-cli against one ORT session and native OpenVINO, in one run.
+
+    .venv/bin/python bench/run.py                 # full run (make bench): bench/results/
+    .venv/bin/python bench/run.py --quick         # a few iterations, 2 models: bench/results/tmp/
+
+Sections (each also in the JSON file):
+
+1. latency - per model, every runtime compiled once, then timed interleaved (A B C ..., then reversed) with
+   seeded uniform [0, 1) inputs: one ORT session [CPU] and [OpenVINO, CPU] (the baselines), HETERO:CPU,
+   automatic HETERO:OPENVINO,CPU, native OpenVINO (f32), forced splits into k = 2, 4, 8, 16 subgraphs, and
+   on the synthetic chains the split's own sessions chained bare. Median, min, max, ratio to the baseline.
+2. boundaries - per-boundary overhead of the forced splits, (median - baseline) / boundaries, with the
+   mean of the two one-session medians as the compute-matched baseline (half the nodes run on each EP),
+   and the slope of latency against boundaries; a large-tensor chain against a small one tells whether a
+   boundary copies its tensor. Plotted to boundary_overhead.png.
+3. phases - compile time split into query (probe sessions), partition, subgraph export and EP compile.
+4. rss - peak RSS per runtime, each in a fresh interpreter.
+5. partition scaling - partition() alone on 10k- and 100k-node synthetic graphs.
+
+Then every target of issue 6 is checked: one PASS / FAIL / SKIP line each, with the figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import graphs
+import measure
+import numpy as np
+import onnx
+import phases
+import report
+import rss
+import runtimes
+import scaling
+import targets
+from rich.markup import escape
+
+HERE = Path(__file__).resolve().parent
+BASE = ("ort_cpu", "hetero_cpu", "ort_ov", "hetero_ov", "openvino")
+SPLITS = (2, 4, 8, 16)
+CHAINS = {"chain_small": (1, 64), "chain_large": (256, 1024)}
+CHAIN_LENGTH = 16
+HEAVY = ("vgg19", "resnet50", "densenet121")
+DEVICE_STRINGS = (("HETERO:OPENVINO,CPU", "OPENVINO,CPU"), ("HETERO:CPU", "CPU"))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How much of everything a run measures."""
+
+    quick: bool
+    light: tuple[str, ...]
+    synthetic: tuple[str, ...] = ("mlp_sanitised",)
+    light_splits: tuple[int, ...] = SPLITS
+    chain_splits: tuple[int, ...] = SPLITS
+    budget_s: float = 12.0  # interleaved timing per model, after warm-up
+    heavy_budget_s: float = 25.0  # models whose rotation takes over a second (VGG-19, ResNet-50)
+    lo: int = 10
+    hi: int = 50
+    split_budget_s: float = 8.0  # the forced-split group of a light/ model
+    split_lo: int = 5
+    split_hi: int = 30
+    chain_budget_s: float = 10.0
+    chain_lo: int = 20
+    chain_hi: int = 400
+    warmup: int = 2
+    phase_repeats: int = 3
+    rss_models: int = 0  # measure peak RSS on the first N non-chain models (0: all)
+    partition_sizes: tuple[int, int] = (10_000, 100_000)
+    partition_repeats: tuple[int, int] = (3, 1)
+    partition_timeout_s: float = 150.0
+    sections: tuple[str, ...] = ("latency", "phases", "rss", "partition")
+    threads: int = 0  # threads per session, 0: each runtime's default
+
+    @classmethod
+    def full(cls, light: Sequence[str], sections: Sequence[str], threads: int = 0) -> Settings:
+        """The ``make bench`` run: every light/ model, median of 10-50 interleaved iterations."""
+        return cls(quick=False, light=tuple(light), sections=tuple(sections), threads=threads)
+
+    @classmethod
+    def fast(cls, light: Sequence[str], sections: Sequence[str], threads: int = 0) -> Settings:
+        """``--quick``: 1 light/ model plus the synthetic one, a few iterations, small partition graphs."""
+        return cls(
+            quick=True,
+            light=tuple(light),
+            light_splits=(2, 16),
+            chain_splits=(2, 16),
+            budget_s=0.3,
+            heavy_budget_s=0.3,
+            lo=3,
+            hi=10,
+            split_budget_s=0.3,
+            split_lo=2,
+            split_hi=5,
+            chain_budget_s=0.3,
+            chain_lo=5,
+            chain_hi=30,
+            warmup=1,
+            phase_repeats=1,
+            rss_models=1,
+            partition_sizes=(500, 5_000),
+            partition_repeats=(1, 1),
+            partition_timeout_s=60.0,
+            sections=tuple(sections),
+            threads=threads,
+        )
+
+
+@dataclass
+class Run:
+    """A run in progress: settings, output, the results document, and a clock for progress lines."""
+
+    settings: Settings
+    out: Path
+    console: Any
+    results: dict[str, Any] = field(default_factory=dict)
+    began: float = field(default_factory=time.perf_counter)
+
+    def progress(self, text: str) -> None:
+        """A dim progress line with the time since the start."""
+        self.console.print(f"[dim][{time.perf_counter() - self.began:6.1f} s] {text}[/dim]", soft_wrap=True)
+
+    def error(self, where: str, exc: BaseException) -> str:
+        """Record a failure (the run goes on) and return its one-line description."""
+        text = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}"
+        self.results.setdefault("errors", []).append(
+            {"where": where, "error": text, "traceback": traceback.format_exc(limit=6)}
+        )
+        self.console.print(f"[red]{escape(where)}: {escape(text)}[/red]", soft_wrap=True)
+        return text
+
+
+# --- models ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Subject:
+    """A model the harness measures: where its file is, and which groups of runtimes it gets."""
+
+    name: str
+    path: Path
+    kind: str  # "light", "synthetic" (automatic split) or "chain" (forced splits, k exact)
+    threads: int | None = None  # threads per session for this model whatever --threads says
+
+    def groups(self, settings: Settings) -> dict[str, list[str]]:
+        """Runtime groups, each timed interleaved on its own, in rotation order.
+
+        Forced splits (many sessions, each with its own threads) are timed apart from the base runtimes,
+        so their threads never run next to the base comparisons; each group has its own baselines.
+        """
+        if self.kind == "chain":
+            ks = settings.chain_splits
+            splits = [*(f"split_k{k}" for k in ks), *(f"chain_k{k}" for k in ks)]
+            return {"splits": ["ort_cpu", "hetero_cpu", "ort_ov", *splits]}
+        groups = {"base": list(BASE)}
+        if self.kind == "light" and settings.light_splits:
+            groups["splits"] = ["ort_cpu", "ort_ov", *(f"split_k{k}" for k in settings.light_splits)]
+        return groups
+
+
+def subjects(settings: Settings, tmp: Path) -> list[Subject]:
+    """Light/ models by path; synthetic ones written to ``tmp`` (native OpenVINO reads a file too)."""
+    out = [Subject(name, graphs.light_path(name), "light") for name in settings.light]
+    if "mlp_sanitised" in settings.synthetic:
+        path = tmp / "mlp_sanitised.onnx"
+        onnx.save(graphs.mlp_sanitised(), path)
+        out.append(Subject("mlp_sanitised", path, "synthetic"))
+    for name, shape in CHAINS.items():
+        path = tmp / f"{name}.onnx"
+        onnx.save(graphs.softmax_chain(CHAIN_LENGTH, shape), path)
+        # The 1 MiB chain only asks whether a boundary's cost grows with its tensor: one thread per session
+        # keeps the answer out of reach of thread-pool contention, which on a loaded machine swamps it.
+        out.append(Subject(name, path, "chain", threads=1 if name == "chain_large" else None))
+    return out
+
+
+# --- latency --------------------------------------------------------------------------------------------
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:200] if text else ''}"
+
+
+def _max_abs_diff(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float | None:
+    common = [k for k in a if k in b]
+    if not common:
+        return None
+    return max(
+        float(np.max(np.abs(np.asarray(a[k], np.float64) - np.asarray(b[k], np.float64)))) for k in common
+    )
+
+
+def latency_group(
+    run: Run, subject: Subject, name: str, ids: list[str], feeds: dict[str, np.ndarray]
+) -> dict[str, Any]:
+    """Compile the runtimes ``ids`` for ``subject``, check they agree, time them interleaved."""
+    settings = run.settings
+    prepared: dict[str, runtimes.Prepared] = {}
+    errors: dict[str, str] = {}
+    splits: dict[int, runtimes.Prepared] = {}
+    for rid in ids:
+        try:
+            prepared[rid] = runtimes.prepare(rid, subject.path, feeds, splits)
+        except Exception as exc:  # one runtime failing is a result, not the end of the run
+            errors[rid] = _first_line(exc)
+            continue
+        if rid.startswith("split_k"):
+            splits[int(rid[7:])] = prepared[rid]
+    reference = prepared["ort_cpu"].outputs() if "ort_cpu" in prepared else None
+    diffs = {rid: _max_abs_diff(p.outputs(), reference) if reference else None for rid, p in prepared.items()}
+    if subject.kind == "chain":
+        budget, lo, hi = settings.chain_budget_s, settings.chain_lo, settings.chain_hi
+    elif name == "splits":
+        budget, lo, hi = settings.split_budget_s, settings.split_lo, settings.split_hi
+    else:
+        heavy = subject.name in HEAVY
+        budget, lo, hi = settings.heavy_budget_s if heavy else settings.budget_s, settings.lo, settings.hi
+    samples, wall = measure.interleaved(
+        {rid: p.infer for rid, p in prepared.items()}, budget_s=budget, lo=lo, hi=hi, warmup=settings.warmup
+    )
+    stats = {rid: measure.Stats.of(s) for rid, s in samples.items()}
+    group: dict[str, Any] = {
+        "iterations": next(iter(stats.values())).n if stats else 0,
+        "wall_s": wall,
+        "runtimes": {},
+        "errors": errors,
+    }
+    for rid, p in prepared.items():
+        spec = runtimes.spec(rid)
+        row: dict[str, Any] = {
+            "label": spec.label,
+            "subgraphs": p.subgraphs,
+            "boundaries": p.boundaries,
+            "compile_s": p.compile_s,
+            "stats": stats[rid].to_dict(),
+            "max_abs_diff_vs_ort_cpu": diffs[rid],
+            "baseline": list(spec.baseline),
+            "ratio": None,
+        }
+        bases = [stats[b].median_ms for b in spec.baseline if b in stats]
+        if spec.baseline and len(bases) == len(spec.baseline):
+            row["baseline_median_ms"] = statistics.fmean(bases)
+            labels = [runtimes.spec(b).label for b in spec.baseline]
+            row["baseline_label"] = labels[0] if len(labels) == 1 else "mean(" + ", ".join(labels) + ")"
+            row["ratio"] = stats[rid].median_ms / row["baseline_median_ms"]
+            row["paired_ratio"] = paired_ratio(samples[rid], [samples[b] for b in spec.baseline])
+        bare = f"chain_k{rid[7:]}" if rid.startswith("split_k") else None
+        if bare in samples:  # hetero-cli over the same sessions chained bare, iteration by iteration
+            diffs_us = [(a - b) * 1e6 for a, b in zip(samples[rid], samples[bare], strict=True)]
+            row["minus_bare_us"] = statistics.median(diffs_us)
+        group["runtimes"][rid] = row
+    prepared.clear()
+    splits.clear()
+    gc.collect()
+    return group
+
+
+def paired_ratio(candidate: list[float], baselines: list[list[float]]) -> dict[str, float]:
+    """Quartiles of the per-iteration ratio candidate / baseline (the mean of ``baselines`` that iteration).
+
+    Each iteration times both back to back, so a slow drift of the machine's load cancels in the ratio;
+    a wide interquartile range says the machine was too noisy for a tight verdict.
+    """
+    ratios = sorted(c / statistics.fmean(b) for c, *b in zip(candidate, *baselines, strict=True))
+    q = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else [ratios[0]] * 3
+    return {"p25": q[0], "median": q[1], "p75": q[2]}
+
+
+def latency(run: Run, subject: Subject) -> dict[str, Any]:
+    """Every runtime group of ``subject``, one after the other, on the same seeded inputs."""
+    feeds = graphs.random_feeds(runtimes.model_inputs(subject.path), seed=0)
+    entry: dict[str, Any] = {
+        "path": str(subject.path) if subject.kind == "light" else subject.path.name,
+        "kind": subject.kind,
+        "inputs": {name: list(value.shape) for name, value in feeds.items()},
+        "threads": run.settings.threads if subject.threads is None else subject.threads,
+        "groups": {},
+    }
+    for name, ids in subject.groups(run.settings).items():
+        run.progress(f"latency: {subject.name}, {name}: {', '.join(ids)}")
+        try:
+            with runtimes.threads_set(subject.threads):
+                group = latency_group(run, subject, name, ids, feeds)
+        except Exception as exc:
+            group = {"error": run.error(f"latency {subject.name} {name}", exc)}
+        entry["groups"][name] = group
+        if "runtimes" in group:
+            group["threads"] = entry["threads"]
+            run.console.print(report.latency_table(f"{subject.name} ({name})", group))
+    return entry
+
+
+def boundary_analysis(entry: dict[str, Any]) -> dict[str, Any] | None:
+    """Per-boundary overhead of the forced splits in one model's latency entry (its "splits" group)."""
+    rts = entry["groups"].get("splits", {}).get("runtimes")
+    if not rts:
+        return None
+    if "ort_cpu" not in rts or "ort_ov" not in rts:
+        return None
+    mix_ms = statistics.fmean([rts["ort_cpu"]["stats"]["median_ms"], rts["ort_ov"]["stats"]["median_ms"]])
+    per_k: dict[str, Any] = {}
+    points: dict[str, list[tuple[float, float]]] = {"hetero": [], "bare": [], "hetero_minus_bare": []}
+    for k in SPLITS:
+        split = rts.get(f"split_k{k}")
+        if split is None or split["boundaries"] == 0:
+            continue
+        b = split["boundaries"]
+        row: dict[str, Any] = {
+            "subgraphs": split["subgraphs"],
+            "boundaries": b,
+            "hetero_us_per_boundary": (split["stats"]["median_ms"] - mix_ms) * 1e3 / b,
+            "bare_us_per_boundary": None,
+        }
+        points["hetero"].append((b, split["stats"]["median_ms"] * 1e3))
+        chain = rts.get(f"chain_k{k}")
+        if chain is not None:
+            row["bare_us_per_boundary"] = (chain["stats"]["median_ms"] - mix_ms) * 1e3 / b
+            points["bare"].append((b, chain["stats"]["median_ms"] * 1e3))
+        if split.get("minus_bare_us") is not None:
+            row["hetero_minus_bare_us"] = split["minus_bare_us"]
+            points["hetero_minus_bare"].append((b, split["minus_bare_us"]))
+        per_k[str(k)] = row
+    if not per_k:
+        return None
+    slopes: dict[str, float | None] = {}
+    for series, pts in points.items():
+        distinct = {x for x, _ in pts}
+        slopes[series] = measure.fit_line(*zip(*pts, strict=True))[0] if len(distinct) > 1 else None
+    result: dict[str, Any] = {
+        "kind": entry["kind"],
+        "baseline_ms": mix_ms,
+        "per_k": per_k,
+        "slope_us": slopes,
+    }
+    if "hetero_cpu" in rts:
+        result["hetero_fixed_us"] = (
+            rts["hetero_cpu"]["stats"]["median_ms"] - rts["ort_cpu"]["stats"]["median_ms"]
+        ) * 1e3
+    return result
+
+
+def memcpy_us(shape: tuple[int, ...], repeats: int = 200) -> float:
+    """Median time of one numpy copy of a float32 tensor of ``shape``, in microseconds."""
+    src = np.random.default_rng(0).random(shape, dtype=np.float32)
+    dst = np.empty_like(src)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        np.copyto(dst, src)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e6
+
+
+def copy_analysis(boundaries: dict[str, Any]) -> dict[str, Any] | None:
+    """Does a boundary copy its tensor? The per-boundary slope on a 1 MiB tensor minus that on 256 bytes.
+
+    hetero-cli's own part (``extra_us``): the per-iteration difference between hetero-cli and the bare
+    chaining of the very same sessions (median per k), its slope against boundaries, large tensor minus
+    small. It cancels whatever the EPs do inside their sessions, and the load the two runs share. The EPs'
+    part (``ep_extra_us``: the bare slopes, large minus small) is reported next to it.
+    """
+    small, large = boundaries.get("chain_small"), boundaries.get("chain_large")
+    if not small or not large:
+        return None
+    ds, dl = small["slope_us"].get("hetero_minus_bare"), large["slope_us"].get("hetero_minus_bare")
+    bs, bl = small["slope_us"].get("bare"), large["slope_us"].get("bare")
+    if ds is None or dl is None or bs is None or bl is None:
+        return None
+    shape = CHAINS["chain_large"]
+    return {
+        "tensor_bytes": int(np.prod(shape)) * 4,
+        "small_tensor_bytes": int(np.prod(CHAINS["chain_small"])) * 4,
+        "memcpy_us": memcpy_us(shape),
+        "extra_us": dl - ds,
+        "ep_extra_us": bl - bs,
+    }
+
+
+def section_latency(run: Run, models: list[Subject]) -> None:
+    """Latency of every model, then the boundary analysis and the plot."""
+    run.results["latency"] = {}
+    boundaries: dict[str, Any] = {}
+    for subject in models:
+        try:
+            entry = latency(run, subject)
+        except Exception as exc:
+            run.results["latency"][subject.name] = {
+                "kind": subject.kind,
+                "error": run.error(subject.name, exc),
+            }
+            continue
+        run.results["latency"][subject.name] = entry
+        analysis = boundary_analysis(entry)
+        if analysis is not None:
+            if subject.kind == "chain":
+                analysis["shape"] = list(CHAINS[subject.name])
+            boundaries[subject.name] = analysis
+    copy = copy_analysis(boundaries)
+    if copy is not None:
+        boundaries["copy"] = copy
+    run.results["boundaries"] = boundaries
+    if boundaries:
+        run.console.print(report.boundary_table(boundaries))
+        png = run.out / "boundary_overhead.png"
+        if report.plot(boundaries, png, targets.BOUNDARY_US):
+            run.results["plot"] = png.name
+            run.progress(f"plot: {png}")
+
+
+# --- phases, memory, partition --------------------------------------------------------------------------
+
+
+def section_phases(run: Run, models: list[Subject]) -> None:
+    """Compile-time breakdown for both device strings on every non-chain model."""
+    out: dict[str, Any] = {}
+    light = [s for s in models if s.kind != "chain"]
+    if light:  # load the EP plugins once, untimed, so the first model does not pay for it
+        phases.warm_up(light[0].path)
+    for subject in light:
+        out[subject.name] = {}
+        for device, providers in DEVICE_STRINGS:
+            run.progress(f"phases: {subject.name} {device}")
+            try:
+                out[subject.name][device] = phases.phases(
+                    subject.path, device, providers, run.settings.phase_repeats
+                )
+            except Exception as exc:
+                out[subject.name][device] = {"error": run.error(f"phases {subject.name} {device}", exc)}
+    run.results["phases"] = out
+    run.console.print(report.phases_table(out))
+
+
+def section_rss(run: Run, models: list[Subject]) -> None:
+    """Peak RSS of each base runtime on every non-chain model, each in a fresh interpreter (2 at a time:
+    memory does not mind sharing the CPUs)."""
+    measured = [s for s in models if s.kind != "chain"]
+    if run.settings.rss_models:
+        measured = measured[: run.settings.rss_models]
+    jobs = [
+        (subject, rid, runtimes.model_inputs(subject.path)) for subject in measured for rid in ("none", *BASE)
+    ]
+    run.progress(f"rss: {len(jobs)} fresh processes, 2 at a time")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        done = list(pool.map(lambda job: rss.measure(job[1], job[0].path, job[2]), jobs))
+    out: dict[str, Any] = {}
+    for (subject, rid, _), result in zip(jobs, done, strict=True):
+        if "peak_mib" in result and "imports_mib" in result:
+            result["increase_mib"] = result["peak_mib"] - result["imports_mib"]
+        elif "error" in result:
+            run.results.setdefault("errors", []).append(
+                {"where": f"rss {subject.name} {rid}", "error": result["error"]}
+            )
+        out.setdefault(subject.name, {})[rid] = result
+    run.results["rss"] = out
+    run.console.print(report.rss_table(out))
+
+
+def section_partition(run: Run) -> None:
+    """partition() alone on each synthetic graph kind at both sizes, each kind in its own interpreter."""
+    settings = run.settings
+    sizes = list(settings.partition_sizes)
+    kinds: dict[str, Any] = {}
+    for kind in scaling.KINDS:
+        run.progress(f"partition scaling: {kind} {sizes}")
+        entry = scaling.measure(kind, sizes, list(settings.partition_repeats), settings.partition_timeout_s)
+        by_size = entry.get("sizes", {})
+        small, big = by_size.get(str(sizes[0]), {}), by_size.get(str(sizes[1]), {})
+        if "median_s" in small and "median_s" in big and small["median_s"] > 0:
+            entry["ratio"] = big["median_s"] / small["median_s"]
+        kinds[kind] = entry
+    run.results["partition_scaling"] = {"sizes": sizes, "kinds": kinds}
+    run.console.print(report.scaling_table(run.results["partition_scaling"]))
+
+
+# --- main -----------------------------------------------------------------------------------------------
+
+
+def busy_warnings(results: dict[str, Any]) -> list[str]:
+    """Warnings when the machine was busy with other work while the figures were taken."""
+    cpus = results["machine"].get("usable_cpus") or 1
+    out = []
+    for when in ("start", "end"):
+        load = results.get(f"load_average_{when}")
+        if load and load[0] > cpus:
+            out.append(
+                f"load average {load[0]:.1f} at the {when} on {cpus} CPU(s): other work shared the machine, "
+                "so timing ratios carry its noise (see each comparison's paired-ratio quartiles; "
+                "--threads=1 is much less sensitive)"
+            )
+    return out
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Command-line options."""
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="a few iterations on 2 models (for tests)")
+    parser.add_argument(
+        "--out", type=Path, help="results folder (default bench/results, --quick: bench/results/tmp)"
+    )
+    parser.add_argument(
+        "--models", help=f"comma-separated light/ models (default: all of {','.join(graphs.LIGHT_MODELS)})"
+    )
+    parser.add_argument(
+        "--sections",
+        default="latency,phases,rss,partition",
+        help="comma-separated subset of latency,phases,rss,partition",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="threads per session for every runtime (default 0: each runtime's own default; 1 gives steadier "
+        "figures on a shared, loaded machine)",
+    )
+    parser.add_argument("--fail-on-target", action="store_true", help="exit 1 when a target fails")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the harness; 0 unless it could not run at all (or a target failed with --fail-on-target)."""
+    args = parse(argv)
+    sections = tuple(s.strip() for s in args.sections.split(",") if s.strip())
+    unknown = set(sections) - {"latency", "phases", "rss", "partition"}
+    if unknown:
+        print(f"unknown section(s) {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
+    default_light = ("squeezenet",) if args.quick else graphs.LIGHT_MODELS
+    light = tuple(m.strip() for m in args.models.split(",")) if args.models else default_light
+    bad = [m for m in light if m not in graphs.LIGHT_MODELS]
+    if bad:
+        print(
+            f"unknown light/ model(s) {', '.join(bad)}: choose from {', '.join(graphs.LIGHT_MODELS)}",
+            file=sys.stderr,
+        )
+        return 2
+    if args.threads < 0:
+        print("--threads must be 0 (defaults) or more", file=sys.stderr)
+        return 2
+    runtimes.set_threads(args.threads)
+    settings = (Settings.fast if args.quick else Settings.full)(light, sections, args.threads)
+    out = args.out or (HERE / "results" / "tmp" if args.quick else HERE / "results")
+    out.mkdir(parents=True, exist_ok=True)
+    run = Run(settings, out, report.console())
+    run.results.update(
+        {
+            "schema": 1,
+            "command": " ".join([Path(sys.executable).name, *sys.argv]),
+            "argv": sys.argv,
+            "quick": settings.quick,
+            "started": report.now(),
+            "machine": report.machine(),
+            "load_average_start": report.load_average(),
+            "settings": asdict(settings),
+        }
+    )
+    machine = run.results["machine"]
+    run.console.print(
+        f"[bold]hetero-cli bench[/bold] {'(quick)' if settings.quick else ''} on {machine['cpu']}, "
+        f"{machine['usable_cpus']} CPUs, {machine['memory_gib']} GiB; ORT {machine['onnxruntime']} "
+        f"(OpenVINO {machine['openvino_in_onnxruntime']}), OpenVINO {machine['openvino']}; "
+        f"threads per session: {settings.threads or 'runtime defaults'}; load average {run.results['load_average_start']}",
+        soft_wrap=True,
+    )
+    with tempfile.TemporaryDirectory(prefix="hetero_bench_") as tmp:
+        models = subjects(settings, Path(tmp))
+        steps: list[tuple[str, Callable[[], None]]] = [
+            ("latency", lambda: section_latency(run, models)),
+            ("phases", lambda: section_phases(run, models)),
+            ("rss", lambda: section_rss(run, models)),
+            ("partition", lambda: section_partition(run)),
+        ]
+        for name, step in steps:
+            if name not in sections:
+                continue
+            try:
+                step()
+            except Exception as exc:
+                run.error(f"section {name}", exc)
+    run.results["load_average_end"] = report.load_average()
+    warnings = busy_warnings(run.results)
+    if warnings:
+        run.results["warnings"] = warnings
+        for warning in warnings:
+            run.console.print(f"[yellow]warning: {escape(warning)}[/yellow]", soft_wrap=True)
+    checked = targets.check(run.results)
+    run.results["targets"] = [t.to_dict() for t in checked]
+    run.results["finished"] = report.now()
+    run.results["duration_s"] = time.perf_counter() - run.began
+    report.print_targets(run.console, checked)
+    path = out / "results.json"
+    report.write_json(run.results, path)
+    run.console.print(
+        f"\n{sum(t.status == 'PASS' for t in checked)} PASS, {sum(t.status == 'FAIL' for t in checked)} FAIL, "
+        f"{sum(t.status == 'SKIP' for t in checked)} SKIP in {run.results['duration_s']:.0f} s; wrote {path}"
+        + (f" and {out / run.results['plot']}" if "plot" in run.results else "")
+    )
+    if args.fail_on_target and any(t.status == "FAIL" for t in checked):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

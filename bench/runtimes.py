@@ -1,0 +1,288 @@
+"""The runtimes the harness compares, each prepared once and then called for one inference at a time.
+
+* ``ort_cpu`` / ``ort_ov``: one ONNX Runtime session with providers [CPU] / [OpenVINO, CPU] (the baselines);
+* ``hetero_cpu``: hetero-cli ``HETERO:CPU``; ``hetero_ov``: automatic ``HETERO:OPENVINO,CPU``;
+* ``split_k<N>``: hetero-cli with manual affinities cutting the model into N chunks, alternating CPU and
+  OPENVINO; ``chain_k<N>``: the very sessions of that split, chained by a minimal loop (the floor any
+  hetero engine can reach with ORT sessions);
+* ``openvino``: native OpenVINO (``openvino.Core().compile_model(path, "CPU")``) on the same file, at f32.
+
+All runtimes read the model from an ONNX file, the way a user gives it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+import hetero_cli
+from hetero_cli.model import Model
+
+# Native OpenVINO picks bf16 on CPUs with AMX/AVX512-BF16; every runtime here computes in f32.
+OPENVINO_CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
+SPLIT_DEVICES = ("CPU", "OPENVINO")
+THREADS_ENV = "HETERO_BENCH_THREADS"
+_threads = int(os.environ.get(THREADS_ENV, "0") or 0)
+
+
+def set_threads(n: int) -> None:
+    """Threads per session for every runtime (0: each runtime's default), also for worker processes."""
+    global _threads
+    _threads = max(0, int(n))
+    os.environ[THREADS_ENV] = str(_threads)
+
+
+@contextlib.contextmanager
+def threads_set(n: int | None) -> Iterator[None]:
+    """Within the block, ``n`` threads per session (None: leave the setting alone)."""
+    if n is None:
+        yield
+        return
+    before = _threads
+    set_threads(n)
+    try:
+        yield
+    finally:
+        set_threads(before)
+
+
+def provider_list(kind: str) -> list[Any]:
+    """ORT providers for "CPU" or "OPENVINO,CPU" (the OpenVINO EP on its CPU device)."""
+    ov_options = {"device_type": "CPU"}
+    if _threads:
+        ov_options["num_of_threads"] = str(_threads)
+    return {
+        "CPU": ["CPUExecutionProvider"],
+        "OPENVINO,CPU": [("OpenVINOExecutionProvider", ov_options), "CPUExecutionProvider"],
+    }[kind]
+
+
+def hetero_config() -> dict[str, Any] | None:
+    """hetero-cli's config for the thread setting (None: defaults)."""
+    if not _threads:
+        return None
+    return {"CPU": {"INFERENCE_NUM_THREADS": _threads}, "OPENVINO": {"INFERENCE_NUM_THREADS": _threads}}
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What a runtime is: a label for tables, and the runtime(s) whose median its ratio is taken against."""
+
+    label: str
+    baseline: tuple[str, ...] = ()
+
+
+SPECS: dict[str, Spec] = {
+    "ort_cpu": Spec("ORT [CPU]"),
+    "hetero_cpu": Spec("hetero HETERO:CPU", ("ort_cpu",)),
+    "ort_ov": Spec("ORT [OpenVINO, CPU]"),
+    "hetero_ov": Spec("hetero HETERO:OPENVINO,CPU auto", ("ort_ov",)),
+    "openvino": Spec("native OpenVINO CPU f32", ("ort_ov",)),
+}
+# A forced split runs half of the model on each EP: its compute-matched baseline is the mean of both sessions.
+MIX = ("ort_cpu", "ort_ov")
+
+
+def spec(runtime: str) -> Spec:
+    """The Spec of a runtime id, including the ``split_k<N>`` and ``chain_k<N>`` families."""
+    if runtime in SPECS:
+        return SPECS[runtime]
+    if runtime.startswith("split_k"):
+        return Spec(f"hetero split k={runtime[7:]} CPU/OPENVINO", MIX)
+    if runtime.startswith("chain_k"):
+        return Spec(f"same k={runtime[7:]} sessions, bare loop", MIX)
+    raise KeyError(runtime)
+
+
+@dataclass
+class Prepared:
+    """A compiled runtime: ``infer()`` runs one inference on the bound feeds, ``outputs()`` returns them."""
+
+    runtime: str
+    infer: Callable[[], Any]
+    outputs: Callable[[], dict[str, np.ndarray]]
+    compile_s: float
+    subgraphs: int = 1
+    boundaries: int = 0
+    handle: Any = None  # the session / compiled model, kept alive while the runtime is in use
+
+
+def session_options() -> ort.SessionOptions:
+    """Defaults as a user gets them (all graph optimizations, default threads), with ORT's logs quiet."""
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    if _threads:
+        so.intra_op_num_threads = _threads
+    return so
+
+
+def ort_session(path: Path, providers: str) -> ort.InferenceSession:
+    """One ORT session over the whole model (``providers``: "CPU" or "OPENVINO,CPU")."""
+    return ort.InferenceSession(str(path), session_options(), providers=provider_list(providers))
+
+
+def prepare_ort(runtime: str, path: Path, feeds: Mapping[str, np.ndarray], providers: str) -> Prepared:
+    """A plain ORT session."""
+    start = time.perf_counter()
+    sess = ort_session(path, providers)
+    compile_s = time.perf_counter() - start
+    names = [o.name for o in sess.get_outputs()]
+    feeds = dict(feeds)
+
+    def infer() -> Any:
+        return sess.run(names, feeds)
+
+    def outputs() -> dict[str, np.ndarray]:
+        return dict(zip(names, sess.run(names, feeds), strict=True))
+
+    return Prepared(runtime, infer, outputs, compile_s, handle=sess)
+
+
+def read(path: Path) -> Model:
+    """A fresh hetero-cli Model of the file (query results are cached per Model)."""
+    return hetero_cli.Core().read_model(path)
+
+
+def split_affinities(model: Model, k: int) -> dict[str, str]:
+    """Manual affinities: the non-constant nodes in ``k`` contiguous topological chunks alternating
+    CPU / OPENVINO; constant-only nodes (copied into each subgraph that reads them) get CPU."""
+    active = [n.friendly_name for n in model.get_ops() if not n.is_constant]
+    affinities = {n.friendly_name: SPLIT_DEVICES[0] for n in model.get_ops() if n.is_constant}
+    n = len(active)
+    for i, name in enumerate(active):
+        affinities[name] = SPLIT_DEVICES[(i * min(k, n) // n) % 2]
+    return affinities
+
+
+def compile_hetero(path: Path, device: str, split: int | None = None) -> hetero_cli.CompiledModel:
+    """``Core().compile_model`` from the file; with ``split`` = k, manual affinities cut it into k chunks."""
+    core = hetero_cli.Core()
+    if split is None:
+        return core.compile_model(str(path), device, hetero_config())
+    model = core.read_model(path)
+    model.set_affinities(split_affinities(model, split))
+    return core.compile_model(model, device, hetero_config())
+
+
+def prepare_hetero(
+    runtime: str, path: Path, feeds: Mapping[str, np.ndarray], device: str, split: int | None = None
+) -> Prepared:
+    """A hetero-cli compiled model and one infer request (reused, as a serving loop would)."""
+    start = time.perf_counter()
+    compiled = compile_hetero(path, device, split)
+    compile_s = time.perf_counter() - start
+    request = compiled.create_infer_request()
+    feeds = dict(feeds)
+
+    def infer() -> Any:
+        return request.infer(feeds)
+
+    def outputs() -> dict[str, np.ndarray]:
+        return dict(request.infer(feeds))
+
+    return Prepared(
+        runtime,
+        infer,
+        outputs,
+        compile_s,
+        subgraphs=len(compiled.subgraphs),
+        boundaries=len(compiled.plan.crossing_tensors()),
+        handle=compiled,
+    )
+
+
+def prepare_chain(runtime: str, split: Prepared, feeds: Mapping[str, np.ndarray]) -> Prepared:
+    """The sessions of a hetero split run back to back by the thinnest possible loop: OrtValues passed
+    straight from producer to consumer, inputs wrapped once, no checks, no bookkeeping."""
+    compiled: hetero_cli.CompiledModel = split.handle
+    steps = [(s.session._sess, list(s.inputs), list(s.outputs)) for s in compiled.subgraphs]
+    wanted = list(compiled.plan.outputs)
+    held = {name: np.ascontiguousarray(value) for name, value in feeds.items()}
+    wrapped = {name: ort.OrtValue.ortvalue_from_numpy(value)._ortvalue for name, value in held.items()}
+
+    def run() -> dict[str, Any]:
+        values = dict(wrapped)
+        for sess, inputs, outputs in steps:
+            produced = sess.run_with_ort_values({t: values[t] for t in inputs}, outputs, None)
+            # zip, not list(): iterating an OrtValueVector to its end costs ~50 us (pybind's IndexError)
+            values.update(zip(outputs, produced, strict=False))
+        return values
+
+    def infer() -> Any:
+        values = run()
+        return [values[name].numpy() for name in wanted]
+
+    def outputs() -> dict[str, np.ndarray]:
+        values = run()
+        return {name: values[name].numpy() for name in wanted}
+
+    return Prepared(
+        runtime, infer, outputs, 0.0, split.subgraphs, split.boundaries, handle=(compiled, held, wrapped)
+    )
+
+
+def prepare_openvino(runtime: str, path: Path, feeds: Mapping[str, np.ndarray]) -> Prepared:
+    """Native OpenVINO on the CPU plugin, f32, one infer request reused."""
+    import openvino as ov
+
+    start = time.perf_counter()
+    config: dict[str, Any] = dict(OPENVINO_CONFIG)
+    if _threads:
+        config["INFERENCE_NUM_THREADS"] = _threads
+    compiled = ov.Core().compile_model(str(path), "CPU", config)
+    compile_s = time.perf_counter() - start
+    request = compiled.create_infer_request()
+    feeds = dict(feeds)
+    ports = list(compiled.outputs)
+
+    def infer() -> Any:
+        return request.infer(feeds)
+
+    wanted = {o.name for o in onnx.load(str(path), load_external_data=False).graph.output}
+
+    def name(port: Any) -> str:  # a port may carry several names (OpenVINO folds Identity nodes)
+        return next(iter(sorted(port.get_names() & wanted)), port.get_any_name())
+
+    def outputs() -> dict[str, np.ndarray]:
+        result = request.infer(feeds)
+        return {name(port): np.array(result[port]) for port in ports}
+
+    return Prepared(runtime, infer, outputs, compile_s, handle=compiled)
+
+
+def prepare(
+    runtime: str, path: Path, feeds: Mapping[str, np.ndarray], splits: Mapping[int, Prepared] | None = None
+) -> Prepared:
+    """Build any runtime by id; ``chain_k<N>`` needs the already prepared ``split_k<N>`` in ``splits``."""
+    if runtime == "ort_cpu":
+        return prepare_ort(runtime, path, feeds, "CPU")
+    if runtime == "ort_ov":
+        return prepare_ort(runtime, path, feeds, "OPENVINO,CPU")
+    if runtime == "hetero_cpu":
+        return prepare_hetero(runtime, path, feeds, "HETERO:CPU")
+    if runtime == "hetero_ov":
+        return prepare_hetero(runtime, path, feeds, "HETERO:OPENVINO,CPU")
+    if runtime == "openvino":
+        return prepare_openvino(runtime, path, feeds)
+    if runtime.startswith("split_k"):
+        return prepare_hetero(runtime, path, feeds, "HETERO:OPENVINO,CPU", split=int(runtime[7:]))
+    if runtime.startswith("chain_k"):
+        if not splits or int(runtime[7:]) not in splits:
+            raise ValueError(f"{runtime} needs split_k{runtime[7:]} prepared first")
+        return prepare_chain(runtime, splits[int(runtime[7:])], feeds)
+    raise KeyError(f"unknown runtime {runtime!r}")
+
+
+def model_inputs(path: Path) -> list[tuple[str, list[int | str | None]]]:
+    """[(name, shape)] of the inputs a caller feeds (initializers listed as inputs left out)."""
+    model = read(path)
+    return [(i.name, list(i.shape or ())) for i in model.inputs]

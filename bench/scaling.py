@@ -1,0 +1,79 @@
+"""Partition scaling: ``hetero_cli.partition.partition`` alone on synthetic graphs of growing size.
+
+No session is created and no query runs: each node gets a random affinity (CPU or OPENVINO) and the
+timer covers ``partition(model, affinities)`` only (building the Model is reported apart). Graph kinds,
+all random DAGs of same-shape elementwise nodes (``graphs.partition_graph``):
+
+* ``chain``: every node reads the one before it (no cycle between groups is possible);
+* ``ladder``: every node reads one or two of the last 2 tensors (group cycles the partitioner must cut);
+* ``dag``: every node reads one or two of the last 16 tensors.
+
+Each kind runs in its own interpreter (``python bench/scaling.py KIND SIZE...``), so the harness's own
+objects do not weigh on the garbage collector, and a runaway case is stopped by a timeout.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+KINDS = {"chain": 1, "ladder": 2, "dag": 16}
+
+
+def measure(kind: str, sizes: list[int], repeats: list[int], timeout_s: float) -> dict[str, Any]:
+    """Run one kind in a subprocess; ``{"sizes": {size: {...}}}`` or ``{"error": ...}``."""
+    cmd = [sys.executable, str(HERE / "scaling.py"), kind, json.dumps(sizes), json.dumps(repeats)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout_s:.0f} s"}
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"exit {done.returncode}: {tail[:300]}"}
+    return json.loads(lines[-1])
+
+
+def _worker(kind: str, sizes: list[int], repeats: list[int]) -> dict[str, Any]:
+    sys.path.insert(0, str(HERE))
+    import graphs
+
+    from hetero_cli.model import Model
+    from hetero_cli.partition import partition
+
+    result: dict[str, Any] = {"window": KINDS[kind], "sizes": {}}
+    for size, count in zip(sizes, repeats, strict=True):
+        built = graphs.partition_graph(size, seed=0, window=KINDS[kind])
+        start = time.perf_counter()
+        model = Model(built.model)
+        model_s = time.perf_counter() - start
+        times = []
+        entry: dict[str, Any] = {"nodes": size, "model_s": model_s}
+        for _ in range(max(1, count)):
+            gc.collect()
+            start = time.perf_counter()
+            try:
+                plan = partition(model, built.affinities)
+            except Exception as exc:  # the partitioner's own failure is a result to report
+                entry["error"] = f"{type(exc).__name__}: {exc}"
+                entry["failed_after_s"] = time.perf_counter() - start
+                break
+            times.append(time.perf_counter() - start)
+            entry["subgraphs"] = len(plan.subgraphs)
+            del plan
+        if times:
+            entry["times_s"] = times
+            entry["median_s"] = statistics.median(times)
+        result["sizes"][str(size)] = entry
+    return result
+
+
+if __name__ == "__main__":
+    print(json.dumps(_worker(sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3]))))

@@ -1,0 +1,316 @@
+"""The performance targets of issue 6, checked against a run's results (never by timed unit tests).
+
+Each check gives one :class:`Target`: PASS or FAIL with the measured figure next to the limit, SKIP when
+the run did not measure it (a ``--quick`` run, or a section that failed), and one detail line per case.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
+
+LATENCY_CPU = 1.02
+LATENCY_OV = 1.05
+BOUNDARY_US = 20.0
+COPY_SHARE = 0.5  # a size-dependent boundary cost above half a memcpy of the tensor means a copy
+PARTITION_S = 5.0
+PARTITION_NODES = 100_000
+PARTITION_GROWTH = 12.0
+RSS = 1.2
+COMPILE = 1.3
+
+
+@dataclass
+class Target:
+    """One checked target."""
+
+    key: str
+    title: str
+    limit: str
+    status: str
+    figure: str
+    details: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return asdict(self)
+
+    def line(self) -> str:
+        """``[PASS] title: figure (target: limit)``."""
+        return f"[{self.status}] {self.title}: {self.figure} (target: {self.limit})"
+
+
+def _ratio_target(
+    key: str, title: str, limit: float, cases: list[tuple[str, float | None, str]], unit: str = "x"
+) -> Target:
+    """A target met when every case's ratio is at most ``limit``; the figure is the worst case."""
+    measured = [(name, value, note) for name, value, note in cases if value is not None]
+    details = [
+        f"{name}: {value:.3f}{unit}{(' ' + note) if note else ''}" if value is not None else f"{name}: {note}"
+        for name, value, note in cases
+    ]
+    if not measured:
+        return Target(key, title, f"<= {limit}{unit}", SKIP, "not measured", details)
+    worst = max(measured, key=lambda c: c[1])
+    failed = len(measured) < len(cases) or worst[1] > limit
+    status = FAIL if failed else PASS
+    over = sum(1 for _, value, _ in measured if value > limit)
+    figure = f"worst {worst[1]:.3f}{unit} ({worst[0]}), {over}/{len(cases)} over the limit"
+    if len(measured) < len(cases):
+        figure += f", {len(cases) - len(measured)} not measured"
+    return Target(key, title, f"<= {limit}{unit} on each", status, figure, details)
+
+
+def _latency_ratio(
+    latency: dict[str, Any], runtime: str, kinds: tuple[str, ...]
+) -> list[tuple[str, float | None, str]]:
+    cases = []
+    for model, entry in latency.items():
+        if entry.get("kind") not in kinds:
+            continue
+        group = entry.get("groups", {}).get("base", {})
+        rt = group.get("runtimes", {}).get(runtime)
+        if rt is None or rt.get("ratio") is None:
+            error = (
+                group.get("errors", {}).get(runtime)
+                or group.get("error")
+                or entry.get("error")
+                or "not measured"
+            )
+            cases.append((model, None, f"error: {error}"))
+            continue
+        delta_us = (rt["stats"]["median_ms"] - rt["baseline_median_ms"]) * 1e3
+        note = f"({delta_us:+.0f} us, {rt['subgraphs']} subgraph(s), n={rt['stats']['n']}"
+        paired = rt.get("paired_ratio")
+        if paired:
+            note += (
+                f"; paired ratio {paired['median']:.3f}, quartiles {paired['p25']:.3f}-{paired['p75']:.3f}"
+            )
+        cases.append((model, rt["ratio"], note + ")"))
+    return cases
+
+
+def check(results: dict[str, Any]) -> list[Target]:
+    """Every target of issue 6 against ``results`` (the harness's JSON document)."""
+    checks: list[Callable[[dict[str, Any]], Target]] = [
+        _hetero_cpu,
+        _hetero_ov,
+        _boundary,
+        _copy,
+        _partition_time,
+        _partition_growth,
+        _parallel_compile,
+        _rss,
+        _compile,
+    ]
+    out = []
+    for fn in checks:
+        try:
+            out.append(fn(results))
+        except Exception as exc:  # a target that cannot be evaluated is reported, never fatal
+            out.append(Target(fn.__name__.strip("_"), fn.__name__, "-", SKIP, f"not evaluated: {exc!r}"))
+    return out
+
+
+def _hetero_cpu(results: dict[str, Any]) -> Target:
+    cases = _latency_ratio(results.get("latency", {}), "hetero_cpu", ("light",))
+    return _ratio_target(
+        "latency_hetero_cpu",
+        "HETERO:CPU / one ORT CPU session, median latency, light/ models",
+        LATENCY_CPU,
+        cases,
+    )
+
+
+def _hetero_ov(results: dict[str, Any]) -> Target:
+    cases = _latency_ratio(results.get("latency", {}), "hetero_ov", ("light", "synthetic"))
+    return _ratio_target(
+        "latency_hetero_ov",
+        "automatic HETERO:OPENVINO,CPU / one ORT [OpenVINO, CPU] session, median latency",
+        LATENCY_OV,
+        cases,
+    )
+
+
+def _boundary(results: dict[str, Any]) -> Target:
+    title = "per-boundary overhead of a forced split (slope of latency against boundaries, small chain)"
+    chains = results.get("boundaries", {})
+    small = chains.get("chain_small")
+    limit = f"<= {BOUNDARY_US:.0f} us per boundary"
+    if not small or small.get("slope_us", {}).get("hetero") is None:
+        return Target("boundary_overhead", title, limit, SKIP, "not measured")
+    measured = small["slope_us"]["hetero"]
+    details = []
+    for name, chain in chains.items():
+        if chain.get("slope_us", {}).get("hetero") is None:
+            continue
+        per_k = ", ".join(
+            f"k={k} ({v['boundaries']} boundaries): {v['hetero_us_per_boundary']:.1f} us"
+            + (
+                f" (bare {v['bare_us_per_boundary']:.1f})"
+                if v.get("bare_us_per_boundary") is not None
+                else ""
+            )
+            for k, v in chain["per_k"].items()
+        )
+        slope = chain["slope_us"]
+        shape = f" {chain['shape']}" if "shape" in chain else ""
+        text = f"{name}{shape}: slope {slope['hetero']:.1f} us/boundary"
+        if slope.get("bare") is not None:
+            text += f" (bare sessions {slope['bare']:.1f})"
+        if slope.get("hetero_minus_bare") is not None:
+            text += f", hetero-cli's own part {slope['hetero_minus_bare']:.1f} (paired)"
+        if chain.get("hetero_fixed_us") is not None:
+            text += f"; HETERO:CPU over one ORT session {chain['hetero_fixed_us']:+.1f} us"
+        details.append(f"{text}; {per_k}")
+    status = PASS if measured <= BOUNDARY_US else FAIL
+    bare = small["slope_us"].get("bare")
+    figure = f"{measured:.1f} us per boundary"
+    if bare is not None:
+        figure += f" (the same ORT sessions chained bare: {bare:.1f} us)"
+    own = small["slope_us"].get("hetero_minus_bare")
+    if own is not None:
+        figure += f"; hetero-cli's own part {own:.1f} us"
+    return Target("boundary_overhead", title, limit, status, figure, details)
+
+
+def _copy(results: dict[str, Any]) -> Target:
+    title = "no copy at host-memory boundaries (hetero-cli's size-dependent per-boundary cost)"
+    copy = results.get("boundaries", {}).get("copy")
+    limit = f"< {COPY_SHARE:.1f} x one memcpy of the boundary tensor"
+    if not copy or copy.get("extra_us") is None:
+        return Target("boundary_copy", title, limit, SKIP, "not measured")
+    share = copy["extra_us"] / copy["memcpy_us"]
+    status = PASS if share < COPY_SHARE else FAIL
+    figure = (
+        f"{copy['extra_us']:+.1f} us per boundary for a {copy['tensor_bytes'] / 2**20:.2f} MiB tensor over a "
+        f"{copy['small_tensor_bytes']} B one, beyond the same sessions chained bare = {share:.2f} memcpy "
+        f"({copy['memcpy_us']:.1f} us)"
+    )
+    details = [
+        f"inside the EPs' sessions (the bare chain, large tensor minus small): {copy['ep_extra_us']:+.1f} us "
+        f"per boundary = {copy['ep_extra_us'] / copy['memcpy_us']:.2f} memcpy"
+    ]
+    return Target("boundary_copy", title, limit, status, figure, details)
+
+
+def _partition_time(results: dict[str, Any]) -> Target:
+    title = f"partition of a {PARTITION_NODES:,}-node graph (query excluded)"
+    limit = f"<= {PARTITION_S:.0f} s"
+    scaling = results.get("partition_scaling", {})
+    cases: list[tuple[str, float | None, str]] = []
+    for kind, entry in scaling.get("kinds", {}).items():
+        big = entry.get("sizes", {}).get(str(PARTITION_NODES))
+        if entry.get("error"):
+            cases.append((kind, None, f"error: {entry['error']}"))
+        elif big is None:
+            continue
+        elif "median_s" in big:
+            cases.append((kind, big["median_s"], f"({big.get('subgraphs', '?')} subgraphs)"))
+        else:
+            cases.append((kind, None, f"error: {big.get('error')}"))
+    if not cases:
+        return Target("partition_time", title, limit, SKIP, f"no {PARTITION_NODES:,}-node graph in this run")
+    target = _ratio_target("partition_time", title, PARTITION_S, cases, unit=" s")
+    target.limit = f"<= {PARTITION_S:.0f} s on each graph kind"
+    return target
+
+
+def _partition_growth(results: dict[str, Any]) -> Target:
+    scaling = results.get("partition_scaling", {})
+    small, big = scaling.get("sizes", [0, 0])
+    title = f"partition growth from {small:,} to {big:,} nodes"
+    cases: list[tuple[str, float | None, str]] = []
+    for kind, entry in scaling.get("kinds", {}).items():
+        if entry.get("error"):
+            cases.append((kind, None, f"error: {entry['error']}"))
+            continue
+        ratio = entry.get("ratio")
+        sizes = entry.get("sizes", {})
+        if ratio is None:
+            errors = [v["error"] for v in sizes.values() if "error" in v]
+            cases.append((kind, None, f"error: {errors[0] if errors else 'not measured'}"))
+            continue
+        a, b = sizes[str(small)]["median_s"], sizes[str(big)]["median_s"]
+        cases.append((kind, ratio, f"({a * 1e3:.0f} ms -> {b * 1e3:.0f} ms)"))
+    limit = PARTITION_GROWTH * big / small / 10 if small else PARTITION_GROWTH
+    target = _ratio_target("partition_growth", title, limit, cases)
+    target.limit = f"<= {limit:g}x for {big // small if small else 0}x the nodes, on each graph kind"
+    return target
+
+
+def _parallel_compile(results: dict[str, Any]) -> Target:
+    title = "subgraph sessions compiled in parallel (ORT session constructors overlapping in a compile)"
+    cases = []
+    for model, by_device in results.get("phases", {}).items():
+        for device, ph in by_device.items():
+            if isinstance(ph, dict) and ph.get("subgraphs", 0) > 1:
+                cases.append((f"{model} {device}", ph))
+    if not cases:
+        return Target("parallel_compile", title, "at most 1 at a time", SKIP, "no split plan was compiled")
+    details = [
+        f"{name}: {ph['subgraphs']} subgraphs, {ph['sessions_created']} sessions created, at most "
+        f"{ph['max_concurrent_sessions']} at once; EP compile {ph['ep_compile_s']:.3f} s vs "
+        f"{ph.get('serial_sessions_s', float('nan')):.3f} s creating the subgraph sessions one by one"
+        for name, ph in cases
+    ]
+    serial = [name for name, ph in cases if ph["max_concurrent_sessions"] < 2]
+    status = FAIL if serial else PASS
+    figure = f"{len(serial)}/{len(cases)} split compiles created their sessions one at a time"
+    return Target("parallel_compile", title, ">= 2 sessions compiled at once", status, figure, details)
+
+
+def _rss(results: dict[str, Any]) -> Target:
+    cases: list[tuple[str, float | None, str]] = []
+    for model, entry in results.get("rss", {}).items():
+        for hetero, base in (("hetero_cpu", "ort_cpu"), ("hetero_ov", "ort_ov")):
+            h, b = entry.get(hetero, {}), entry.get(base, {})
+            name = f"{model} {hetero}/{base}"
+            if "increase_mib" not in h or "increase_mib" not in b:
+                cases.append((name, None, f"error: {h.get('error') or b.get('error') or 'not measured'}"))
+                continue
+            ratio = h["increase_mib"] / b["increase_mib"] if b["increase_mib"] > 0 else None
+            cases.append(
+                (
+                    name,
+                    ratio,
+                    f"(+{h['increase_mib']:.0f} vs +{b['increase_mib']:.0f} MiB over the imports; "
+                    f"total {h['peak_mib']:.0f} vs {b['peak_mib']:.0f} MiB = {h['peak_mib'] / b['peak_mib']:.2f}x)",
+                )
+            )
+    return _ratio_target(
+        "rss",
+        "peak RSS of a compiled hetero model over one session's (increase over the imports)",
+        RSS,
+        cases,
+    )
+
+
+def _compile(results: dict[str, Any]) -> Target:
+    cases: list[tuple[str, float | None, str]] = []
+    kinds = {model: entry.get("kind") for model, entry in results.get("latency", {}).items()}
+    for model, by_device in results.get("phases", {}).items():
+        if kinds.get(model, "light") != "light":
+            continue
+        ph = by_device.get("HETERO:OPENVINO,CPU")
+        if not isinstance(ph, dict) or "compile_ratio" not in ph:
+            error = ph.get("error") if isinstance(ph, dict) else "not measured"
+            cases.append((model, None, f"error: {error}"))
+            continue
+        cases.append(
+            (
+                model,
+                ph["compile_ratio"],
+                f"({ph['compile_s']:.2f} s vs {ph['ort_session_s']:.2f} s; probe sessions {ph['query_s']:.2f} s, "
+                f"EP compile {ph['ep_compile_s']:.2f} s)",
+            )
+        )
+    return _ratio_target(
+        "compile_time",
+        "compiling automatic HETERO:OPENVINO,CPU / one ORT [OpenVINO, CPU] session, light/ models",
+        COMPILE,
+        cases,
+    )
