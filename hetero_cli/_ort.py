@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import os
+from collections.abc import Iterator
+
 try:
     import onnxruntime as ort
 except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
@@ -15,14 +20,41 @@ except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
 # cannot act on; 4 = fatal only. Failures still reach hetero-cli as exceptions with ORT's message.
 QUIET = 4
 
+# Sessions are created from serialized bytes, which have no folder: ORT finds the external data files of
+# a model (weights kept beside the .onnx file) in the folder this session config entry names.
+EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"
+_external_dir: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "hetero_external_dir", default=None
+)
 
-def session_options(*, optimize: bool = True) -> ort.SessionOptions:
-    """Fresh SessionOptions with ORT's own log noise turned down."""
+
+def session_options(
+    *, optimize: bool = True, external_dir: str | os.PathLike[str] | None = None
+) -> ort.SessionOptions:
+    """Fresh SessionOptions with ORT's own log noise turned down.
+
+    ``external_dir`` (else the one ``external_data_dir`` set for this thread) is where ORT reads the
+    model's external data files.
+    """
     so = ort.SessionOptions()
     so.log_severity_level = QUIET
     if not optimize:
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    folder = os.fspath(external_dir) if external_dir is not None else _external_dir.get()
+    if folder:
+        so.add_session_config_entry(EXTERNAL_DATA_FOLDER, folder)
     return so
+
+
+@contextlib.contextmanager
+def external_data_dir(folder: str | os.PathLike[str] | None) -> Iterator[None]:
+    """Within the block (this thread or task only), sessions made with session_options() read external
+    data from ``folder``: how the query's probe sessions find a big model's weights."""
+    token = _external_dir.set(os.fspath(folder) if folder is not None else None)
+    try:
+        yield
+    finally:
+        _external_dir.reset(token)
 
 
 def record_assignment(so: ort.SessionOptions) -> None:
@@ -38,4 +70,12 @@ def assignment(session: ort.InferenceSession) -> list[tuple[str, list[tuple[str,
     ]
 
 
-__all__ = ["QUIET", "assignment", "ort", "record_assignment", "session_options"]
+__all__ = [
+    "EXTERNAL_DATA_FOLDER",
+    "QUIET",
+    "assignment",
+    "external_data_dir",
+    "ort",
+    "record_assignment",
+    "session_options",
+]

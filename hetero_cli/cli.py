@@ -30,6 +30,7 @@ import numpy as np
 from . import benchmark as bench
 from . import config as cfg
 from . import device_string, image, registry, visualize
+from ._ort import QUIET, ort
 from .core import Core
 from .errors import AffinityError, ConfigError, DeviceError, HeteroError, ModelError
 from .model import Model
@@ -132,6 +133,10 @@ class _Main:
         argv = list(sys.argv[1:] if args is None else args)
         debug = "--debug" in argv or bool(os.environ.get("HETERO_DEBUG"))
         _Phase.current = "input"
+        # ORT's process-wide logger writes straight to stderr (the OpenVINO EP's "[W:onnxruntime:Default,
+        # ...] The input 'x' is not used" lines): noise a user cannot act on; failures still come as
+        # exceptions. --debug keeps its warnings.
+        ort.set_default_logger_severity(2 if debug else QUIET)
         handler = _WarningLines()
         log.addHandler(handler)
         code = 0

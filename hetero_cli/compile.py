@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import shutil
 import tempfile
@@ -21,6 +22,7 @@ from .export import extract, subgraph_model
 from .model import Model, TensorInfo
 from .partition import CONSTANT, Plan, Subgraph
 from .profiling import SessionProfile
+from .query import KNOWN_FAILURES, known_to_fail
 from .registry import Device
 
 if TYPE_CHECKING:
@@ -113,28 +115,35 @@ def compile_subgraph(
 
     With PERF_COUNT on for the device, ORT's profiler writes its trace under ``profile_dir``.
     """
+    refuse_known_failures(model, subgraph, device)
     data = subgraph_model(model, subgraph).SerializeToString()
     settings = config.settings(device)
     profiling = settings.profiling and profile_dir is not None
-    so = session_options()
+    so = session_options(external_dir=model.external_dir)
     record_assignment(so)
     if settings.intra_op_num_threads:
         so.intra_op_num_threads = settings.intra_op_num_threads
     if profiling:
         so.enable_profiling = True
-        so.profile_file_prefix = str(profile_dir / subgraph.name)
     providers = _providers(device, settings.provider_options)
 
+    created = itertools.count(1)
+
     def create() -> ort.InferenceSession:
-        return ort.InferenceSession(data, so, providers=providers)
+        if profiling:
+            # ORT names a trace <prefix>_<date and time to the second>.json: sessions of one subgraph made
+            # within a second (profiling restarts after every flush) need prefixes of their own
+            so.profile_file_prefix = str(profile_dir / f"{subgraph.name}_{next(created)}")
+        # no fallback: ORT would otherwise print to stdout and quietly retry on the CPU EP alone
+        return ort.InferenceSession(data, so, providers=providers, enable_fallback=0)
 
     try:
         session = create()
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
         raise CompileError(
-            f"{subgraph.name} ({len(subgraph.nodes)} node(s) on {device.name}) could not be compiled by "
-            f"{device.ep}: {first}. Move its nodes to another device (affinities) or change its config"
+            f"{subgraph.name} ({len(subgraph.nodes)} node(s) on {device.name}: {_ops(model, subgraph)}) could not "
+            f"be compiled by {device.ep}: {failure_reason(exc)}. Move its nodes to another device "
+            "(affinities) or change its config"
         ) from None
     if device.ep not in session.get_providers():
         raise CompileError(
@@ -149,15 +158,46 @@ def compile_subgraph(
     return compiled
 
 
+def refuse_known_failures(model: Model, subgraph: Subgraph, device: Device) -> None:
+    """CompileError for nodes the device's EP is known to fail on (KNOWN_FAILURES), before ORT tries."""
+    bad = [model.node(n) for n in subgraph.nodes if known_to_fail(model.node(n), device)]
+    if bad:
+        names = ", ".join(f"{n.get_friendly_name()} ({n.get_type_name()})" for n in bad[:5])
+        raise CompileError(
+            f"{subgraph.name} ({len(subgraph.nodes)} node(s) on {device.name}) holds {names}: "
+            f"{KNOWN_FAILURES[device.kind.family][1]}. Move these nodes to another device (affinities), e.g. CPU"
+        )
+
+
+def failure_reason(exc: BaseException, limit: int = 300) -> str:
+    """ORT's error in one line: its first line, and where that is a C++ signature (the OpenVINO EP's
+    exceptions), the last line too, which holds the cause ("... node not found in graph cache")."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    first = lines[0]
+    if len(lines) > 1 and ("::" in first or len(first) > limit):
+        head = first.split(" : ")
+        first = " : ".join(head[:3]) if len(head) > 3 else first[:120]
+        return f"{first} ... {lines[-1][:limit]}"
+    return first[:limit]
+
+
+def _ops(model: Model, subgraph: Subgraph) -> str:
+    kinds = list(dict.fromkeys(model.node(n).get_type_name() for n in subgraph.nodes))
+    return ", ".join(kinds[:6]) + (" ..." if len(kinds) > 6 else "")
+
+
 def constant_outputs(model: Model, plan: Plan) -> dict[str, np.ndarray]:
     """Values of model outputs that are constants, computed once at compile time."""
     wanted = [name for name, src in plan.output_sources.items() if src == CONSTANT]
     values: dict[str, np.ndarray] = {}
     inits = {t.name: t for t in model.proto.graph.initializer}
     rest = []
+    folder = str(model.external_dir) if model.external_dir is not None else ""
     for name in wanted:
         if name in inits:
-            values[name] = numpy_helper.to_array(inits[name])
+            values[name] = numpy_helper.to_array(inits[name], base_dir=folder)
         else:
             rest.append(name)
     if rest:
@@ -170,7 +210,10 @@ def constant_outputs(model: Model, plan: Plan) -> dict[str, np.ndarray]:
                 todo.extend(p.inputs)
         proto = extract(model, nodes.values(), [], rest, name=f"{model.name}_constants")
         sess = ort.InferenceSession(
-            proto.SerializeToString(), session_options(), providers=["CPUExecutionProvider"]
+            proto.SerializeToString(),
+            session_options(external_dir=model.external_dir),
+            providers=["CPUExecutionProvider"],
+            enable_fallback=0,
         )
         values.update(zip(rest, sess.run(rest, {}), strict=True))
     return values

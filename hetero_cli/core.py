@@ -9,14 +9,16 @@ outputs = compiled.create_infer_request().infer({"x": x})
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import onnx
 
 from . import config as cfg
-from . import device_string, query, registry, visualize
+from . import device_string, qdq, query, registry, visualize
+from ._ort import external_data_dir
 from .compile import CompiledModel, compile_plan
+from .device_string import DeviceRequest
 from .errors import ConfigError
 from .model import Model, read_model
 from .partition import Plan, partition
@@ -49,6 +51,7 @@ class Core:
                 raise ConfigError("set_property takes (device_name, {key: value}) or ({key: value})")
             self._properties = cfg.split(device_name).merged_over(self._properties)
             return
+        _check_mapping(properties, "set_property's properties")
         name = str(device_name).strip()
         if name.upper() == "HETERO":
             update = cfg.split(properties)
@@ -89,6 +92,8 @@ class Core:
     # --- the pipeline ----------------------------------------------------------------------------------
 
     def _config(self, device_name: str, config: Mapping[str, Any] | None) -> tuple[cfg.SplitConfig, Any]:
+        if config is not None:
+            _check_mapping(config, "the config")
         head = device_name.strip().partition(":")[0].strip().upper() if isinstance(device_name, str) else ""
         target = None
         if head != "HETERO":
@@ -112,15 +117,17 @@ class Core:
         """
         model = self.read_model(model)
         _, request, devices = self._devices(device_name, config)
-        if not request.hetero:
-            return query.query_device(model, devices[0])
-        return query.greedy(model, devices)
+        with external_data_dir(model.external_dir):
+            if not request.hetero:
+                return query.query_device(model, devices[0])
+            return query.greedy(model, devices)
 
     def plan(self, model: ModelSource, device_name: str, config: Mapping[str, Any] | None = None) -> Plan:
         """The partition plan a compile would use, without creating any inference session."""
         model = self.read_model(model)
         _, request, devices = self._devices(device_name, config)
-        return partition(model, query.resolve_affinities(model, request, devices))
+        with external_data_dir(model.external_dir):
+            return partition(model, _affinities(model, request, devices))
 
     def compile_model(
         self, model: ModelSource, device_name: str | None = None, config: Mapping[str, Any] | None = None
@@ -129,9 +136,34 @@ class Core:
         model = self.read_model(model)
         device_name = "CPU" if device_name is None else device_name
         merged, request, devices = self._devices(device_name, config)
-        plan = partition(model, query.resolve_affinities(model, request, devices))
+        with external_data_dir(model.external_dir):
+            plan = partition(model, _affinities(model, request, devices))
         dot_files = visualize.dump(model, plan, merged.dot_dir) if visualize.wanted(merged.dump_dot) else ()
         by_name: dict[str, Device] = {d.name: d for d in devices}
         compiled = compile_plan(model, plan, by_name, merged, str(request))
         compiled.dot_files = tuple(dot_files)
         return compiled
+
+
+def _affinities(model: Model, request: DeviceRequest, devices: Sequence[Device]) -> dict[str, str]:
+    """Every node's device for a compile (query.resolve_affinities), QDQ groups kept whole (qdq)."""
+    resolved = query.resolve_affinities(model, request, devices)
+    if not request.hetero or len(devices) < 2:
+        return resolved
+    manual = bool(model.affinities())
+    by_name = {d.name: d for d in devices}
+
+    def supports(device: str, node: str) -> bool:
+        return node in query.supported_nodes(model, by_name[device])
+
+    return qdq.keep_groups_together(
+        model, resolved, manual=manual, supports=None if manual else supports, priorities=list(by_name)
+    )
+
+
+def _check_mapping(value: Any, what: str) -> None:
+    if not isinstance(value, Mapping):
+        raise ConfigError(
+            f'{what} must be a mapping of keys to values, e.g. {{"CPU": {{"INFERENCE_NUM_THREADS": 2}}}}, '
+            f"not {type(value).__name__} {value!r:.60}"
+        )

@@ -118,7 +118,10 @@ def ort_types(model: Model, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
         probe.graph.output.add(name=t)
     try:
         sess = ort.InferenceSession(
-            probe.SerializeToString(), session_options(optimize=False), providers=["CPUExecutionProvider"]
+            probe.SerializeToString(),
+            session_options(optimize=False, external_dir=model.external_dir),
+            providers=["CPUExecutionProvider"],
+            enable_fallback=0,
         )
     except Exception as exc:
         raise ModelError(

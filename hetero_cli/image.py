@@ -23,6 +23,7 @@ Without metadata nor options: no normalisation, no inversion, RGB order for 3 ch
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -274,9 +275,14 @@ def read(path: str | os.PathLike[str]):
     if p.stat().st_size == 0:
         raise ImageError(f"{p} is empty (0 bytes): give an image file (JPEG, PNG, BMP...)")
     try:
-        with Image.open(p) as img:
-            img.load()
-            return ImageOps.exif_transpose(img).copy()
+        with warnings.catch_warnings():
+            # Pillow only warns between MAX_IMAGE_PIXELS and twice that, then decodes it all: refuse both
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(p) as img:
+                img.load()
+                return ImageOps.exif_transpose(img).copy()
+    except Image.DecompressionBombWarning as exc:
+        raise ImageError(_too_large(p, exc)) from None
     except PermissionError:
         raise ImageError(f"cannot read image {p}: permission denied") from None
     except UnidentifiedImageError:
@@ -284,12 +290,21 @@ def read(path: str | os.PathLike[str]):
             f"{p} is not an image Pillow can read (JPEG, PNG, BMP, GIF, TIFF, WebP...): is it another kind of file?"
         ) from None
     except Image.DecompressionBombError as exc:
-        raise ImageError(f"{p} is too large to decode safely ({exc})") from None
+        raise ImageError(_too_large(p, exc)) from None
     except (OSError, SyntaxError, ValueError, EOFError) as exc:
         text = str(exc).strip().splitlines()
         raise ImageError(
             f"{p} is corrupt or truncated ({text[0] if text else type(exc).__name__}): re-export or re-download it"
         ) from None
+
+
+def _too_large(path: Path, exc: BaseException) -> str:
+    from PIL import Image
+
+    return (
+        f"{path} is too large to decode safely ({str(exc).split(',')[0]}; the limit is "
+        f"{Image.MAX_IMAGE_PIXELS} pixels, against decompression bombs): downscale it first"
+    )
 
 
 def _to_8bit(img):
@@ -303,12 +318,19 @@ def _to_8bit(img):
         return img.convert("RGB" if mode != "1" else "L")
     if mode == "P" or mode == "PA":
         return img.convert("RGBA")
-    if mode == "LA" or mode == "La":
+    if mode == "LA":
         return img.convert("RGBA")
+    if mode == "La":  # premultiplied alpha: Pillow converts it to LA only
+        return img.convert("LA").convert("RGBA")
     if mode == "RGBa":
         return img.convert("RGBA")
     if mode.startswith("I") or mode == "F":
         arr = np.asarray(img, dtype=np.float64)
+        finite = np.isfinite(arr)
+        if not finite.all():  # NaN -> 0, infinities -> the largest / smallest finite value
+            top = float(arr[finite].max()) if finite.any() else 0.0
+            bottom = float(arr[finite].min()) if finite.any() else 0.0
+            arr = np.nan_to_num(arr, nan=0.0, posinf=top, neginf=bottom)
         if mode.startswith("I;16"):
             arr = arr / 257.0
         elif mode == "F" and arr.size and float(np.nanmax(arr)) <= 1.0:

@@ -91,7 +91,10 @@ class InferRequest:
                 else:
                     session = step.compiled.profiler.before_run()
                     start = time.time_ns()
-                    produced = _run(step, session, step_feeds)
+                    try:
+                        produced = _run(step, session, step_feeds)
+                    finally:
+                        step.compiled.profiler.after_run(session)
                     windows.append(
                         (step.compiled.index, threading.get_native_id(), start / 1e3, time.time_ns() / 1e3)
                     )
@@ -103,11 +106,12 @@ class InferRequest:
             values.update(zip(step.outputs, produced, strict=True))
             for t in step.release:
                 values.pop(t, None)
-        self.results = self._collect(values, feeds)
+        results = self._collect(values, feeds)
+        self.results = results  # get_tensor's; the caller gets its own even if another thread infers too
         if self._profiled:
             self._history.append(windows)
         del keepalive
-        return self.results
+        return results
 
     def get_profiling_info(self) -> list[ProfilingInfo]:
         """Counters of this request's last inference, subgraph by subgraph in execution order.
@@ -183,7 +187,14 @@ class InferRequest:
             raise InferenceError(f"missing input(s) {', '.join(map(repr, missing))}: give a value for each")
         out = {}
         for name, value in given.items():
-            arr = np.asarray(value, order="C")
+            try:
+                arr = np.asarray(value, order="C")
+            except (ValueError, TypeError) as exc:
+                text = str(exc).strip().splitlines()
+                raise InferenceError(
+                    f"input {name!r} is not an array ({text[0][:150] if text else type(exc).__name__}): give a "
+                    "numpy array of the input's shape"
+                ) from None
             info = self._inputs.get(name)
             if info is not None:
                 _check_tensor(name, arr, info.dtype, info.shape)

@@ -9,16 +9,17 @@ model.save("with_affinities.onnx")   # affinities kept in NodeProto.metadata_pro
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PureWindowsPath
 from typing import Any
 
 import numpy as np
 import onnx
 from onnx import helper
 
-from .errors import ModelError
+from .errors import HeteroError, ModelError
 
 AFFINITY = "affinity"
 NONDETERMINISTIC = frozenset(
@@ -153,6 +154,9 @@ class Model:
         self.producer = {out: n for n in self._ops for out in n.outputs}
         self._types: dict[str, onnx.TypeProto] | None = None
         self.query_cache: dict[Any, frozenset[str]] = {}
+        external = any(_is_external(t) for t in all_tensors(proto))
+        # where sessions find the weights kept in external files (read_model checked them): the model's folder
+        self.external_dir = self.path.absolute().parent.resolve() if external and self.path else None
 
     # --- OpenVINO-shaped API -------------------------------------------------------------------------
 
@@ -214,7 +218,12 @@ class Model:
             self._by_name[name].get_rt_info()[AFFINITY] = device
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the model, keeping each node's affinity in NodeProto.metadata_props (key "affinity")."""
+        """Write the model, keeping each node's affinity in NodeProto.metadata_props (key "affinity").
+
+        Weights in external files stay there: saved into the model's own folder, the new file points at
+        the same data files; saved elsewhere, the data files are linked (or, across file systems, copied)
+        beside it. Nothing is left behind if writing fails.
+        """
         for node in self._ops:
             props = node.proto.metadata_props
             kept = [(p.key, p.value) for p in props if p.key != AFFINITY]
@@ -225,12 +234,20 @@ class Model:
                 props.add(key=AFFINITY, value=node.affinity)
         path = Path(path)
         tmp = path.with_name(path.name + ".tmp")
+        written: list[Path] = []
         try:
+            if self.external_dir is not None:
+                written = _place_external_files(self.proto, self.external_dir, path.absolute().parent)
             onnx.save(self.proto, str(tmp))
             tmp.replace(path)
-        except OSError as exc:
+        except Exception as exc:
             tmp.unlink(missing_ok=True)
-            raise ModelError(f"cannot write {path}: {exc.strerror or exc}") from None
+            for file in written:
+                file.unlink(missing_ok=True)
+            if isinstance(exc, HeteroError):
+                raise
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else _short(exc)
+            raise ModelError(f"cannot write {path}: {reason}") from None
 
     # --- tensors and types ---------------------------------------------------------------------------
 
@@ -288,15 +305,17 @@ class Model:
         return [Node(pos, protos[i], names[i], implicit[i]) for pos, i in enumerate(order)]
 
     def _mark_constants(self) -> frozenset[str]:
-        constant = set(self.initializer_names)
+        # An overridable initializer is copied into each subgraph like a constant (with the caller's value
+        # fed where given), but what is computed from it is not constant: a caller may change it.
+        foldable = set(self.initializer_names - self.overridable_initializers)
         for node in self._ops:
             p = node.proto
             if p.domain not in ("", "ai.onnx") or p.op_type in NONDETERMINISTIC or node.has_subgraphs:
                 continue
-            if p.op_type == "Constant" or (node.inputs and all(i in constant for i in node.inputs)):
+            if p.op_type == "Constant" or (node.inputs and all(i in foldable for i in node.inputs)):
                 node.is_constant = True
-                constant.update(node.outputs)
-        return frozenset(constant)
+                foldable.update(node.outputs)
+        return frozenset(foldable | self.initializer_names)
 
     def _infer_types(self) -> dict[str, onnx.TypeProto]:
         graph = self.proto.graph
@@ -384,30 +403,292 @@ def _topological(deps: list[list[int]]) -> list[int] | None:
 
 
 def read_model(source: str | os.PathLike[str] | bytes | onnx.ModelProto) -> Model:
-    """Load an ONNX model from a path, serialized bytes or a ModelProto, with one clear error if it cannot."""
+    """Load an ONNX model from a path, serialized bytes or a ModelProto, with one clear error if it cannot.
+
+    Weights stored in external data files are checked (inside the model's folder, present, long enough)
+    but not loaded: sessions read them from the files. Only small external tensors (shapes, axes) are
+    read in, so shape inference sees them.
+    """
     if isinstance(source, onnx.ModelProto):
-        return Model(source)
+        return _checked(source, None, "the ModelProto given")
     if isinstance(source, bytes | bytearray):
         try:
-            return Model(onnx.load_from_string(bytes(source)))
+            proto = onnx.load_from_string(bytes(source))
         except Exception as exc:
             raise ModelError(f"these bytes are not an ONNX model ({_short(exc)})") from None
+        return _checked(proto, None, "these bytes")
     path = Path(source)
     if not path.exists():
         raise ModelError(f"model file not found: {path}: check the path")
     if path.is_dir():
         raise ModelError(f"{path} is a directory: give the path of an .onnx file")
     try:
-        proto = onnx.load(str(path))
+        proto = onnx.load(str(path), load_external_data=False)
     except PermissionError:
         raise ModelError(f"cannot read {path}: permission denied") from None
     except Exception as exc:
         raise ModelError(
             f"{path} is not a readable ONNX model ({_short(exc)}): is the file truncated or of another format?"
         ) from None
+    return _checked(proto, path, str(path))
+
+
+def _checked(proto: onnx.ModelProto, path: Path | None, where: str) -> Model:
+    """``proto`` as a Model once it passed the structural checks; ModelError saying what is wrong if not."""
     if not proto.graph.node and not proto.graph.output:
-        raise ModelError(f"{path} holds no ONNX graph: is it an ONNX model file?")
-    return Model(proto, path)
+        raise ModelError(f"{where} holds no ONNX graph: is it an ONNX model file?")
+    check_structure(proto, where)
+    external = [t for t in all_tensors(proto) if _is_external(t)]
+    if external:
+        if path is None:
+            raise ModelError(
+                f"{where} keeps tensor {external[0].name!r} in an external data file, and a model given in "
+                "memory has no folder to find it in: give read_model the .onnx file's path"
+            )
+        folder = path.absolute().parent.resolve()
+        for tensor in external:
+            check_external(tensor, folder, path)
+        for tensor in external:
+            _inline_if_small(tensor, folder)
+    try:
+        return Model(proto, path)
+    except HeteroError:
+        raise
+    except Exception as exc:  # a structure onnx parsed but that makes no sense as a graph
+        raise ModelError(f"{where} is not a valid ONNX model ({_short(exc)})") from None
+
+
+def check_structure(proto: onnx.ModelProto, where: str) -> None:
+    """Refuse what protobuf parses but no ONNX writer produces: a file cut after its graph, text that is
+    not UTF-8, nodes reading tensors nothing defines, outputs nothing produces."""
+    if proto.ir_version <= 0:
+        raise ModelError(f"{where} has no IR version: it is not an ONNX model, or the file is damaged")
+    if not proto.opset_import:
+        raise ModelError(
+            f"{where} declares no opset (opset_import is missing): the file is truncated, or it was not "
+            "written by an ONNX exporter"
+        )
+    field = _invalid_text(proto)
+    if field is not None:
+        raise ModelError(f"{where} has a {field} that is not valid UTF-8 text: the file is corrupt")
+    graph = proto.graph
+    nameless = [n for n in graph.node if not n.op_type]
+    if nameless:
+        raise ModelError(
+            f"{where} has a node without an op type ({nameless[0].name or 'unnamed'}): it is corrupt"
+        )
+    undefined = graph_outer_refs(graph)
+    if undefined:
+        raise ModelError(
+            f"{where} reads tensor(s) {', '.join(map(repr, undefined[:5]))} that no node, input or "
+            "initializer defines: the model is incomplete or corrupt"
+        )
+    defined = {i.name for i in graph.input} | {t.name for t in graph.initializer}
+    defined |= {t.values.name for t in graph.sparse_initializer}
+    defined |= {o for n in graph.node for o in n.output}
+    missing = [o.name for o in graph.output if o.name not in defined]
+    if missing:
+        raise ModelError(
+            f"{where} has output(s) {', '.join(map(repr, missing[:5]))} that no node, input or initializer "
+            "produces: the model is incomplete or corrupt"
+        )
+
+
+def _invalid_text(message: Any) -> str | None:
+    """The first string field holding bytes that are not UTF-8 (protobuf hands those back as bytes)."""
+    for field, value in message.ListFields():
+        repeated = getattr(field, "is_repeated", None)
+        if repeated is None:  # protobuf before 5.x
+            repeated = field.label == field.LABEL_REPEATED
+        if field.type == field.TYPE_MESSAGE:
+            for item in value if repeated else (value,):
+                found = _invalid_text(item)
+                if found is not None:
+                    return found
+        elif field.type == field.TYPE_STRING and any(
+            isinstance(v, bytes) for v in (value if repeated else (value,))
+        ):
+            return f"{message.DESCRIPTOR.name}.{field.name}"
+    return None
+
+
+# --- external data ---------------------------------------------------------------------------------------
+
+INLINE_BYTES = 4096  # external tensors up to this size (shapes, axes, scales) are read in at read time
+_PACKED = {  # element types stored several to a byte
+    onnx.TensorProto.INT4: 2,
+    onnx.TensorProto.UINT4: 2,
+    **{getattr(onnx.TensorProto, n): 2 for n in ("FLOAT4E2M1",) if hasattr(onnx.TensorProto, n)},
+    **{getattr(onnx.TensorProto, n): 4 for n in ("INT2", "UINT2") if hasattr(onnx.TensorProto, n)},
+}
+
+
+def all_tensors(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    """Every TensorProto of the model: initializers, sparse ones' parts, Constant values, in every body."""
+    yield from _graph_tensors(proto.graph)
+    for function in proto.functions:
+        for node in function.node:
+            yield from _node_tensors(node)
+
+
+def _graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    yield from graph.initializer
+    for sparse in graph.sparse_initializer:
+        yield sparse.values
+        yield sparse.indices
+    for node in graph.node:
+        yield from _node_tensors(node)
+
+
+def _node_tensors(node: onnx.NodeProto) -> Iterator[onnx.TensorProto]:
+    for attr in node.attribute:
+        if attr.HasField("t"):
+            yield attr.t
+        yield from attr.tensors
+        sparse = [*attr.sparse_tensors, *([attr.sparse_tensor] if attr.HasField("sparse_tensor") else [])]
+        for sp in sparse:
+            yield sp.values
+            yield sp.indices
+        if attr.HasField("g"):
+            yield from _graph_tensors(attr.g)
+        for g in attr.graphs:
+            yield from _graph_tensors(g)
+
+
+def _is_external(tensor: onnx.TensorProto) -> bool:
+    return tensor.data_location == onnx.TensorProto.EXTERNAL
+
+
+def _external_info(tensor: onnx.TensorProto) -> dict[str, str]:
+    return {entry.key: entry.value for entry in tensor.external_data}
+
+
+def tensor_nbytes(tensor: onnx.TensorProto) -> int | None:
+    """Bytes of the tensor's data as stored (None for strings and unknown element types)."""
+    count = 1
+    for d in tensor.dims:
+        count *= int(d)
+    per_byte = _PACKED.get(tensor.data_type)
+    if per_byte is not None:
+        return -(-count // per_byte)
+    if tensor.data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
+        return None
+    try:
+        return count * np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
+    except Exception:
+        return None
+
+
+def check_external(tensor: onnx.TensorProto, folder: Path, model_path: Path) -> Path:
+    """The file holding an external tensor's data, once checked: a regular file inside the model's folder
+    (no absolute path, no way out through ``..`` or a symlink), holding every byte the tensor needs."""
+    name = tensor.name or "(unnamed)"
+    info = _external_info(tensor)
+    location = info.get("location", "")
+    where = f"tensor {name!r} of {model_path}"
+    if not location:
+        raise ModelError(f"{where} keeps its data in an external file but names none (no location)")
+    if "\x00" in location:
+        raise ModelError(f"{where} names external data file {location!r}, which is not a valid file name")
+    if os.path.isabs(location) or location.startswith(("/", "\\")) or PureWindowsPath(location).drive:
+        raise ModelError(
+            f"{where} keeps its data in {location!r}, an absolute path outside the model's folder {folder}: "
+            "external data must be a file beside the model (a relative location); refused"
+        )
+    target = (folder / location).resolve()
+    if not target.is_relative_to(folder):
+        raise ModelError(
+            f"{where} keeps its data in {location!r}, which leads outside the model's folder {folder}: "
+            "external data must stay beside the model; refused"
+        )
+    if not target.is_file():
+        raise ModelError(
+            f"{where} keeps its data in {location!r}, which is missing from {folder}: copy the data file "
+            "beside the model"
+        )
+    try:
+        offset = int(info.get("offset", "0") or 0)
+        length = int(info["length"]) if info.get("length") else None
+    except ValueError:
+        raise ModelError(
+            f"{where} has a bad offset or length for {location!r}: the model is corrupt"
+        ) from None
+    expected = tensor_nbytes(tensor)
+    if expected is None:
+        if tensor.data_type == onnx.TensorProto.STRING:
+            raise ModelError(f"{where} is a string tensor in external data, which ONNX does not allow")
+    elif length is not None and length != expected:
+        raise ModelError(
+            f"{where} says {length} bytes in {location!r} but its shape and type need {expected}: the "
+            "model is corrupt"
+        )
+    need = offset + (length if length is not None else expected or 0)
+    size = target.stat().st_size
+    if offset < 0 or need > size:
+        raise ModelError(
+            f"{where} needs bytes {offset}..{need} of {location!r}, which has only {size} bytes: the data "
+            "file is truncated or belongs to another model"
+        )
+    return target
+
+
+def _inline_if_small(tensor: onnx.TensorProto, folder: Path) -> None:
+    """Read a small external tensor into the model, so shape inference and constant folding see it."""
+    nbytes = tensor_nbytes(tensor)
+    if nbytes is None or nbytes > INLINE_BYTES:
+        return
+    info = _external_info(tensor)
+    with open(folder / info["location"], "rb") as f:
+        f.seek(int(info.get("offset", "0") or 0))
+        data = f.read(nbytes)
+    del tensor.external_data[:]
+    tensor.data_location = onnx.TensorProto.DEFAULT
+    tensor.raw_data = data
+
+
+def _place_external_files(proto: onnx.ModelProto, source: Path, target: Path) -> list[Path]:
+    """Make the external data files of ``proto`` reachable from ``target`` (the folder a copy of the model
+    is saved into): nothing to do in the source folder, else hard links, or copies across file systems.
+    Returns the files created here, for the caller to remove if saving fails."""
+    target = target.resolve()
+    if target == source:
+        return []
+    created: list[Path] = []
+    try:
+        for location in dict.fromkeys(
+            _external_info(t)["location"] for t in all_tensors(proto) if _is_external(t)
+        ):
+            src, dst = source / location, target / location
+            if dst.exists():
+                if dst.resolve() == src.resolve() or _same_content(src, dst):
+                    continue
+                raise ModelError(
+                    f"cannot save beside {dst}: the model's weights go into a file of that name, and one with "
+                    "other content is already there (save the model into another folder)"
+                )
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(src, dst)
+            except OSError:
+                shutil.copyfile(src, dst)
+            created.append(dst)
+    except BaseException:
+        for file in created:
+            file.unlink(missing_ok=True)
+        raise
+    return created
+
+
+def _same_content(a: Path, b: Path) -> bool:
+    if a.stat().st_size != b.stat().st_size:
+        return False
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while True:
+            chunk = fa.read(1 << 20)
+            if chunk != fb.read(1 << 20):
+                return False
+            if not chunk:
+                return True
 
 
 def _short(exc: BaseException) -> str:

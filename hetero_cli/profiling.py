@@ -74,7 +74,12 @@ class Run:
 
 @dataclass
 class SessionProfile:
-    """The profiler of one subgraph session: flushes ORT's trace into runs and restarts profiling."""
+    """The profiler of one subgraph session: flushes ORT's trace into runs and restarts profiling.
+
+    Safe with several threads: ``before_run`` / ``after_run`` bracket each run, and a flush takes the
+    session out of service first, then waits for the runs still in flight on it, so ORT's trace is only
+    ended once every run it holds has finished (their counters stay findable); flushes take turns.
+    """
 
     recreate: Callable[[], Any]
     session: Any
@@ -82,6 +87,11 @@ class SessionProfile:
     starts: list[float] = field(default_factory=list)
     dirty: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
+    in_flight: dict[int, int] = field(default_factory=dict)  # id(session) -> runs not yet finished
+    flushing: bool = False
+
+    def __post_init__(self) -> None:
+        self.idle = threading.Condition(self.lock)
 
     def before_run(self) -> Any:
         """The session to run; restarts profiling (a fresh session) if an earlier flush ended it."""
@@ -89,31 +99,58 @@ class SessionProfile:
             if self.session is None:
                 self.session = self.recreate()
             self.dirty = True
+            key = id(self.session)
+            self.in_flight[key] = self.in_flight.get(key, 0) + 1
             return self.session
 
-    def flush(self) -> None:
-        """End ORT's profiling of the current session and keep its runs; the trace file is removed."""
+    def after_run(self, session: Any) -> None:
+        """Mark one run on ``session`` (as returned by before_run) finished, failed or not."""
         with self.lock:
+            key = id(session)
+            left = self.in_flight.get(key, 1) - 1
+            if left > 0:
+                self.in_flight[key] = left
+            else:
+                self.in_flight.pop(key, None)
+                self.idle.notify_all()
+
+    def flush(self) -> None:
+        """End ORT's profiling of the current session and keep its runs; the trace file is removed.
+
+        A flush another thread has under way is waited for: its runs are only findable once it is done.
+        """
+        with self.lock:
+            while self.flushing:
+                self.idle.wait()
             if not self.dirty or self.session is None:
                 return
             session, self.session, self.dirty = self.session, None, False
-            start_ns = session.get_profiling_start_time_ns()
-            path = session.end_profiling()
-        if path:
+            self.flushing = True
             try:
-                self.runs.extend(parse_trace(path, start_ns))
-                self.runs.sort(key=lambda r: r.start_us)
-                self.starts = [r.start_us for r in self.runs]
+                while self.in_flight.get(id(session)):
+                    self.idle.wait()
+                start_ns = session.get_profiling_start_time_ns()
+                path = session.end_profiling()
+                if path:
+                    try:
+                        self.runs.extend(parse_trace(path, start_ns))
+                        self.runs.sort(key=lambda r: r.start_us)
+                        self.starts = [r.start_us for r in self.runs]
+                    finally:
+                        Path(path).unlink(missing_ok=True)
             finally:
-                Path(path).unlink(missing_ok=True)
+                self.flushing = False
+                self.idle.notify_all()
 
     def find(self, tid: int, start_us: float, end_us: float) -> Run | None:
         """The run made between ``start_us`` and ``end_us`` (absolute microseconds), this thread's first."""
         slack = 1000.0
-        k = bisect.bisect_left(self.starts, start_us - slack)
+        with self.lock:
+            runs, starts = list(self.runs), list(self.starts)
+        k = bisect.bisect_left(starts, start_us - slack)
         best = None
-        while k < len(self.runs) and self.runs[k].start_us <= end_us + slack:
-            run = self.runs[k]
+        while k < len(runs) and runs[k].start_us <= end_us + slack:
+            run = runs[k]
             if run.end_us <= end_us + slack:
                 if run.tid == tid:
                     return run

@@ -26,12 +26,38 @@ log = logging.getLogger("hetero_cli")
 _NO_KERNEL = re.compile(r"Could not find an implementation for .*? node with name '([^']*)'")
 
 
+# Nodes an execution provider is known not to compile, where ORT would fail or even abort the process (an
+# exception thrown through C++ code that cannot pass it on): refused up front with a CompileError instead.
+# ORT 1.24's OpenVINO EP cannot compile a Loop or Scan whose body reads names from outside it ("<name> node
+# not found in graph cache"), and aborts the process when such a Loop body holds an If.
+KNOWN_FAILURES: dict[str, tuple[frozenset[str], str]] = {
+    "OPENVINO": (
+        frozenset({"Loop", "Scan"}),
+        "ONNX Runtime's OpenVINO execution provider cannot compile a Loop or Scan whose body reads values "
+        "from outside it (it fails, or aborts the process when the body holds an If)",
+    ),
+}
+
+
+def known_to_fail(node: Node, device: Device) -> bool:
+    """Whether ``device``'s EP is known to fail (or abort the process) on ``node`` (KNOWN_FAILURES)."""
+    known = KNOWN_FAILURES.get(device.kind.family)
+    return (
+        known is not None
+        and node.proto.op_type in known[0]
+        and node.proto.domain in ("", "ai.onnx")
+        and bool(node.implicit_inputs)
+    )
+
+
 def supported_nodes(model: Model, device: Device) -> frozenset[str]:
     """Friendly names of the non-constant nodes ``device``'s EP claims in ``model`` (cached per model)."""
     key = (device.name, tuple(sorted(device.provider_options.items())))
     if key not in model.query_cache:
-        nodes = [n for n in model.get_ops()]
-        model.query_cache[key] = frozenset(_claims(model, device, nodes, whole=True))
+        nodes = model.get_ops()
+        # never hand an EP what is known to abort the process; what is left is probed as usual
+        kept = [n for n in nodes if not known_to_fail(n, device)]
+        model.query_cache[key] = frozenset(_claims(model, device, kept, whole=len(kept) == len(nodes)))
     return model.query_cache[key]
 
 
@@ -90,10 +116,13 @@ def _claims(model: Model, device: Device, nodes: list[Node], *, whole: bool = Fa
         proto = _named_copy(model) if whole else _piece(model, nodes)
     except ModelError:
         return set() if len(nodes) == 1 else _halves(model, device, nodes)
-    so = session_options(optimize=False)
+    so = session_options(optimize=False, external_dir=model.external_dir)
     record_assignment(so)
     try:
-        sess = ort.InferenceSession(proto.SerializeToString(), so, providers=_providers(device))
+        # enable_fallback=0: ORT must not quietly retry a failing probe on the CPU EP alone
+        sess = ort.InferenceSession(
+            proto.SerializeToString(), so, providers=_providers(device), enable_fallback=0
+        )
     except Exception as exc:
         missing = _NO_KERNEL.search(str(exc))
         if missing and missing.group(1) in wanted and len(nodes) > 1:

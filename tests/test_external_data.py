@@ -1,0 +1,166 @@
+"""Issue 5, models with external data (small ones here; tests/test_big_model.py has one over 2 GB).
+
+Weights stay in their file: read_model does not load them, every subgraph model points at the original
+file (same location and offset), ORT sessions read them from the model's folder whatever the current
+directory, and saving the model elsewhere links (or copies) the data file beside the copy.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from click.testing import CliRunner
+from helpers import HAS_OPENVINO
+from robust import external_model, nothing_left_behind
+
+import hetero_cli as hc
+from hetero_cli import cli
+from hetero_cli.export import subgraph_model
+
+SPLIT = "HETERO:OPENVINO,CPU" if HAS_OPENVINO else "HETERO:CPU"
+DEVICES = ("OPENVINO", "CPU") if HAS_OPENVINO else ("CPU",)
+
+
+def reference(path, x: np.ndarray) -> np.ndarray:
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return sess.run(None, {"x": x})[0]
+
+
+def x_of(seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((1, 16)).astype(np.float32)
+
+
+def force_split(model: hc.Model) -> None:
+    for k, node in enumerate(model.get_ops()):
+        node.get_rt_info()["affinity"] = DEVICES[k % len(DEVICES)]
+
+
+def locations(proto: onnx.ModelProto) -> dict[str, tuple[str, str]]:
+    out = {}
+    for t in proto.graph.initializer:
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            info = {e.key: e.value for e in t.external_data}
+            out[t.name] = (info["location"], info.get("offset", "0"))
+    return out
+
+
+def test_read_model_leaves_the_weights_in_their_file(tmp_path):
+    path = external_model(tmp_path)
+    model = hc.Core().read_model(path)
+    assert model.external_dir == tmp_path.resolve()
+    assert set(locations(model.proto)) == {"w"}  # b (512 bytes) is read in: shape inference may need such
+    assert model.proto.ByteSize() < 2000 < (tmp_path / "m.data").stat().st_size
+    assert model.tensor_info("mm").shape == (1, 128)
+
+
+def test_subgraph_models_point_at_the_original_weight_file(tmp_path):
+    path = external_model(tmp_path)
+    original = locations(onnx.load(str(path), load_external_data=False))
+    model = hc.Core().read_model(path)
+    force_split(model)
+    with nothing_left_behind(tmp_path):
+        compiled = hc.Core().compile_model(model, SPLIT)
+        pointers = {}
+        for sub in compiled.subgraphs:
+            proto = subgraph_model(model, sub.subgraph)
+            pointers.update(locations(proto))
+            assert proto.ByteSize() < 4000
+        assert pointers == {"w": original["w"]}
+        x = x_of()
+        np.testing.assert_allclose(compiled({"x": x})["y"], reference(path, x), rtol=1e-4, atol=1e-5)
+
+
+def test_sessions_find_the_weights_from_any_current_directory(tmp_path, monkeypatch):
+    path = external_model(tmp_path / "model")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    with nothing_left_behind(tmp_path):
+        affinities = hc.Core().query_model(str(path), SPLIT)
+        assert set(affinities) == {"matmul", "add", "relu"}
+        compiled = hc.Core().compile_model(str(path), SPLIT)
+        x = x_of(1)
+        np.testing.assert_allclose(compiled({"x": x})["y"], reference(path, x), rtol=1e-4, atol=1e-5)
+
+
+def test_two_external_models_compiled_in_two_threads(tmp_path):
+    paths = [external_model(tmp_path / f"m{k}") for k in range(2)]
+    data = paths[1].parent / "m.data"
+    (-np.fromfile(data, np.float32)).tofile(data)  # other weights, same layout
+    errors: list[BaseException] = []
+
+    def work(path) -> None:
+        try:
+            for _ in range(3):
+                compiled = hc.Core().compile_model(str(path), SPLIT)
+                x = x_of(2)
+                np.testing.assert_allclose(compiled({"x": x})["y"], reference(path, x), rtol=1e-4, atol=1e-4)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(p,)) for p in paths]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+def test_save_beside_the_original_shares_its_data_file(tmp_path):
+    path = external_model(tmp_path)
+    model = hc.Core().read_model(path)
+    force_split(model)
+    model.save(tmp_path / "with_affinities.onnx")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.data", "m.onnx", "with_affinities.onnx"]
+    again = hc.Core().read_model(tmp_path / "with_affinities.onnx")
+    assert again.affinities() == model.affinities()
+    x = x_of(3)
+    np.testing.assert_allclose(
+        hc.Core().compile_model(again, SPLIT)({"x": x})["y"], reference(path, x), rtol=1e-4
+    )
+
+
+def test_save_into_another_folder_links_the_data_file(tmp_path):
+    path = external_model(tmp_path / "a")
+    model = hc.Core().read_model(path)
+    out = tmp_path / "b" / "copy.onnx"
+    out.parent.mkdir()
+    model.save(out)
+    assert (out.parent / "m.data").is_file()
+    assert os.path.samefile(out.parent / "m.data", path.parent / "m.data")  # a hard link: no copy
+    x = x_of(4)
+    np.testing.assert_allclose(
+        hc.Core().compile_model(str(out), "CPU")({"x": x})["y"], reference(path, x), rtol=1e-4
+    )
+
+
+def test_save_refuses_to_overwrite_another_data_file_and_leaves_nothing(tmp_path):
+    path = external_model(tmp_path / "a")
+    model = hc.Core().read_model(path)
+    other = tmp_path / "b"
+    other.mkdir()
+    (other / "m.data").write_bytes(b"someone else's weights")
+    with nothing_left_behind(tmp_path), pytest.raises(hc.ModelError, match=r"m\.data"):
+        model.save(other / "copy.onnx")
+    assert (other / "m.data").read_bytes() == b"someone else's weights"
+
+
+def test_query_save_of_an_external_model_on_the_command_line(tmp_path):
+    path = external_model(tmp_path / "a")
+    out = tmp_path / "b" / "fixed.onnx"
+    out.parent.mkdir()
+    result = CliRunner().invoke(
+        cli.query, ["-m", str(path), "-d", SPLIT, "--affinity", f"relu={DEVICES[-1]}", "--save", str(out)]
+    )
+    assert result.exit_code == 0, result.stderr
+    saved = hc.Core().read_model(out)
+    assert saved.affinities()["relu"] == DEVICES[-1]
+    x = x_of(5)
+    np.testing.assert_allclose(
+        hc.Core().compile_model(saved, SPLIT)({"x": x})["y"], reference(path, x), rtol=1e-4
+    )
