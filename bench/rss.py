@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import json
 import resource
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from worker import run_json
 
 HERE = Path(__file__).resolve().parent
 
@@ -36,15 +37,7 @@ def _peak_mib() -> float:
 def measure(runtime: str, model: Path, inputs: list[tuple[str, list[Any]]], timeout_s: float = 300) -> dict:
     """Run the worker for one runtime and model; its JSON result, or ``{"error": ...}``."""
     cmd = [sys.executable, str(HERE / "rss.py"), runtime, str(model), json.dumps(inputs)]
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout_s:.0f} s"}
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not lines:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"error": f"exit {done.returncode}: {tail[:300]}"}
-    return json.loads(lines[-1])
+    return run_json(cmd, timeout_s)
 
 
 def _worker(runtime: str, model: Path, inputs: list[tuple[str, list[Any]]]) -> dict:

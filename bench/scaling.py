@@ -17,11 +17,12 @@ from __future__ import annotations
 import gc
 import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from worker import run_json
 
 HERE = Path(__file__).resolve().parent
 KINDS = {"chain": 1, "ladder": 2, "dag": 16}
@@ -30,15 +31,7 @@ KINDS = {"chain": 1, "ladder": 2, "dag": 16}
 def measure(kind: str, sizes: list[int], repeats: list[int], timeout_s: float) -> dict[str, Any]:
     """Run one kind in a subprocess; ``{"sizes": {size: {...}}}`` or ``{"error": ...}``."""
     cmd = [sys.executable, str(HERE / "scaling.py"), kind, json.dumps(sizes), json.dumps(repeats)]
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout_s:.0f} s"}
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not lines:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"error": f"exit {done.returncode}: {tail[:300]}"}
-    return json.loads(lines[-1])
+    return run_json(cmd, timeout_s)
 
 
 def _worker(kind: str, sizes: list[int], repeats: list[int]) -> dict[str, Any]:
