@@ -1,0 +1,84 @@
+"""CUDA paths: GPU subgraphs, tensors kept on the device between GPU subgraphs, counters of async kernels.
+
+Marked gpu: they run where onnxruntime-gpu and an NVIDIA GPU are present (``make FLAVOUR=gpu test``) and
+skip elsewhere, saying so.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.helper as h
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as T
+
+import hetero_cli as hc
+from hetero_cli import registry
+from hetero_cli.infer import _run, _steps
+from hetero_cli.profiling import format_counters, parse_counters
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(
+        not registry.is_available(registry.lookup("GPU")),
+        reason="needs an NVIDIA GPU and onnxruntime-gpu (make FLAVOUR=gpu test)",
+    ),
+]
+
+
+def _diamond() -> onnx.ModelProto:
+    """a (GPU) -> b (CPU) -> c (GPU), a -> c: the tensor a goes from one GPU subgraph to another."""
+    nodes = [
+        h.make_node("MatMul", ["x", "w"], ["a"], name="a"),
+        h.make_node("Hardmax", ["a"], ["b"], name="b"),
+        h.make_node("Add", ["a", "b"], ["c0"], name="c"),
+        h.make_node("Tanh", ["c0"], ["y"], name="d"),
+    ]
+    w = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
+    graph = h.make_graph(
+        nodes,
+        "diamond",
+        [h.make_tensor_value_info("x", T.FLOAT, [8, 64])],
+        [h.make_tensor_value_info("y", T.FLOAT, [8, 64])],
+        initializer=[onnx.numpy_helper.from_array(w, "w")],
+    )
+    return h.make_model(graph, ir_version=9, opset_imports=[h.make_opsetid("", 17)])
+
+
+def _compiled(config: dict | None = None) -> hc.CompiledModel:
+    model = hc.Core().read_model(_diamond())
+    for node in model.get_ops():
+        node.get_rt_info()["affinity"] = "CPU" if node.get_friendly_name() == "b" else "GPU"
+    return hc.Core().compile_model(model, "HETERO:GPU,CPU", config)
+
+
+def test_split_across_gpu_and_cpu_gives_the_whole_models_result() -> None:
+    compiled = _compiled()
+    assert [s.device for s in compiled.subgraphs] == ["GPU", "CPU", "GPU"]
+    x = np.random.default_rng(1).standard_normal((8, 64)).astype(np.float32)
+    ref = ort.InferenceSession(_diamond().SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(compiled({"x": x})["y"], ref.run(None, {"x": x})[0], rtol=1e-3, atol=1e-3)
+
+
+def test_tensor_between_gpu_subgraphs_stays_on_the_device() -> None:
+    compiled = _compiled()
+    first = _steps(compiled)[0]
+    x = ort.OrtValue.ortvalue_from_numpy(np.ones((8, 64), np.float32))._get_c_value()
+    produced = _run(first, first.compiled.session, {"x": x})
+    assert produced[0].device_name().lower() == "cuda"
+
+
+def test_gpu_counters_never_print_launch_time_as_execute_time() -> None:
+    compiled = _compiled({"PERF_COUNT": "YES"})
+    request = compiled.create_infer_request()
+    request.infer({"x": np.ones((8, 64), np.float32)})
+    infos = request.get_profiling_info()
+    back, total = parse_counters(format_counters(infos))
+    assert back == infos and total == sum(i.real_time_us for i in infos)
+    for sub in compiled.subgraphs:
+        if sub.device != "GPU":
+            continue
+        mine = [i for i in infos if i.subgraph == sub.index + 1]
+        assert any(i.node_name.endswith("(synchronised run)") and i.real_time_us > 0 for i in mine)
+        assert all(i.real_time_us == 0 for i in mine if i.exec_type.endswith("(launch)"))
