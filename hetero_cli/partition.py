@@ -175,14 +175,13 @@ def partition(model: Model, affinities: Mapping[str, str]) -> Plan:
 
 def _connect(
     active: list[Node],
-    aff: list[str],
     preds: list[list[int]],
     model_inputs: set[str],
     members: list[int],
     key: list[Any],
+    uf: _UnionFind,
 ) -> _UnionFind:
-    """Union same-key nodes joined by an edge or by a shared model input."""
-    uf = _UnionFind(len(active))
+    """Union, among ``members``, same-key nodes joined by an edge or by a shared model input."""
     first_reader: dict[tuple[str, Any], int] = {}
     inside = set(members)
     for k in members:
@@ -199,7 +198,7 @@ def _connect(
 def _groups(active: list[Node], aff: list[str], preds: list[list[int]], model_inputs: set[str]) -> list[int]:
     n = len(active)
     everyone = list(range(n))
-    uf = _connect(active, aff, preds, model_inputs, everyone, list(aff))
+    uf = _connect(active, preds, model_inputs, everyone, list(aff), _UnionFind(n))
     comp = [uf.find(k) for k in everyone]
     edges: dict[int, set[int]] = {}
     for k in everyone:
@@ -210,13 +209,14 @@ def _groups(active: list[Node], aff: list[str], preds: list[list[int]], model_in
     by_comp: dict[int, list[int]] = {}
     for k in everyone:
         by_comp.setdefault(comp[k], []).append(k)
+    key: list[Any] = [None] * n  # shared by the cyclic regions: they are disjoint
+    sub = _UnionFind(n)
     for scc in _cyclic_components(sorted(by_comp), edges):
         members = sorted(k for c in scc for k in by_comp[c])
         run = _device_runs(members, aff, preds)
-        key: list[Any] = [None] * n
         for k in members:
             key[k] = run[k]
-        sub = _connect(active, aff, preds, model_inputs, members, key)
+        _connect(active, preds, model_inputs, members, key, sub)
         for k in members:
             group[k] = n + sub.find(k)  # fresh ids, disjoint from component ids
     return group
