@@ -101,13 +101,6 @@ class CompiledSubgraph:
         return text
 
 
-def _providers(device: Device, provider_options: Mapping[str, str]) -> list[Any]:
-    providers: list[Any] = [(device.ep, dict(provider_options))]
-    if not device.is_cpu:
-        providers.append("CPUExecutionProvider")
-    return providers
-
-
 def compile_subgraph(
     model: Model, subgraph: Subgraph, device: Device, config: SplitConfig, profile_dir: Path | None = None
 ) -> CompiledSubgraph:
@@ -125,7 +118,7 @@ def compile_subgraph(
         so.intra_op_num_threads = settings.intra_op_num_threads
     if profiling:
         so.enable_profiling = True
-    providers = _providers(device, settings.provider_options)
+    providers = device.providers(settings.provider_options)
 
     created = itertools.count(1)
 

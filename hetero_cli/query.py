@@ -61,13 +61,6 @@ def supported_nodes(model: Model, device: Device) -> frozenset[str]:
     return model.query_cache[key]
 
 
-def _providers(device: Device) -> list[tuple[str, dict[str, str]] | str]:
-    providers: list[tuple[str, dict[str, str]] | str] = [(device.ep, dict(device.provider_options))]
-    if not device.is_cpu:
-        providers.append("CPUExecutionProvider")
-    return providers
-
-
 def _named_copy(model: Model) -> onnx.ModelProto:
     proto = onnx.ModelProto()
     proto.CopyFrom(model.proto)
@@ -121,7 +114,7 @@ def _claims(model: Model, device: Device, nodes: list[Node], *, whole: bool = Fa
     try:
         # enable_fallback=0: ORT must not quietly retry a failing probe on the CPU EP alone
         sess = ort.InferenceSession(
-            proto.SerializeToString(), so, providers=_providers(device), enable_fallback=0
+            proto.SerializeToString(), so, providers=device.providers(), enable_fallback=0
         )
     except Exception as exc:
         missing = _NO_KERNEL.search(str(exc))

@@ -10,6 +10,7 @@ import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ._ort import ort, session_options
 from .errors import DeviceError
@@ -29,6 +30,15 @@ class Device:
     def ep(self) -> str:
         """ONNX Runtime execution provider name, e.g. ``CUDAExecutionProvider``."""
         return self.kind.ep
+
+    def providers(self, options: Mapping[str, str] | None = None) -> list[Any]:
+        """ORT's provider list for a session on this device: its EP first (with ``options``, default its
+        own), then the CPU EP, which ORT adds anyway for what the EP leaves."""
+        chosen = dict(self.provider_options if options is None else options)
+        providers: list[Any] = [(self.ep, chosen)]
+        if not self.is_cpu:
+            providers.append("CPUExecutionProvider")
+        return providers
 
     @property
     def is_cpu(self) -> bool:
