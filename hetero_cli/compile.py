@@ -185,7 +185,7 @@ def constant_outputs(model: Model, plan: Plan) -> dict[str, np.ndarray]:
     """Values of model outputs that are constants, computed once at compile time."""
     wanted = [name for name, src in plan.output_sources.items() if src == CONSTANT]
     values: dict[str, np.ndarray] = {}
-    inits = {t.name: t for t in model.proto.graph.initializer}
+    inits = model.initializers
     rest = []
     folder = str(model.external_dir) if model.external_dir is not None else ""
     for name in wanted:
@@ -194,14 +194,7 @@ def constant_outputs(model: Model, plan: Plan) -> dict[str, np.ndarray]:
         else:
             rest.append(name)
     if rest:
-        nodes = {}
-        todo = list(rest)
-        while todo:
-            p = model.producer.get(todo.pop())
-            if p is not None and p.index not in nodes:
-                nodes[p.index] = p
-                todo.extend(p.inputs)
-        proto = extract(model, nodes.values(), [], rest, name=f"{model.name}_constants")
+        proto = extract(model, model.constant_nodes_for(rest), [], rest, name=f"{model.name}_constants")
         sess = ort.InferenceSession(
             proto.SerializeToString(),
             session_options(external_dir=model.external_dir),

@@ -36,14 +36,14 @@ def extract(
     produced = {t for n in chosen for t in n.outputs}
     types = _types_for(model, [*inputs, *outputs])
 
-    inits = _initializers(model)
-    sparse = _sparse_initializers(model)
+    inits = model.initializers
+    sparse = model.sparse_initializers
     new = onnx.GraphProto(name=name)
     for n in chosen:
         copy = new.node.add()
         copy.CopyFrom(n.proto)
         copy.name = n.friendly_name
-    declared_inputs = {i.name: i for i in graph.input}
+    declared_inputs = model.declared_inputs
     for t in inputs:
         new.input.append(helper.make_value_info(t, types[t]))
     for t in read:
@@ -72,14 +72,6 @@ def extract(
     out.functions.extend(src.functions)
     out.metadata_props.extend(src.metadata_props)
     return out
-
-
-def _initializers(model: Model) -> dict[str, onnx.TensorProto]:
-    return {t.name: t for t in model.proto.graph.initializer}
-
-
-def _sparse_initializers(model: Model) -> dict[str, onnx.SparseTensorProto]:
-    return {t.values.name: t for t in model.proto.graph.sparse_initializer}
 
 
 def _types_for(model: Model, names: Sequence[str]) -> dict[str, onnx.TypeProto]:

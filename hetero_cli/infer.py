@@ -21,6 +21,7 @@ from .partition import CONSTANT, INPUT
 from .profiling import ProfilingInfo, subgraph_counters
 
 _C = ort.capi._pybind_state
+_CPU = _C.OrtDevice(_C.OrtDevice.cpu(), _C.OrtDevice.default_memory(), 0)
 
 
 @dataclass(frozen=True)
@@ -33,10 +34,7 @@ class _Step:
     overridable: tuple[str, ...]
     release: tuple[str, ...]
 
-    @property
-    def output_list(self) -> list[str]:
-        """The output names as the list ORT's run call takes."""
-        return list(self.outputs)
+    output_list: list[str]  # the outputs as the list ORT's run call takes, built once
 
 
 def _steps(compiled: CompiledModel) -> list[_Step]:
@@ -55,6 +53,7 @@ def _steps(compiled: CompiledModel) -> list[_Step]:
                 outputs=s.outputs,
                 overridable=tuple(sorted(declared & compiled.model.overridable_initializers)),
                 release=tuple(t for t, last in last_use.items() if last == s.index and t not in keep),
+                output_list=list(s.outputs),
             )
         )
     return steps
@@ -83,7 +82,7 @@ class InferRequest:
         keepalive = list(feeds.values())
         windows: list[tuple[int, int, float, float]] = []
         values: dict[str, Any] = {
-            name: _C.OrtValue.ortvalue_from_numpy(arr, _cpu()) for name, arr in feeds.items()
+            name: _C.OrtValue.ortvalue_from_numpy(arr, _CPU) for name, arr in feeds.items()
         }
         for step in self._steps:
             step_feeds = {t: values[t] for t in step.inputs}
@@ -241,10 +240,6 @@ def _check_tensor(name: str, arr: np.ndarray, dtype: np.dtype | None, shape: Any
 
 def _shape_text(shape: Sequence[Any]) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
-
-
-def _cpu() -> Any:
-    return _C.OrtDevice(_C.OrtDevice.cpu(), _C.OrtDevice.default_memory(), 0)
 
 
 def _run(step: _Step, session: Any, feeds: dict[str, Any]) -> list[Any]:

@@ -8,6 +8,7 @@ model.save("with_affinities.onnx")   # affinities kept in NodeProto.metadata_pro
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 from collections.abc import Iterable, Iterator
@@ -254,6 +255,33 @@ class Model:
     def is_constant(self, tensor: str) -> bool:
         """True for initializers and values computable from constants alone."""
         return tensor in self.constant_tensors
+
+    def constant_nodes_for(self, tensors: Iterable[str]) -> list[Node]:
+        """The constant-only nodes that compute ``tensors``, transitively, in topological order."""
+        needed: dict[int, Node] = {}
+        todo = list(tensors)
+        while todo:
+            node = self.producer.get(todo.pop())
+            if node is None or not node.is_constant or node.index in needed:
+                continue
+            needed[node.index] = node
+            todo.extend(node.inputs)
+        return [needed[i] for i in sorted(needed)]
+
+    @functools.cached_property
+    def initializers(self) -> dict[str, onnx.TensorProto]:
+        """{name: TensorProto} of the graph's dense initializers."""
+        return {t.name: t for t in self.proto.graph.initializer}
+
+    @functools.cached_property
+    def sparse_initializers(self) -> dict[str, onnx.SparseTensorProto]:
+        """{name: SparseTensorProto} of the graph's sparse initializers."""
+        return {t.values.name: t for t in self.proto.graph.sparse_initializer}
+
+    @functools.cached_property
+    def declared_inputs(self) -> dict[str, onnx.ValueInfoProto]:
+        """{name: ValueInfoProto} of graph.input as written, initializers listed there included."""
+        return {i.name: i for i in self.proto.graph.input}
 
     def consumers(self) -> dict[str, list[Node]]:
         """{tensor name: nodes reading it (directly or inside a body)}."""

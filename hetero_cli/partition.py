@@ -343,7 +343,6 @@ def _build_subgraphs(
         for t in n.inputs:
             readers.setdefault(t, set()).add(group[k])
     model_outputs = set(model.output_names)
-    constant_producer = {t: n for n in model.get_ops() if n.is_constant for t in n.outputs}
     out = []
     for index, g in enumerate(order):
         nodes = [active[k] for k in members[g]]
@@ -371,25 +370,12 @@ def _build_subgraphs(
                 index=index,
                 device=aff[members[g][0]],
                 nodes=tuple(n.friendly_name for n in nodes),
-                constant_nodes=_constant_closure(constants, constant_producer),
+                constant_nodes=tuple(n.friendly_name for n in model.constant_nodes_for(constants)),
                 inputs=tuple(inputs),
                 outputs=tuple(dict.fromkeys(outputs)),
             )
         )
     return tuple(out)
-
-
-def _constant_closure(tensors: dict[str, None], constant_producer: dict[str, Node]) -> tuple[str, ...]:
-    """Friendly names of the constant-only nodes that compute ``tensors``, in topological order."""
-    needed: dict[int, Node] = {}
-    todo = list(tensors)
-    while todo:
-        node = constant_producer.get(todo.pop())
-        if node is None or node.index in needed:
-            continue
-        needed[node.index] = node
-        todo.extend(node.inputs)
-    return tuple(needed[i].friendly_name for i in sorted(needed))
 
 
 def _output_sources(model: Model, subgraphs: tuple[Subgraph, ...]) -> dict[str, int | str]:

@@ -75,13 +75,8 @@ def _named_copy(model: Model) -> onnx.ModelProto:
 def _piece(model: Model, nodes: Sequence[Node]) -> onnx.ModelProto:
     """A probe model of some nodes: constant inputs computed inside, every other input cut."""
     chosen = {n.index: n for n in nodes}
-    todo = [t for n in nodes for t in n.inputs]
-    while todo:
-        t = todo.pop()
-        p = model.producer.get(t)
-        if p is not None and p.is_constant and p.index not in chosen:
-            chosen[p.index] = p
-            todo.extend(p.inputs)
+    for node in model.constant_nodes_for(t for n in nodes for t in n.inputs):
+        chosen.setdefault(node.index, node)
     produced = {t for n in chosen.values() for t in n.outputs}
     inputs = list(
         dict.fromkeys(

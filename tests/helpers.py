@@ -90,23 +90,16 @@ def assert_same(got: Mapping[str, np.ndarray], want: Mapping[str, np.ndarray], *
 
 
 def hardmax_model() -> onnx.ModelProto:
-    """x[2,4] -> MatMul -> Add -> Relu -> Hardmax -> Mul(relu, onehot) -> Sigmoid -> y.
+    """x[2,4] -> MatMul -> Add -> Relu -> Hardmax -> Mul(relu, onehot) -> Sigmoid -> y: the samples' model.
 
     The OpenVINO EP refuses Hardmax, so automatic HETERO:OPENVINO,CPU gives OPENVINO -> CPU -> OPENVINO.
     """
-    nodes = [
-        h.make_node("MatMul", ["x", "w"], ["mm"], name="matmul"),
-        h.make_node("Add", ["mm", "b"], ["biased"], name="add_bias"),
-        h.make_node("Relu", ["biased"], ["relu_out"], name="relu"),
-        h.make_node("Hardmax", ["relu_out"], ["onehot"], name="hardmax", axis=-1),
-        h.make_node("Mul", ["relu_out", "onehot"], ["picked"], name="pick"),
-        h.make_node("Sigmoid", ["picked"], ["y"], name="sigmoid"),
-    ]
-    inits = [
-        const("w", np.linspace(-1, 1, 16).reshape(4, 4)),
-        const("b", np.full((4,), 0.1)),
-    ]
-    return make_model(nodes, [vi("x", [2, 4])], [vi("y", [2, 4])], inits, name="hardmax_model")
+    sys.path.insert(0, str(ROOT / "samples"))
+    try:
+        from _example_model import build_model
+    finally:
+        sys.path.remove(str(ROOT / "samples"))
+    return build_model()
 
 
 def isinf_model() -> onnx.ModelProto:
