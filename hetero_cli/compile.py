@@ -22,7 +22,7 @@ from .export import extract, subgraph_model
 from .model import Model, TensorInfo
 from .partition import CONSTANT, Plan, Subgraph
 from .profiling import SessionProfile
-from .query import KNOWN_FAILURES, known_to_fail
+from .query import KNOWN_FAILURES, Probe, known_to_fail
 from .registry import Device
 
 if TYPE_CHECKING:
@@ -42,6 +42,7 @@ class CompiledSubgraph:
     session: ort.InferenceSession
     placement: list[tuple[str, list[tuple[str, str]]]]
     profiler: SessionProfile | None = None
+    from_probe: bool = False  # the session is the query's probe of the whole model (compiled only once)
 
     @property
     def index(self) -> int:
@@ -102,23 +103,35 @@ class CompiledSubgraph:
 
 
 def compile_subgraph(
-    model: Model, subgraph: Subgraph, device: Device, config: SplitConfig, profile_dir: Path | None = None
+    model: Model,
+    subgraph: Subgraph,
+    device: Device,
+    config: SplitConfig,
+    profile_dir: Path | None = None,
+    probe: Probe | None = None,
 ) -> CompiledSubgraph:
     """Export one subgraph and create its session on its device's EP with that device's settings.
 
-    With PERF_COUNT on for the device, ORT's profiler writes its trace under ``profile_dir``.
+    With PERF_COUNT on for the device, ORT's profiler writes its trace under ``profile_dir``. ``probe``: the
+    query's session of the whole model on this device, used as is where it is what a compile would make.
     """
     refuse_known_failures(model, subgraph, device)
-    data = subgraph_model(model, subgraph).SerializeToString()
     settings = config.settings(device)
     profiling = settings.profiling and profile_dir is not None
+    providers = device.providers(settings.provider_options)
+    if probe is not None and _serves(
+        probe, subgraph, providers, profiling or bool(settings.intra_op_num_threads)
+    ):
+        placement = assignment(probe.session)
+        return _checked(CompiledSubgraph(subgraph, device, probe.session, placement, from_probe=True))
+    whole = model.session_file if _is_whole_model(model, subgraph) else None
+    data = str(whole) if whole is not None else subgraph_model(model, subgraph).SerializeToString()
     so = session_options(external_dir=model.external_dir)
     record_assignment(so)
     if settings.intra_op_num_threads:
         so.intra_op_num_threads = settings.intra_op_num_threads
     if profiling:
         so.enable_profiling = True
-    providers = device.providers(settings.provider_options)
 
     created = itertools.count(1)
 
@@ -145,10 +158,34 @@ def compile_subgraph(
             f"check the config for {device.name}"
         )
     profiler = SessionProfile(create, session) if profiling else None
-    compiled = CompiledSubgraph(subgraph, device, session, assignment(session), profiler)
+    return _checked(CompiledSubgraph(subgraph, device, session, assignment(session), profiler))
+
+
+def _checked(compiled: CompiledSubgraph) -> CompiledSubgraph:
     if compiled.fallback_nodes:
         log.warning("%s", compiled.description)
     return compiled
+
+
+def _is_whole_model(model: Model, subgraph: Subgraph) -> bool:
+    """Whether ``subgraph`` is the model itself: every node, every input, only model outputs."""
+    return (
+        len(subgraph.nodes) + len(subgraph.constant_nodes) == len(model)
+        and set(subgraph.inputs) == set(model.input_names)
+        and set(subgraph.outputs) <= set(model.output_names)
+    )
+
+
+def _serves(probe: Probe, subgraph: Subgraph, providers: list[Any], own_options: bool) -> bool:
+    """Whether a probe session is the session a compile would create for ``subgraph``: same providers,
+    no session options of its own (profiling, threads), the same inputs and (at least) its outputs."""
+    session = probe.session
+    return (
+        not own_options
+        and probe.providers == providers
+        and {i.name for i in session.get_inputs()} == set(subgraph.inputs)
+        and set(subgraph.outputs) <= {o.name for o in session.get_outputs()}
+    )
 
 
 def refuse_known_failures(model: Model, subgraph: Subgraph, device: Device) -> None:
@@ -269,14 +306,24 @@ class CompiledModel:
 
 
 def compile_plan(
-    model: Model, plan: Plan, devices: Mapping[str, Device], config: SplitConfig, device_name: str
+    model: Model,
+    plan: Plan,
+    devices: Mapping[str, Device],
+    config: SplitConfig,
+    device_name: str,
+    probes: Mapping[str, Probe] | None = None,
 ) -> CompiledModel:
-    """Create every subgraph's session; the plan must only name devices in ``devices``."""
+    """Create every subgraph's session; the plan must only name devices in ``devices``.
+
+    ``probes``: whole-model probe sessions by device (query.keep_probes); a plan of one subgraph on such a
+    device uses its probe rather than compiling the model again.
+    """
     profiled = any(config.settings(devices[s.device]).profiling for s in plan.subgraphs)
     profile_dir = Path(tempfile.mkdtemp(prefix="hetero_profile_")) if profiled else None
+    probe = (probes or {}).get(plan.subgraphs[0].device) if len(plan.subgraphs) == 1 else None
     try:
         compiled = [
-            compile_subgraph(model, s, devices[s.device], config, profile_dir) for s in plan.subgraphs
+            compile_subgraph(model, s, devices[s.device], config, profile_dir, probe) for s in plan.subgraphs
         ]
     except BaseException:
         if profile_dir is not None:

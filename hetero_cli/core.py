@@ -136,11 +136,14 @@ class Core:
         model = self.read_model(model)
         device_name = "CPU" if device_name is None else device_name
         merged, request, devices = self._devices(device_name, config)
-        with external_data_dir(model.external_dir):
+        with external_data_dir(model.external_dir), query.keep_probes() as probes:
             plan = partition(model, _affinities(model, request, devices))
+        if len(plan.subgraphs) != 1:
+            probes.clear()  # only a plan of one subgraph can use one; the rest must not stay in memory
         dot_files = visualize.dump(model, plan, merged.dot_dir) if visualize.wanted(merged.dump_dot) else ()
         by_name: dict[str, Device] = {d.name: d for d in devices}
-        compiled = compile_plan(model, plan, by_name, merged, str(request))
+        compiled = compile_plan(model, plan, by_name, merged, str(request), probes)
+        probes.clear()
         compiled.dot_files = tuple(dot_files)
         return compiled
 

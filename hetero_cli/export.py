@@ -103,18 +103,14 @@ def _complete(t: onnx.TypeProto) -> bool:
 
 def ort_types(model: Model, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
     """Ask ONNX Runtime (which knows its contrib ops) the types of tensors onnx could not infer."""
-    probe = onnx.ModelProto()
-    probe.CopyFrom(model.proto)
-    del probe.graph.output[:]
-    for t in names:
-        probe.graph.output.add(name=t)
     try:
-        sess = ort.InferenceSession(
-            probe.SerializeToString(),
-            session_options(optimize=False, external_dir=model.external_dir),
-            providers=["CPUExecutionProvider"],
-            enable_fallback=0,
-        )
+        # types, not weights: the weightless copy first, the whole model if ORT needs a weight's value
+        try:
+            sess = _typing_session(model.weightless_copy(), names, model)
+        except Exception:
+            full = onnx.ModelProto()
+            full.CopyFrom(model.proto)
+            sess = _typing_session(full, names, model)
     except Exception as exc:
         raise ModelError(
             f"cannot tell the type of tensor(s) {', '.join(names)} at a subgraph boundary "
@@ -131,6 +127,18 @@ def ort_types(model: Model, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
         shape = [d if isinstance(d, int) else (d or None) for d in arg.shape] if arg.shape else None
         out[arg.name] = helper.make_tensor_type_proto(elem, shape)
     return out
+
+
+def _typing_session(probe: onnx.ModelProto, names: Sequence[str], model: Model) -> ort.InferenceSession:
+    del probe.graph.output[:]
+    for t in names:
+        probe.graph.output.add(name=t)
+    return ort.InferenceSession(
+        probe.SerializeToString(),
+        session_options(optimize=False, external_dir=model.external_dir),
+        providers=["CPUExecutionProvider"],
+        enable_fallback=0,
+    )
 
 
 def _ort_elem_type(text: str) -> int | None:

@@ -23,6 +23,8 @@ from onnx import helper
 from .errors import HeteroError, ModelError
 
 AFFINITY = "affinity"
+# Initializers of at most this many elements are shapes, axes, scales: weightless copies keep them.
+SMALL_INITIALIZER = 1024
 NONDETERMINISTIC = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
 )
@@ -154,6 +156,7 @@ class Model:
         self.constant_tensors = self._mark_constants()
         self.producer = {out: n for n in self._ops for out in n.outputs}
         self._types: dict[str, onnx.TypeProto] | None = None
+        self._declared: dict[str, onnx.TypeProto] | None = None
         self.query_cache: dict[Any, frozenset[str]] = {}
         external = any(_is_external(t) for t in all_tensors(proto))
         # where sessions find the weights kept in external files (read_model checked them): the model's folder
@@ -294,7 +297,12 @@ class Model:
     def value_type(self, name: str) -> onnx.TypeProto | None:
         """The tensor's type (element type and, where known, shape), from the model or shape inference."""
         if self._types is None:
-            self._types = self._infer_types()
+            if self._declared is None:
+                self._declared = self._collect_types(inferred=False)
+            declared = self._declared.get(name)
+            if declared is not None and _has_elem(declared) and _has_shape(declared):
+                return declared  # onnx's shape inference (and its memory) is paid only where needed
+            self._types = self._collect_types(inferred=True)
         return self._types.get(name)
 
     def tensor_info(self, name: str) -> TensorInfo:
@@ -345,18 +353,69 @@ class Model:
                 foldable.update(node.outputs)
         return frozenset(foldable | self.initializer_names)
 
-    def _infer_types(self) -> dict[str, onnx.TypeProto]:
+    @functools.cached_property
+    def session_file(self) -> Path | None:
+        """The file ORT can load in place of this model (read from it, every node named as here), or None.
+
+        Loading the file spares a serialized copy of the weights in memory.
+        """
+        if self.path is None or not all(n.proto.name == n.friendly_name for n in self._ops):
+            return None
+        return self.path
+
+    def weightless_copy(self, *, rename: bool = False) -> onnx.ModelProto:
+        """The model with each large initializer turned into a graph input of its type and shape.
+
+        For what reads types, never weights (shape inference, a CPU kernel probe): no copy of the weights
+        is made. Small initializers (shapes, axes, scales) stay, since inference reads their values.
+        ``rename``: nodes in topological order, named by their friendly names.
+        """
+        src, graph = self.proto, self.proto.graph
+        out = onnx.ModelProto(
+            ir_version=src.ir_version,
+            producer_name=src.producer_name,
+            producer_version=src.producer_version,
+            domain=src.domain,
+            model_version=src.model_version,
+        )
+        out.opset_import.extend(src.opset_import)
+        out.functions.extend(src.functions)
+        out.metadata_props.extend(src.metadata_props)
+        new = out.graph
+        new.name = graph.name
+        if rename:
+            for node in self._ops:
+                copy = new.node.add()
+                copy.CopyFrom(node.proto)
+                copy.name = node.friendly_name
+        else:
+            new.node.extend(graph.node)
+        new.input.extend(graph.input)
+        new.output.extend(graph.output)
+        new.value_info.extend(graph.value_info)
+        new.sparse_initializer.extend(graph.sparse_initializer)
+        declared = {i.name for i in graph.input}
+        for t in graph.initializer:
+            if not _is_external(t) and _elements(t) <= SMALL_INITIALIZER:
+                new.initializer.append(t)
+            elif t.name not in declared:
+                new.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+        return out
+
+    def _collect_types(self, *, inferred: bool) -> dict[str, onnx.TypeProto]:
+        """Types the model declares, and with ``inferred`` what onnx's shape inference adds to them."""
         graph = self.proto.graph
         types: dict[str, onnx.TypeProto] = {}
-        try:
-            inferred = onnx.shape_inference.infer_shapes(self.proto, check_type=False, strict_mode=False)
-            infos: Iterable[onnx.ValueInfoProto] = [
-                *inferred.graph.value_info,
-                *inferred.graph.input,
-                *inferred.graph.output,
-            ]
-        except Exception:
-            infos = []
+        infos: Iterable[onnx.ValueInfoProto] = []
+        if inferred:
+            try:
+                # onnx copies the model it infers: a weightless copy keeps that from doubling the weights
+                result = onnx.shape_inference.infer_shapes(
+                    self.weightless_copy(), check_type=False, strict_mode=False
+                )
+                infos = [*result.graph.value_info, *result.graph.input, *result.graph.output]
+            except Exception:
+                infos = []
         for vi in [*graph.input, *graph.output, *graph.value_info, *infos]:
             known = types.get(vi.name)
             if vi.type.WhichOneof("value") and (
@@ -401,6 +460,10 @@ def _fill_control_flow_ranks(node: onnx.NodeProto, types: dict[str, onnx.TypePro
         rank = len(declared.tensor_type.shape.dim) + (0 if k < carried else 1)
         elem = known.tensor_type.elem_type if known is not None else declared.tensor_type.elem_type
         types[name] = helper.make_tensor_type_proto(elem, [f"{name}_dim{i}" for i in range(rank)])
+
+
+def _has_shape(t: onnx.TypeProto) -> bool:
+    return t.WhichOneof("value") != "tensor_type" or t.tensor_type.HasField("shape")
 
 
 def _has_elem(t: onnx.TypeProto) -> bool:
@@ -524,20 +587,32 @@ def check_structure(proto: onnx.ModelProto, where: str) -> None:
 
 def _invalid_text(message: Any) -> str | None:
     """The first string field holding bytes that are not UTF-8 (protobuf hands those back as bytes)."""
-    for field, value in message.ListFields():
-        repeated = getattr(field, "is_repeated", None)
-        if repeated is None:  # protobuf before 5.x
-            repeated = field.label == field.LABEL_REPEATED
-        if field.type == field.TYPE_MESSAGE:
-            for item in value if repeated else (value,):
-                found = _invalid_text(item)
-                if found is not None:
-                    return found
-        elif field.type == field.TYPE_STRING and any(
-            isinstance(v, bytes) for v in (value if repeated else (value,))
-        ):
-            return f"{message.DESCRIPTOR.name}.{field.name}"
+    stack = [message]
+    while stack:
+        current = stack.pop()
+        for field, value in current.ListFields():
+            kind = _FIELD_KINDS.get(field)
+            if kind is None:
+                kind = _FIELD_KINDS[field] = _field_kind(field)
+            message_field, string_field, repeated = kind
+            if message_field:
+                if repeated:
+                    stack.extend(value)
+                else:
+                    stack.append(value)
+            elif string_field and any(isinstance(v, bytes) for v in (value if repeated else (value,))):
+                return f"{current.DESCRIPTOR.name}.{field.name}"
     return None
+
+
+_FIELD_KINDS: dict[Any, tuple[bool, bool, bool]] = {}
+
+
+def _field_kind(field: Any) -> tuple[bool, bool, bool]:
+    repeated = getattr(field, "is_repeated", None)
+    if repeated is None:  # protobuf before 5.x
+        repeated = field.label == field.LABEL_REPEATED
+    return field.type == field.TYPE_MESSAGE, field.type == field.TYPE_STRING, bool(repeated)
 
 
 # --- external data ---------------------------------------------------------------------------------------
@@ -591,11 +666,16 @@ def _external_info(tensor: onnx.TensorProto) -> dict[str, str]:
     return {entry.key: entry.value for entry in tensor.external_data}
 
 
-def tensor_nbytes(tensor: onnx.TensorProto) -> int | None:
-    """Bytes of the tensor's data as stored (None for strings and unknown element types)."""
+def _elements(tensor: onnx.TensorProto) -> int:
     count = 1
     for d in tensor.dims:
         count *= int(d)
+    return count
+
+
+def tensor_nbytes(tensor: onnx.TensorProto) -> int | None:
+    """Bytes of the tensor's data as stored (None for strings and unknown element types)."""
+    count = _elements(tensor)
     per_byte = _PACKED.get(tensor.data_type)
     if per_byte is not None:
         return -(-count // per_byte)

@@ -8,9 +8,13 @@ the node that has no kernel, or in halves, so a query never fails because of one
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import onnx
 
@@ -48,6 +52,30 @@ def known_to_fail(node: Node, device: Device) -> bool:
         and node.proto.domain in ("", "ai.onnx")
         and bool(node.implicit_inputs)
     )
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A whole-model probe session, and the provider list it was created with."""
+
+    providers: list[Any]
+    session: ort.InferenceSession
+
+
+_kept: contextvars.ContextVar[dict[str, Probe] | None] = contextvars.ContextVar("hetero_probes", default=None)
+
+
+@contextlib.contextmanager
+def keep_probes() -> Iterator[dict[str, Probe]]:
+    """Within the block, whole-model probes of devices whose EP compiles the graph itself are kept, by
+    device name: a compile whose plan is that one device uses the probe as its session instead of
+    compiling the model a second time (the OpenVINO EP compiles while a session is created)."""
+    kept: dict[str, Probe] = {}
+    token = _kept.set(kept)
+    try:
+        yield kept
+    finally:
+        _kept.reset(token)
 
 
 def supported_nodes(model: Model, device: Device) -> frozenset[str]:
@@ -100,17 +128,15 @@ def _claims(model: Model, device: Device, nodes: list[Node], *, whole: bool = Fa
     wanted = {n.friendly_name for n in nodes if not n.is_constant}
     if not wanted:
         return set()
+    if whole and device.is_cpu and _loads(model.weightless_copy(rename=True), model, device):
+        # the CPU EP picks kernels by op and type alone: a probe without the weights answers the same
+        return wanted
     try:
         proto = _named_copy(model) if whole else _piece(model, nodes)
     except ModelError:
         return set() if len(nodes) == 1 else _halves(model, device, nodes)
-    so = session_options(optimize=False, external_dir=model.external_dir)
-    record_assignment(so)
     try:
-        # enable_fallback=0: ORT must not quietly retry a failing probe on the CPU EP alone
-        sess = ort.InferenceSession(
-            proto.SerializeToString(), so, providers=device.providers(), enable_fallback=0
-        )
+        sess = _probe_session(proto, model, device)
     except Exception as exc:
         missing = _NO_KERNEL.search(str(exc))
         if missing and missing.group(1) in wanted and len(nodes) > 1:
@@ -123,11 +149,31 @@ def _claims(model: Model, device: Device, nodes: list[Node], *, whole: bool = Fa
         # ORT runs what the CPU EP lacks a kernel for at this type through casts it inserts itself; those
         # nodes are missing from the assignment record but run, so a CPU probe that loads supports them all.
         return wanted
+    kept = _kept.get()
+    if whole and kept is not None and device.kind.compiles_graph:
+        kept[device.name] = Probe(device.providers(), sess)
     claimed = set()
     for ep, placed in assignment(sess):
         if ep == device.ep:
             claimed.update(name for name, _ in placed)
     return claimed & wanted
+
+
+def _probe_session(proto: onnx.ModelProto, model: Model, device: Device) -> ort.InferenceSession:
+    so = session_options(optimize=False, external_dir=model.external_dir)
+    record_assignment(so)
+    # enable_fallback=0: ORT must not quietly retry a failing probe on the CPU EP alone
+    return ort.InferenceSession(
+        proto.SerializeToString(), so, providers=device.providers(), enable_fallback=0
+    )
+
+
+def _loads(proto: onnx.ModelProto, model: Model, device: Device) -> bool:
+    try:
+        _probe_session(proto, model, device)
+    except Exception:
+        return False
+    return True
 
 
 def _halves(model: Model, device: Device, nodes: list[Node]) -> set[str]:

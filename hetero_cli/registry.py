@@ -59,6 +59,9 @@ class DeviceKind:
     hardware: Callable[[Device], bool]
     provider_option_names: frozenset[str] = frozenset()
     full_name: str = ""
+    # its EP compiles the whole graph it claims itself, so ORT's graph optimizations change nothing it
+    # runs (measured for OpenVINO: same latency with them off): a probe session can serve as the compile
+    compiles_graph: bool = False
 
     def parse(self, name: str) -> Device | None:
         """The device this kind makes of ``name`` (already upper-case), or None if it is not one of its names."""
@@ -171,6 +174,7 @@ KINDS: tuple[DeviceKind, ...] = (
         spelled=("OPENVINO", "OPENVINO.CPU", "OPENVINO.GPU", "OPENVINO.NPU"),
         make=_openvino,
         hardware=_openvino_hardware,
+        compiles_graph=True,
         provider_option_names=frozenset(
             {
                 "device_type",

@@ -1,0 +1,128 @@
+"""Compiling once: the query's probe session serves a plan of one subgraph on an EP that compiles the whole
+graph, probes and type inference never copy the weights, and a whole-model subgraph loads the file itself."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from helpers import assert_same, const, hardmax_model, make_model, needs_openvino, ort_run, seeded, vi
+from onnx import helper as h
+
+import hetero_cli as hc
+from hetero_cli import query
+from hetero_cli.registry import lookup
+
+
+def mlp(width: int = 64) -> onnx.ModelProto:
+    """x[2,width] -> MatMul(w0) -> Relu -> MatMul(w1) -> y, weights large enough to count as weights."""
+    nodes = [
+        h.make_node("MatMul", ["x", "w0"], ["a"], name="mm0"),
+        h.make_node("Relu", ["a"], ["r"], name="relu"),
+        h.make_node("MatMul", ["r", "w1"], ["y"], name="mm1"),
+    ]
+    inits = [const("w0", seeded((width, width), seed=1)), const("w1", seeded((width, width), seed=2))]
+    return make_model(nodes, [vi("x", [2, width])], [vi("y", [2, width])], inits, name="mlp")
+
+
+@pytest.fixture
+def mlp_file(tmp_path):
+    path = tmp_path / "mlp.onnx"
+    onnx.save(mlp(), path)
+    return path
+
+
+@needs_openvino
+@pytest.mark.parametrize("pass_path", [True, False])
+@pytest.mark.parametrize("device", ["HETERO:OPENVINO,CPU", "HETERO:OPENVINO"], ids=["ov_cpu", "ov"])
+def test_a_plan_of_one_openvino_subgraph_uses_the_probe_session(mlp_file, device, pass_path, monkeypatch):
+    created = []
+    real = query._probe_session
+    monkeypatch.setattr(query, "_probe_session", lambda *a: created.append(a) or real(*a))
+    source = str(mlp_file) if pass_path else hc.Core().read_model(mlp(), None)
+    compiled = hc.Core().compile_model(source, device)
+    assert len(created) == 1  # the OpenVINO probe; the CPU one is not needed: OpenVINO claimed everything
+    assert [s.from_probe for s in compiled.subgraphs] == [True]
+    assert compiled.subgraphs[0].fallback_nodes == []
+    x = seeded((2, 64))
+    assert_same(compiled({"x": x}), ort_run(mlp(), {"x": x}), exact=False)
+
+
+@needs_openvino
+@pytest.mark.parametrize(
+    "config",
+    [{"PERF_COUNT": "YES"}, {"OPENVINO": {"INFERENCE_NUM_THREADS": 1}}],
+    ids=["profiling", "threads"],
+)
+def test_a_probe_session_is_not_used_where_the_compile_sets_options_of_its_own(mlp_file, config):
+    compiled = hc.Core().compile_model(str(mlp_file), "HETERO:OPENVINO,CPU", config)
+    assert [s.from_probe for s in compiled.subgraphs] == [False]
+    x = seeded((2, 64))
+    assert_same(compiled({"x": x}), ort_run(mlp(), {"x": x}), exact=False)
+
+
+@needs_openvino
+def test_a_split_plan_keeps_no_probe_session():
+    compiled = hc.Core().compile_model(hardmax_model(), "HETERO:OPENVINO,CPU")
+    assert len(compiled.subgraphs) == 3
+    assert not any(s.from_probe for s in compiled.subgraphs)
+
+
+def test_the_cpu_device_never_uses_a_probe_session(mlp_file):
+    # the CPU probe runs without ORT's graph optimizations, which the CPU EP needs to be fast
+    compiled = hc.Core().compile_model(str(mlp_file), "HETERO:CPU")
+    assert [s.from_probe for s in compiled.subgraphs] == [False]
+    x = seeded((2, 64))
+    assert_same(compiled({"x": x}), ort_run(mlp(), {"x": x}))
+
+
+def test_a_weightless_copy_keeps_small_initializers_and_makes_large_ones_inputs():
+    model = hc.Core().read_model(mlp())
+    small = const("shape", [2, 64], np.int64)
+    model.proto.graph.initializer.append(small)
+    light = model.weightless_copy(rename=True)
+    assert [t.name for t in light.graph.initializer] == ["shape"]
+    assert [i.name for i in light.graph.input] == ["x", "w0", "w1"]
+    assert light.ByteSize() < 2000 < model.proto.ByteSize()
+    assert [n.name for n in light.graph.node] == ["mm0", "relu", "mm1"]
+
+
+def test_the_cpu_probe_without_weights_claims_what_a_probe_with_them_does():
+    model = hc.Core().read_model(mlp())
+    cpu = lookup("CPU")
+    assert query.supported_nodes(model, cpu) == {"mm0", "relu", "mm1"}
+
+
+def test_types_of_declared_tensors_need_no_shape_inference(monkeypatch):
+    model = hc.Core().read_model(mlp())
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", lambda *a, **k: pytest.fail("inferred"))
+    assert model.tensor_info("x").shape == (2, 64)
+    assert model.tensor_info("y").dtype == np.float32
+
+
+def test_inferred_types_come_from_a_weightless_copy(monkeypatch):
+    model = hc.Core().read_model(mlp())
+    seen = []
+    real = onnx.shape_inference.infer_shapes
+    monkeypatch.setattr(
+        onnx.shape_inference, "infer_shapes", lambda m, *a, **k: seen.append(m.ByteSize()) or real(m, *a, **k)
+    )
+    assert model.tensor_info("r").shape == (2, 64)  # an intermediate tensor: only inference knows it
+    assert seen and seen[0] < 2000
+
+
+def test_the_file_serves_as_the_session_model_only_when_its_names_are_the_friendly_names(tmp_path):
+    named = tmp_path / "named.onnx"
+    onnx.save(mlp(), named)
+    assert hc.Core().read_model(named).session_file == named
+    unnamed_proto = mlp()
+    for node in unnamed_proto.graph.node:
+        node.name = ""
+    unnamed = tmp_path / "unnamed.onnx"
+    onnx.save(unnamed_proto, unnamed)
+    assert hc.Core().read_model(unnamed).session_file is None
+    assert hc.Core().read_model(mlp()).session_file is None  # in memory: no file
+    x = seeded((2, 64))
+    for path in (named, unnamed):
+        got = hc.Core().compile_model(str(path), "HETERO:CPU")({"x": x})
+        assert_same(got, ort_run(mlp(), {"x": x}))
