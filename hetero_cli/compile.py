@@ -222,6 +222,8 @@ def constant_outputs(model: Model, plan: Plan) -> dict[str, np.ndarray]:
     """Values of model outputs that are constants, computed once at compile time."""
     wanted = [name for name, src in plan.output_sources.items() if src == CONSTANT]
     values: dict[str, np.ndarray] = {}
+    if not wanted:
+        return values
     inits = model.initializers
     rest = []
     folder = str(model.external_dir) if model.external_dir is not None else ""

@@ -92,7 +92,7 @@ def _nums(values: Sequence[float]) -> str:
 
 def metadata(model: Model) -> dict[str, str]:
     """The model's metadata_props as a dict (keys lower-case)."""
-    return {p.key.strip().lower(): p.value.strip() for p in model.proto.metadata_props}
+    return {k.strip().lower(): v.strip() for k, v in model.metadata_props.items()}
 
 
 # --- the model's input -----------------------------------------------------------------------------------

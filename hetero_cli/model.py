@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
@@ -139,8 +140,15 @@ class Model:
     """An ONNX model with ops in topological order, friendly names, rt_info and inferred tensor types."""
 
     def __init__(self, proto: onnx.ModelProto, path: str | os.PathLike[str] | None = None):
-        self.proto = proto
         self.path = Path(path) if path is not None else None
+        # Read from a file, the large weights stay there until something needs them in memory (an export
+        # of a split, save): sessions of the whole model load the file, probes and shape inference run
+        # without weights, so compiling one subgraph never holds a second copy of the weights.
+        self._in_file: tuple[int, ...] = ()
+        if self.path is not None:
+            proto, self._in_file = _weights_left_in_file(proto)
+        self._lock = threading.Lock()
+        self._proto = proto
         graph = proto.graph
         self.initializer_names = frozenset(
             [t.name for t in graph.initializer] + [t.values.name for t in graph.sparse_initializer]
@@ -162,6 +170,45 @@ class Model:
         # where sessions find the weights kept in external files (read_model checked them): the model's folder
         self.external_dir = self.path.absolute().parent.resolve() if external and self.path else None
 
+    @property
+    def proto(self) -> onnx.ModelProto:
+        """The ONNX model, weights included (read back from the model's file the first time needed)."""
+        if self._in_file:
+            with self._lock:
+                if self._in_file:
+                    self._read_weights()
+        return self._proto
+
+    @property
+    def weights_in_memory(self) -> bool:
+        """False while the large weights of a model read from a file are still only in that file."""
+        return not self._in_file
+
+    @property
+    def metadata_props(self) -> dict[str, str]:
+        """The model's metadata_props as {key: value} (reading them needs no weights)."""
+        return {p.key: p.value for p in self._proto.metadata_props}
+
+    def _read_weights(self) -> None:
+        assert self.path is not None
+        try:
+            fresh = onnx.load(str(self.path), load_external_data=False)
+        except Exception as exc:
+            raise ModelError(
+                f"cannot read the weights of {self.path} again ({_short(exc)}): keep the file in place "
+                "while the model is in use, or read it again"
+            ) from None
+        ours, theirs = self._proto.graph.initializer, fresh.graph.initializer
+        for i in self._in_file:
+            if (
+                i >= len(theirs)
+                or theirs[i].name != ours[i].name
+                or list(theirs[i].dims) != list(ours[i].dims)
+            ):
+                raise ModelError(f"{self.path} changed on disk since it was read: read the model again")
+            ours[i].CopyFrom(theirs[i])
+        self._in_file = ()
+
     # --- OpenVINO-shaped API -------------------------------------------------------------------------
 
     def get_ops(self) -> list[Node]:
@@ -175,8 +222,8 @@ class Model:
     @property
     def name(self) -> str:
         """The ONNX graph's name, falling back to the file's stem, then "model"."""
-        if self.proto.graph.name:
-            return self.proto.graph.name
+        if self._proto.graph.name:
+            return self._proto.graph.name
         return self.path.stem if self.path is not None else "model"
 
     @property
@@ -284,7 +331,7 @@ class Model:
     @functools.cached_property
     def declared_inputs(self) -> dict[str, onnx.ValueInfoProto]:
         """{name: ValueInfoProto} of graph.input as written, initializers listed there included."""
-        return {i.name: i for i in self.proto.graph.input}
+        return {i.name: i for i in self._proto.graph.input}
 
     def consumers(self) -> dict[str, list[Node]]:
         """{tensor name: nodes reading it (directly or inside a body)}."""
@@ -327,7 +374,7 @@ class Model:
     # --- construction helpers ------------------------------------------------------------------------
 
     def _sorted_ops(self) -> list[Node]:
-        protos = list(self.proto.graph.node)
+        protos = list(self._proto.graph.node)
         implicit = [node_outer_refs(n) for n in protos]
         names = _friendly_names(protos)
         producer = {out: i for i, n in enumerate(protos) for out in n.output if out}
@@ -370,7 +417,7 @@ class Model:
         is made. Small initializers (shapes, axes, scales) stay, since inference reads their values.
         ``rename``: nodes in topological order, named by their friendly names.
         """
-        src, graph = self.proto, self.proto.graph
+        src, graph = self._proto, self._proto.graph
         out = onnx.ModelProto(
             ir_version=src.ir_version,
             producer_name=src.producer_name,
@@ -404,7 +451,7 @@ class Model:
 
     def _collect_types(self, *, inferred: bool) -> dict[str, onnx.TypeProto]:
         """Types the model declares, and with ``inferred`` what onnx's shape inference adds to them."""
-        graph = self.proto.graph
+        graph = self._proto.graph
         types: dict[str, onnx.TypeProto] = {}
         infos: Iterable[onnx.ValueInfoProto] = []
         if inferred:
@@ -664,6 +711,46 @@ def _is_external(tensor: onnx.TensorProto) -> bool:
 
 def _external_info(tensor: onnx.TensorProto) -> dict[str, str]:
     return {entry.key: entry.value for entry in tensor.external_data}
+
+
+_TENSOR_DATA = frozenset(
+    {"raw_data", "float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data"}
+)
+
+
+def _weights_left_in_file(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, tuple[int, ...]]:
+    """``proto`` rebuilt without the data of its large embedded initializers, and their indices.
+
+    A new message, so the weights' memory goes with the old one (clearing fields would keep it).
+    """
+    inits = proto.graph.initializer
+    large = tuple(i for i, t in enumerate(inits) if not _is_external(t) and _elements(t) > SMALL_INITIALIZER)
+    if not large:
+        return proto, ()
+    out = onnx.ModelProto()
+    _copy_fields(out, proto, skip={"graph"})
+    _copy_fields(out.graph, proto.graph, skip={"initializer"})
+    chosen = set(large)
+    for i, t in enumerate(inits):
+        if i in chosen:
+            _copy_fields(out.graph.initializer.add(), t, skip=_TENSOR_DATA)
+        else:
+            out.graph.initializer.append(t)
+    return out, large
+
+
+def _copy_fields(dst: Any, src: Any, *, skip: Iterable[str]) -> None:
+    skipped = set(skip)
+    for field, value in src.ListFields():
+        if field.name in skipped:
+            continue
+        kind = _FIELD_KINDS.get(field) or _field_kind(field)
+        if kind[2]:
+            getattr(dst, field.name).extend(value)
+        elif kind[0]:
+            getattr(dst, field.name).CopyFrom(value)
+        else:
+            setattr(dst, field.name, value)
 
 
 def _elements(tensor: onnx.TensorProto) -> int:

@@ -126,3 +126,44 @@ def test_the_file_serves_as_the_session_model_only_when_its_names_are_the_friend
     for path in (named, unnamed):
         got = hc.Core().compile_model(str(path), "HETERO:CPU")({"x": x})
         assert_same(got, ort_run(mlp(), {"x": x}))
+
+
+def test_weights_read_from_a_file_stay_there_until_something_needs_them(mlp_file):
+    model = hc.Core().read_model(mlp_file)
+    assert model.weights_in_memory is False
+    x = seeded((2, 64))
+    want = ort_run(mlp(), {"x": x})
+    assert_same(hc.Core().compile_model(model, "HETERO:CPU")({"x": x}), want)
+    assert model.weights_in_memory is False  # one whole-model session: ORT read the file itself
+    assert model.metadata_props == {}
+    split = dict.fromkeys(["mm0", "relu"], "CPU") | {"mm1": "OPENVINO" if _has_openvino() else "CPU"}
+    model.set_affinities(split)
+    assert_same(
+        hc.Core().compile_model(model, "HETERO:OPENVINO,CPU" if _has_openvino() else "HETERO:CPU")({"x": x}),
+        want,
+        exact=False,
+    )
+    assert model.weights_in_memory is True  # exporting a split needs them
+    assert list(model.proto.graph.initializer) == list(onnx.load(mlp_file).graph.initializer)
+
+
+def test_the_weights_come_whole_through_proto_and_save(mlp_file, tmp_path):
+    model = hc.Core().read_model(mlp_file)
+    assert model.proto == onnx.load(mlp_file)
+    model.save(tmp_path / "copy.onnx")
+    assert onnx.load(tmp_path / "copy.onnx") == onnx.load(mlp_file)
+
+
+@pytest.mark.parametrize("change", ["deleted", "rewritten"])
+def test_a_file_changed_before_its_weights_are_read_gives_a_model_error(mlp_file, change):
+    model = hc.Core().read_model(mlp_file)
+    if change == "deleted":
+        mlp_file.unlink()
+    else:
+        onnx.save(mlp(width=32), mlp_file)
+    with pytest.raises(hc.ModelError, match=r"read (it|the model) again"):
+        model.proto  # noqa: B018
+
+
+def _has_openvino() -> bool:
+    return "OPENVINO" in hc.Core().available_devices
