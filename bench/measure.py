@@ -1,13 +1,16 @@
 """Interleaved latency measurement and the statistics reported for it.
 
-Every iteration calls each runtime once, in list order on even iterations and reversed on odd ones
-(A B C, C B A, ...), so slow drifts of a shared, noisy machine hit every runtime alike. The garbage
-collector is off while timing, as in ``timeit``.
+Every iteration calls each runtime once, in an order shuffled anew each iteration (seeded), so slow drifts
+of a shared, noisy machine hit every runtime alike and each runtime follows each other one (and itself, at
+an iteration's edge: the warm-cache case) equally often. A fixed A B C, C B A order gave the first and
+last runtime two runs in a row, warm, and the others none. The garbage collector is off while timing, as
+in ``timeit``.
 """
 
 from __future__ import annotations
 
 import gc
+import random
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -43,11 +46,13 @@ def interleaved(
 ) -> tuple[dict[str, list[float]], float]:
     """Time every callable of ``runs`` once per iteration, interleaved; return samples and wall time.
 
-    ``warmup`` untimed rotations come first (first inferences allocate and compile kernels). Then whole
-    pairs of iterations (A B C, C B A) run until ``budget_s`` has passed and at least ``lo`` iterations
-    are done, or ``hi`` are: the wall time stays near the budget however the machine's load changes.
+    ``warmup`` untimed rotations come first (first inferences allocate and compile kernels). Then
+    iterations (each in a fresh random order) run until ``budget_s`` has passed and at least ``lo``
+    iterations are done, or ``hi`` are: the wall time stays near the budget however the machine's load
+    changes.
     """
     names = list(runs)
+    shuffler = random.Random(0)
     for _ in range(warmup):
         for name in names:
             runs[name]()
@@ -59,7 +64,9 @@ def interleaved(
     began = clock()
     try:
         for i in range(max(lo, hi)):
-            for name in names if i % 2 == 0 else reversed(names):
+            order = names[:]
+            shuffler.shuffle(order)
+            for name in order:
                 fn = runs[name]
                 start = clock()
                 fn()

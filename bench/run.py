@@ -68,7 +68,7 @@ class Settings:
     budget_s: float = 12.0  # interleaved timing per model, after warm-up
     heavy_budget_s: float = 25.0  # models whose rotation takes over a second (VGG-19, ResNet-50)
     lo: int = 10
-    hi: int = 50
+    hi: int = 100
     split_budget_s: float = 8.0  # the forced-split group of a light/ model
     split_lo: int = 5
     split_hi: int = 30
