@@ -5,6 +5,11 @@ core = hc.Core()
 model = core.read_model("model.onnx")
 compiled = core.compile_model(model, "HETERO:OPENVINO,CPU")
 outputs = compiled.create_infer_request().infer({"x": x})
+
+queue = hc.AsyncInferQueue(compiled, jobs=4)   # requests in flight overlap across devices
+queue.set_callback(lambda request, userdata: print(userdata, request.results))
+queue.start_async({"x": x}, userdata=0)
+queue.wait_all()
 """
 
 from __future__ import annotations
@@ -26,12 +31,14 @@ from .errors import (
 from .infer import InferRequest
 from .model import Model, Node, TensorInfo
 from .partition import Link, Plan, Subgraph
+from .pipeline import AsyncInferQueue, Pipeline
 from .properties import Type
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AffinityError",
+    "AsyncInferQueue",
     "CompileError",
     "CompiledModel",
     "CompiledSubgraph",
@@ -46,6 +53,7 @@ __all__ = [
     "Model",
     "ModelError",
     "Node",
+    "Pipeline",
     "Plan",
     "Subgraph",
     "TensorInfo",

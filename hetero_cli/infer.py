@@ -1,15 +1,26 @@
 """Infer: run a compiled model's subgraph sessions in order, joined by OrtValues.
 
-Intermediate tensors stay OrtValues from producer to consumer (no numpy round trip) and are released
-after their last consumer; between subgraphs on one CUDA device they stay on the device (IOBinding).
+Intermediate tensors stay OrtValues from producer to consumer (no numpy round trip). Between host-memory
+subgraphs (CPU and OpenVINO EPs) whose outputs have static shapes they are allocated once per request, as
+OpenVINO links its subgraphs' tensors: each such subgraph's outputs are pre-bound to its session
+(IOBinding) and the very OrtValue a producer writes is bound as its consumer's input, so an inference
+allocates and copies nothing at those boundaries. Other tensors (dynamic shapes, profiled subgraphs) are
+made per inference and released after their last consumer; between subgraphs on one CUDA device they stay
+on the device (IOBinding).
+
+``start_async`` runs a request stage by stage on the compiled model's pipeline (hetero_cli.pipeline, one
+worker thread per device), so several requests in flight overlap across devices; ``infer`` runs on the
+calling thread.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -18,21 +29,46 @@ from ._ort import ort
 from .compile import CompiledModel, CompiledSubgraph
 from .errors import InferenceError
 from .partition import CONSTANT, INPUT
+from .pipeline import Pipeline, pipeline_of
 from .profiling import ProfilingInfo, subgraph_counters
+
+log = logging.getLogger("hetero_cli")
 
 _C = ort.capi._pybind_state
 _CPU = _C.OrtDevice(_C.OrtDevice.cpu(), _C.OrtDevice.default_memory(), 0)
 
+# ORT's output type -> ONNX element type, for the types whose buffers are allocated ahead of time
+_ELEMENT_TYPES = {
+    "tensor(float)": 1,
+    "tensor(uint8)": 2,
+    "tensor(int8)": 3,
+    "tensor(uint16)": 4,
+    "tensor(int16)": 5,
+    "tensor(int32)": 6,
+    "tensor(int64)": 7,
+    "tensor(bool)": 9,
+    "tensor(float16)": 10,
+    "tensor(double)": 11,
+    "tensor(uint32)": 12,
+    "tensor(uint64)": 13,
+}
+
+Shape = tuple[int, ...]
+
 
 @dataclass(frozen=True)
 class _Step:
-    """What running one subgraph needs, worked out once per compiled model."""
+    """What running one subgraph needs, worked out once per request."""
 
     compiled: CompiledSubgraph
+    position: int  # place in execution order
+    lane: str  # the device whose pipeline lane runs it asynchronously
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     overridable: tuple[str, ...]
     release: tuple[str, ...]
+    # (shape, ONNX element type) of each output when they can be allocated once per request, else None
+    buffers: tuple[tuple[Shape, int], ...] | None
 
     output_list: list[str]  # the outputs as the list ORT's run call takes, built once
 
@@ -44,19 +80,117 @@ def _steps(compiled: CompiledModel) -> list[_Step]:
             last_use[t] = s.index
     keep = set(compiled.plan.outputs)
     steps = []
-    for s in compiled.subgraphs:
+    for position, s in enumerate(compiled.subgraphs):
         declared = {i.name for i in (*s.session.get_inputs(), *s.session.get_overridable_initializers())}
+        overridable = tuple(sorted(declared & compiled.model.overridable_initializers))
         steps.append(
             _Step(
                 compiled=s,
+                position=position,
+                lane=s.device,
                 inputs=s.inputs,
                 outputs=s.outputs,
-                overridable=tuple(sorted(declared & compiled.model.overridable_initializers)),
+                overridable=overridable,
                 release=tuple(t for t, last in last_use.items() if last == s.index and t not in keep),
+                buffers=_static_outputs(s) if not overridable else None,
                 output_list=list(s.outputs),
             )
         )
     return steps
+
+
+def _static_outputs(s: CompiledSubgraph) -> tuple[tuple[Shape, int], ...] | None:
+    """Shapes and types of a host subgraph's outputs if all are static tensors; None otherwise.
+
+    A profiled subgraph is left out: its profiler may swap the session between runs.
+    """
+    if not s.on_host or s.profiler is not None:
+        return None
+    meta = {o.name: o for o in s.session.get_outputs()}
+    out = []
+    for name in s.outputs:
+        o = meta.get(name)
+        element = _ELEMENT_TYPES.get(o.type) if o is not None else None
+        shape = o.shape if o is not None else None
+        # ORT also reports [] when the declared and inferred shapes disagree: rank 0 counts as dynamic
+        if element is None or not shape or not all(isinstance(d, int) and d >= 0 for d in shape):
+            return None
+        out.append((tuple(shape), element))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class _Binding:
+    """One subgraph's IOBinding in a buffer set: outputs bound once, inputs as the fields say."""
+
+    sess: Any  # ORT's C session
+    io: Any  # ORT's C SessionIOBinding
+    fixed: tuple[tuple[str, Any], ...]  # inputs that are earlier subgraphs' buffers: bound once
+    per_run: tuple[str, ...]  # model inputs and per-inference tensors: bound every run
+    clear: bool  # per-inference tensors among the inputs: unbound after the run (released after last use)
+
+
+@dataclass(frozen=True)
+class _Buffers:
+    """A request's linked tensors: every bindable subgraph's IOBinding, its outputs allocated once."""
+
+    generation: int
+    bindings: list[_Binding | None]
+    tensors: dict[str, Any]  # tensor name -> the OrtValue allocated for it
+
+
+def _allocate(
+    steps: Sequence[_Step], model_inputs: frozenset[str], unbound: frozenset[int], generation: int
+) -> _Buffers:
+    tensors: dict[str, Any] = {}
+    bindings: list[_Binding | None] = []
+    for step in steps:
+        if step.buffers is None or step.position in unbound:
+            bindings.append(None)
+            continue
+        sess = step.compiled.session._sess
+        io = _C.SessionIOBinding(sess)
+        fixed = tuple((t, tensors[t]) for t in step.inputs if t in tensors)
+        per_run = tuple(t for t in step.inputs if t not in tensors)
+        clear = any(t not in model_inputs for t in per_run)
+        if not clear:
+            for t, value in fixed:
+                io.bind_ortvalue_input(t, value)
+        for name, (shape, element) in zip(step.outputs, step.buffers, strict=True):
+            value = _C.OrtValue.ortvalue_from_shape_and_onnx_type(list(shape), element, _CPU)
+            io.bind_ortvalue_output(name, value)
+            tensors[name] = value
+        bindings.append(_Binding(sess, io, fixed, per_run, clear))
+    return _Buffers(generation, bindings, tensors)
+
+
+class _BoundFailure(Exception):
+    """A subgraph failed with its outputs pre-bound; InferRequest._recheck tells why."""
+
+    def __init__(self, step: _Step, cause: BaseException):
+        super().__init__(str(cause))
+        self.step = step
+        self.cause = cause
+
+
+@dataclass
+class _Run:
+    """One asynchronous inference in flight: its inputs, tensors and the next subgraph to run."""
+
+    feeds: dict[str, np.ndarray]
+    number: int
+    begin: float = 0.0
+    position: int = 0
+    buffers: _Buffers | None = None
+    values: dict[str, Any] = field(default_factory=dict)
+    windows: list[tuple[int, int, float, float]] = field(default_factory=list)
+
+
+def _failure(step: _Step, exc: BaseException) -> InferenceError:
+    text = str(exc).strip().splitlines()
+    return InferenceError(
+        f"{step.compiled.name} on {step.compiled.device} failed: {text[0][:300] if text else exc}"
+    )
 
 
 class InferRequest:
@@ -64,6 +198,10 @@ class InferRequest:
 
     request = compiled.create_infer_request()
     outputs = request.infer({"image": x})      # {output name: numpy array}
+
+    request.start_async({"image": x}, userdata=7)   # or asynchronously, on the device pipeline
+    request.wait()
+    outputs = request.results
     """
 
     def __init__(self, compiled: CompiledModel):
@@ -73,48 +211,47 @@ class InferRequest:
         self.results: dict[str, np.ndarray] = {}
         self._profiled = any(step.compiled.profiler is not None for step in self._steps)
         self._history: list[list[tuple[int, int, float, float]]] = []
+        self._latency_ms = 0.0
+        # linked tensors: free buffer sets (one per inference running at once), rebuilt when `unbound` grows
+        self._pool: list[_Buffers] = []
+        self._generation = 0
+        self._unbound: frozenset[int] = frozenset()
+        self._model_inputs = frozenset(self._inputs)
+        self._lock = threading.Lock()
+        # asynchronous state
+        self._cond = threading.Condition()
+        self._busy = False
+        self._started = 0
+        self._finished = 0
+        self._error: InferenceError | None = None
+        self._callback: Callable[[Any], None] | None = None
+        self._userdata: Any = None
+        self._hook: Callable[[InferRequest, InferenceError | None], None] | None = None  # AsyncInferQueue's
+        self._pipeline: Pipeline | None = None
 
     def infer(
         self, inputs: Mapping[str, Any] | Sequence[Any] | np.ndarray | None = None
     ) -> dict[str, np.ndarray]:
         """Run once; ``inputs`` is {name: array}, a list in input order, or one array for one input."""
         feeds = self._check(self._as_dict(inputs))
-        keepalive = list(feeds.values())
-        windows: list[tuple[int, int, float, float]] = []
-        values: dict[str, Any] = {
-            name: _C.OrtValue.ortvalue_from_numpy(arr, _CPU) for name, arr in feeds.items()
-        }
-        for step in self._steps:
-            step_feeds = {t: values[t] for t in step.inputs}
-            for t in step.overridable:
-                if t in values:
-                    step_feeds[t] = values[t]
+        begin = time.perf_counter()
+        while True:
+            buffers = self._take()
+            values = self._values(feeds, buffers)
+            windows: list[tuple[int, int, float, float]] = []
             try:
-                if step.compiled.profiler is None:
-                    produced = _run(step, step.compiled.session, step_feeds)
-                else:
-                    session = step.compiled.profiler.before_run()
-                    start = time.time_ns()
-                    try:
-                        produced = _run(step, session, step_feeds)
-                    finally:
-                        step.compiled.profiler.after_run(session)
-                    windows.append(
-                        (step.compiled.index, threading.get_native_id(), start / 1e3, time.time_ns() / 1e3)
-                    )
-            except Exception as exc:
-                text = str(exc).strip().splitlines()
-                raise InferenceError(
-                    f"{step.compiled.name} on {step.compiled.device} failed: {text[0][:300] if text else exc}"
-                ) from None
-            values.update(zip(step.outputs, produced, strict=True))
-            for t in step.release:
-                values.pop(t, None)
-        results = self._collect(values, feeds)
+                for step in self._steps:
+                    self._run_step(step, values, buffers, windows)
+            except _BoundFailure as failure:
+                self._recheck(failure, values)
+                continue  # with fresh buffers, the failed subgraph's outputs made per inference
+            results = self._collect(values, feeds, buffers.tensors)
+            self._give(buffers)
+            break
+        self._latency_ms = (time.perf_counter() - begin) * 1e3
         self.results = results  # get_tensor's; the caller gets its own even if another thread infers too
         if self._profiled:
             self._history.append(windows)
-        del keepalive
         return results
 
     def get_profiling_info(self) -> list[ProfilingInfo]:
@@ -153,6 +290,243 @@ class InferRequest:
             raise InferenceError(
                 f"no output named {name!r} from the last inference; outputs are {', '.join(self.results) or 'none yet'}"
             ) from None
+
+    # --- asynchronous inference (OpenVINO's InferRequest API) ---------------------------------------
+
+    def start_async(
+        self, inputs: Mapping[str, Any] | Sequence[Any] | np.ndarray | None = None, userdata: Any = None
+    ) -> None:
+        """Start one inference on the device pipeline and return at once; inputs are checked here.
+
+        ``userdata``, if given, is what the callback (set_callback) receives. One inference at a time per
+        request: InferenceError while the previous one runs (wait() first, or use an AsyncInferQueue).
+        """
+        feeds = self._check(self._as_dict(inputs))
+        with self._cond:
+            if self._busy:
+                raise InferenceError(
+                    "this request is still running its previous asynchronous inference: call wait() first, "
+                    "or use several requests (an AsyncInferQueue)"
+                )
+            self._busy = True
+            self._error = None
+            self._started += 1
+            if userdata is not None:
+                self._userdata = userdata
+            run = _Run(feeds, self._started, begin=time.perf_counter())
+        if not self._steps:  # only inputs and constants as outputs: nothing to run
+            self._complete(run, None, self._collect({}, feeds, {}))
+            return
+        if self._pipeline is None:
+            self._pipeline = pipeline_of(self.compiled)
+        self._launch(run)
+
+    def wait(self) -> None:
+        """Wait for the asynchronous inference (and its callback); re-raise its failure as InferenceError."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._finished >= self._started)
+            error = self._error
+        if error is not None:
+            raise error
+
+    def wait_for(self, timeout: int) -> bool:
+        """Wait at most ``timeout`` milliseconds: True if the inference is done (failure re-raised)."""
+        with self._cond:
+            done = self._cond.wait_for(lambda: self._finished >= self._started, max(timeout, 0) / 1000.0)
+            error = self._error if done else None
+        if error is not None:
+            raise error
+        return bool(done)
+
+    def set_callback(self, callback: Callable[[Any], None] | None, userdata: Any = None) -> None:
+        """``callback(userdata)`` when an asynchronous inference succeeds (on a pipeline thread: keep it
+        short); a failure is not passed to it but re-raised by wait(), as is an exception it raises."""
+        if callback is not None and not callable(callback):
+            raise InferenceError(f"the callback must be callable, not {type(callback).__name__}")
+        with self._cond:
+            self._callback = callback
+            self._userdata = userdata
+
+    @property
+    def userdata(self) -> Any:
+        """The userdata the callback receives (from set_callback, or the last start_async that gave one)."""
+        return self._userdata
+
+    @property
+    def latency(self) -> float:
+        """Milliseconds the last inference took (asynchronous: from start_async to its last subgraph)."""
+        return self._latency_ms
+
+    def _launch(self, run: _Run) -> None:
+        assert self._pipeline is not None
+        run.buffers = self._take()
+        run.values = self._values(run.feeds, run.buffers)
+        run.windows = []
+        run.position = 0
+        self._pipeline.submit(self._steps[0].lane, functools.partial(self._stage, run))
+
+    def _stage(self, run: _Run) -> None:
+        """Run the request's subgraphs on this lane until the next one belongs to another lane."""
+        steps, pipeline = self._steps, self._pipeline
+        assert pipeline is not None and run.buffers is not None
+        i = run.position
+        lane = steps[i].lane
+        try:
+            while True:
+                observer = pipeline.observer
+                if observer is not None:
+                    observer("start", self, i, lane)
+                try:
+                    self._run_step(steps[i], run.values, run.buffers, run.windows)
+                finally:
+                    if observer is not None:
+                        observer("end", self, i, lane)
+                i += 1
+                if i == len(steps):
+                    break
+                if steps[i].lane != lane:
+                    run.position = i
+                    pipeline.submit(steps[i].lane, functools.partial(self._stage, run))
+                    return
+            results = self._collect(run.values, run.feeds, run.buffers.tensors)
+        except _BoundFailure as failure:
+            try:
+                self._recheck(failure, run.values)
+            except BaseException as exc:
+                self._complete(run, exc)
+                return
+            self._launch(run)  # from the first subgraph again, with fresh buffers
+            return
+        except BaseException as exc:
+            self._complete(run, exc)
+            return
+        self._give(run.buffers)
+        self._complete(run, None, results)
+
+    def _complete(
+        self, run: _Run, error: BaseException | None, results: dict[str, np.ndarray] | None = None
+    ) -> None:
+        """Finish an asynchronous inference: results, callback, the queue's hook, then wake the waiters."""
+        failure: InferenceError | None = None
+        if error is not None:
+            failure = (
+                error
+                if isinstance(error, InferenceError)
+                else InferenceError(f"the asynchronous inference failed: {type(error).__name__}: {error}")
+            )
+        else:
+            assert results is not None
+            self.results = results
+            if self._profiled:
+                self._history.append(run.windows)
+        self._latency_ms = (time.perf_counter() - run.begin) * 1e3
+        with self._cond:
+            self._busy = False
+            self._error = failure
+            callback, userdata = self._callback, self._userdata
+        if failure is None and callback is not None:
+            try:
+                callback(userdata)
+            except Exception as exc:
+                failure = InferenceError(f"the request's callback raised {type(exc).__name__}: {exc}")
+                failure.__cause__ = exc
+                with self._cond:
+                    if self._started == run.number:  # not already started again by the callback
+                        self._error = failure
+        hook = self._hook
+        if hook is not None:
+            hook(self, failure)
+        with self._cond:
+            self._finished += 1
+            self._cond.notify_all()
+
+    # --- linked tensors --------------------------------------------------------------------------------
+
+    def _take(self) -> _Buffers:
+        """A free buffer set of the current generation, or a new one."""
+        pool = self._pool
+        while pool:
+            try:
+                buffers = pool.pop()
+            except IndexError:  # another thread took the last one
+                break
+            if buffers.generation == self._generation:
+                return buffers
+        return _allocate(self._steps, self._model_inputs, self._unbound, self._generation)
+
+    def _give(self, buffers: _Buffers) -> None:
+        if buffers.generation == self._generation:
+            self._pool.append(buffers)
+
+    def _values(self, feeds: dict[str, np.ndarray], buffers: _Buffers) -> dict[str, Any]:
+        """The inference's tensors: the buffers, and the inputs wrapped as OrtValues without a copy."""
+        values = dict(buffers.tensors)
+        for name, arr in feeds.items():
+            values[name] = _C.OrtValue.ortvalue_from_numpy(arr, _CPU)
+        return values
+
+    def _run_step(
+        self,
+        step: _Step,
+        values: dict[str, Any],
+        buffers: _Buffers,
+        windows: list[tuple[int, int, float, float]],
+    ) -> None:
+        binding = buffers.bindings[step.position]
+        if binding is not None:
+            io = binding.io
+            if binding.clear:
+                for t, value in binding.fixed:
+                    io.bind_ortvalue_input(t, value)
+            for t in binding.per_run:
+                io.bind_ortvalue_input(t, values[t])
+            try:
+                binding.sess.run_with_iobinding(io, None)
+            except Exception as exc:
+                raise _BoundFailure(step, exc) from None
+            finally:
+                if binding.clear:
+                    io.clear_binding_inputs()
+        else:
+            step_feeds = {t: values[t] for t in step.inputs}
+            for t in step.overridable:
+                if t in values:
+                    step_feeds[t] = values[t]
+            try:
+                if step.compiled.profiler is None:
+                    produced = _run(step, step.compiled.session, step_feeds)
+                else:
+                    session = step.compiled.profiler.before_run()
+                    start = time.time_ns()
+                    try:
+                        produced = _run(step, session, step_feeds)
+                    finally:
+                        step.compiled.profiler.after_run(session)
+                    windows.append(
+                        (step.compiled.index, threading.get_native_id(), start / 1e3, time.time_ns() / 1e3)
+                    )
+            except Exception as exc:
+                raise _failure(step, exc) from None
+            values.update(zip(step.outputs, produced, strict=True))
+        for t in step.release:
+            values.pop(t, None)
+
+    def _recheck(self, failure: _BoundFailure, values: dict[str, Any]) -> None:
+        """A subgraph failed with pre-bound outputs: run it the plain way. A real failure fails again and is
+        raised; a success means its outputs' declared shapes were wrong: from now on they are made per
+        inference (the caller starts over with fresh buffers)."""
+        step = failure.step
+        try:
+            _run(step, step.compiled.session, {t: values[t] for t in step.inputs})
+        except Exception as exc:
+            raise _failure(step, exc) from None
+        with self._lock:
+            self._unbound = self._unbound | {step.position}
+            self._generation += 1
+            self._pool.clear()
+        log.debug(
+            "%s: output shapes differ from the declared ones; allocated per inference", step.compiled.name
+        )
 
     # --- helpers -------------------------------------------------------------------------------------
 
@@ -205,13 +579,18 @@ class InferRequest:
             out[name] = arr
         return out
 
-    def _collect(self, values: dict[str, Any], feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def _collect(
+        self, values: dict[str, Any], feeds: dict[str, np.ndarray], buffers: dict[str, Any]
+    ) -> dict[str, np.ndarray]:
+        """The model's outputs as numpy arrays the caller owns (a request's buffers are copied)."""
         results = {}
         for name, source in self.compiled.plan.output_sources.items():
             if source == INPUT:
                 results[name] = np.array(feeds[name], copy=True)
             elif source == CONSTANT:
                 results[name] = np.array(feeds.get(name, self.compiled.constants[name]), copy=True)
+            elif name in buffers:
+                results[name] = np.array(buffers[name].numpy(), copy=True)
             else:
                 results[name] = values[name].numpy()
         return results

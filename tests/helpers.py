@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -124,3 +125,43 @@ def chain_model(ops: Sequence[str] = ("Relu", "Neg", "Abs", "Sigmoid"), shape=(2
 def seeded(shape, dtype=np.float32, seed: int = 0) -> np.ndarray:
     """A deterministic random array."""
     return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def cpu_split(proto: onnx.ModelProto, devices: Sequence[str] | None = None):
+    """``proto`` compiled with node i on made-up device ``devices[i]`` (default: alternating A, B), each of
+    them the CPU EP: a split into several CPU subgraphs, bit-exact against one ORT session."""
+    from hetero_cli import registry
+    from hetero_cli.compile import compile_plan
+    from hetero_cli.config import SplitConfig
+    from hetero_cli.model import Model
+    from hetero_cli.partition import partition
+
+    model = Model(proto)
+    ops = [n.get_friendly_name() for n in model.get_ops()]
+    devices = list(devices or ["AB"[i % 2] for i in range(len(ops))])
+    plan = partition(model, dict(zip(ops, devices, strict=True)))
+    cpu = registry.lookup("CPU")
+    return compile_plan(model, plan, {d: cpu for d in set(devices)}, SplitConfig(), "HETERO:CPU")
+
+
+def run_threads(work: Callable[[int], None], count: int, timeout_s: float = 120) -> None:
+    """``work(i)`` for i in range(count), each on its own thread, started together; re-raise the first
+    failure in the calling thread, and fail if a thread hangs."""
+    barrier = threading.Barrier(count)
+    errors: list[BaseException] = []
+
+    def body(i: int) -> None:
+        try:
+            barrier.wait()
+            work(i)
+        except BaseException as exc:  # collected and re-raised in the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout_s)
+    assert not any(t.is_alive() for t in threads), "a thread hung"
+    if errors:
+        raise errors[0]

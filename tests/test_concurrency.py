@@ -8,12 +8,9 @@ are its own runs, complete, while other threads keep inferring.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-
 import numpy as np
 import pytest
-from helpers import OPENVINO_ONLY, make_model, ort_run, vi
+from helpers import OPENVINO_ONLY, make_model, ort_run, run_threads, vi
 from onnx import helper as h
 from onnx import numpy_helper
 
@@ -55,28 +52,6 @@ def inputs(proto):
     return xs, [ort_run(proto, {"x": x}) for x in xs]
 
 
-def run_threads(work: Callable[[int], None], count: int = THREADS) -> None:
-    """Start ``count`` threads together; re-raise the first failure."""
-    barrier = threading.Barrier(count)
-    errors: list[BaseException] = []
-
-    def body(i: int) -> None:
-        try:
-            barrier.wait()
-            work(i)
-        except BaseException as exc:  # collected and re-raised in the main thread
-            errors.append(exc)
-
-    threads = [threading.Thread(target=body, args=(i,)) for i in range(count)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in threads), "a thread hung"
-    if errors:
-        raise errors[0]
-
-
 def check(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> None:
     assert list(got) == list(want)
     for name, w in want.items():
@@ -99,7 +74,7 @@ def test_requests_on_many_threads_at_once_give_correct_results(proto, inputs):
             check(request.infer({"x": xs[j]}), want[j])
             check({n: request.get_tensor(n) for n in want[j]}, want[j])
 
-    run_threads(work)
+    run_threads(work, THREADS)
 
 
 def test_results_stay_the_callers_while_other_threads_infer(proto, inputs):
@@ -111,7 +86,7 @@ def test_results_stay_the_callers_while_other_threads_infer(proto, inputs):
         request = compiled.create_infer_request()
         kept[i] = [request.infer({"x": xs[i]}) for _ in range(ROUNDS)]
 
-    run_threads(work)
+    run_threads(work, THREADS)
     for i, results in kept.items():  # no result was overwritten by a later inference of any thread
         for result in results:
             check(result, want[i])
@@ -134,7 +109,7 @@ def test_one_compiled_model_with_profiling_on_many_threads(proto, inputs):
         assert len(history) == ROUNDS
         assert all({info.subgraph for info in infos} == subgraphs for infos in history)
 
-    run_threads(work)
+    run_threads(work, THREADS)
 
 
 def test_one_request_shared_by_threads_returns_each_caller_its_own_results(proto, inputs):
@@ -146,4 +121,4 @@ def test_one_request_shared_by_threads_returns_each_caller_its_own_results(proto
         for _ in range(ROUNDS):
             check(request.infer({"x": xs[i]}), want[i])
 
-    run_threads(work)
+    run_threads(work, THREADS)

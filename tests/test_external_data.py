@@ -8,14 +8,13 @@ directory, and saving the model elsewhere links (or copies) the data file beside
 from __future__ import annotations
 
 import os
-import threading
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
 from click.testing import CliRunner
-from helpers import HAS_OPENVINO
+from helpers import HAS_OPENVINO, run_threads
 from robust import external_model, nothing_left_behind
 
 import hetero_cli as hc
@@ -92,23 +91,14 @@ def test_two_external_models_compiled_in_two_threads(tmp_path):
     paths = [external_model(tmp_path / f"m{k}") for k in range(2)]
     data = paths[1].parent / "m.data"
     (-np.fromfile(data, np.float32)).tofile(data)  # other weights, same layout
-    errors: list[BaseException] = []
 
-    def work(path) -> None:
-        try:
-            for _ in range(3):
-                compiled = hc.Core().compile_model(str(path), SPLIT)
-                x = x_of(2)
-                np.testing.assert_allclose(compiled({"x": x})["y"], reference(path, x), rtol=1e-4, atol=1e-4)
-        except BaseException as exc:
-            errors.append(exc)
+    def work(i: int) -> None:
+        for _ in range(3):
+            compiled = hc.Core().compile_model(str(paths[i]), SPLIT)
+            x = x_of(2)
+            np.testing.assert_allclose(compiled({"x": x})["y"], reference(paths[i], x), rtol=1e-4, atol=1e-4)
 
-    threads = [threading.Thread(target=work, args=(p,)) for p in paths]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    run_threads(work, len(paths))
 
 
 def test_save_beside_the_original_shares_its_data_file(tmp_path):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 from helpers import (
@@ -15,6 +13,7 @@ from helpers import (
     make_model,
     needs_openvino,
     ort_run,
+    run_threads,
     seeded,
     vi,
 )
@@ -280,11 +279,7 @@ def test_requests_in_threads(compiled_split):
         for _ in range(3):
             got[i] = request.infer({"x": xs[i]})["y"]
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(xs))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(work, len(xs))
     for i, w in enumerate(want):
         np.testing.assert_allclose(got[i], w, rtol=1e-4, atol=1e-5)
 
