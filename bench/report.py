@@ -310,6 +310,34 @@ def scaling_table(scaling: dict[str, Any]) -> Table:
     return table
 
 
+def throughput_table(section: dict[str, Any]) -> Table:
+    """Async throughput per model: sync, then each nireq, median inferences/s and speed-up over nireq 1."""
+    settings = section.get("settings", {})
+    table = Table(
+        title=f"async throughput (median of {settings.get('repeats', '?')} runs of {settings.get('budget_s', '?')} s; "
+        "AsyncInferQueue on the device pipeline)",
+        title_justify="left",
+    )
+    for column in ("model", "subgraphs", "requests", "inferences/s", "median latency ms", "vs nireq 1"):
+        table.add_column(column, justify="left" if column == "model" else "right")
+    for model, entry in section.get("models", {}).items():
+        if "error" in entry:
+            table.add_row(model, "", "", f"error: {entry['error'][:70]}", "", "")
+            continue
+        for config, row in entry["configs"].items():
+            speedup = row.get("speedup_vs_nireq1")
+            table.add_row(
+                model,
+                str(entry["subgraphs"]),
+                "sync infer()" if config == "sync" else f"nireq {config}",
+                f"{row['median_fps']:.1f}",
+                _ms(row["median_latency_ms"]),
+                "-" if speedup is None else f"{speedup:.2f}x",
+                end_section=config == list(entry["configs"])[-1],
+            )
+    return table
+
+
 def print_targets(out: Console, targets: list[Target]) -> None:
     """PASS / FAIL / SKIP lines, with one indented line per case."""
     out.print("\n[bold]Targets of issue 6[/bold]")

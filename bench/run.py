@@ -16,6 +16,7 @@ Sections (each also in the JSON file):
 3. phases - compile time split into query (probe sessions), partition, subgraph export and EP compile.
 4. rss - peak RSS per runtime, each in a fresh interpreter.
 5. partition scaling - partition() alone on 10k- and 100k-node synthetic graphs.
+6. throughput - inferences/s with 1, 2 and 4 async requests in flight on split models (bench/throughput.py).
 
 Then every target of issue 6 is checked: one PASS / FAIL / SKIP line each, with the figure.
 """
@@ -45,6 +46,7 @@ import rss
 import runtimes
 import scaling
 import targets
+import throughput
 from rich.markup import escape
 
 HERE = Path(__file__).resolve().parent
@@ -81,7 +83,7 @@ class Settings:
     partition_sizes: tuple[int, int] = (10_000, 100_000)
     partition_repeats: tuple[int, int] = (5, 3)
     partition_timeout_s: float = 150.0
-    sections: tuple[str, ...] = ("latency", "phases", "rss", "partition")
+    sections: tuple[str, ...] = ("latency", "phases", "rss", "partition", "throughput")
     threads: int = 0  # threads per session, 0: each runtime's default
 
     @classmethod
@@ -485,6 +487,12 @@ def section_partition(run: Run) -> None:
     run.console.print(report.scaling_table(run.results["partition_scaling"]))
 
 
+def section_throughput(run: Run, models: list[Subject]) -> None:
+    """Async throughput with 1, 2 and 4 requests in flight on the split models (bench/throughput.py)."""
+    run.results["throughput"] = throughput.section(run, models)
+    run.console.print(report.throughput_table(run.results["throughput"]))
+
+
 # --- main -----------------------------------------------------------------------------------------------
 
 
@@ -517,8 +525,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--sections",
-        default="latency,phases,rss,partition",
-        help="comma-separated subset of latency,phases,rss,partition",
+        default="latency,phases,rss,partition,throughput",
+        help="comma-separated subset of latency,phases,rss,partition,throughput",
     )
     parser.add_argument(
         "--threads",
@@ -535,7 +543,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the harness; 0 unless it could not run at all (or a target failed with --fail-on-target)."""
     args = parse(argv)
     sections = tuple(s.strip() for s in args.sections.split(",") if s.strip())
-    unknown = set(sections) - {"latency", "phases", "rss", "partition"}
+    unknown = set(sections) - {"latency", "phases", "rss", "partition", "throughput"}
     if unknown:
         print(f"unknown section(s) {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
@@ -583,6 +591,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ("phases", lambda: section_phases(run, models)),
             ("rss", lambda: section_rss(run, models)),
             ("partition", lambda: section_partition(run)),
+            ("throughput", lambda: section_throughput(run, models)),
         ]
         for name, step in steps:
             if name not in sections:

@@ -21,6 +21,7 @@ PARTITION_NODES = 100_000
 PARTITION_GROWTH = 12.0
 RSS = 1.2
 COMPILE = 1.3
+THROUGHPUT_NIREQ = (2, 4)  # async throughput with these many requests in flight must beat one request's
 
 
 @dataclass
@@ -105,6 +106,7 @@ def check(results: dict[str, Any]) -> list[Target]:
         _parallel_compile,
         _rss,
         _compile,
+        _throughput,
     ]
     out = []
     for fn in checks:
@@ -314,3 +316,33 @@ def _compile(results: dict[str, Any]) -> Target:
         COMPILE,
         cases,
     )
+
+
+def _throughput(results: dict[str, Any]) -> Target:
+    title = "async pipelining: throughput with nireq 2 and 4 above nireq 1 on the split models"
+    limit = "> 1.00x nireq 1's inferences/s, each model and nireq"
+    models = results.get("throughput", {}).get("models", {})
+    cases: list[tuple[str, float | None, str]] = []
+    for model, entry in models.items():
+        configs = entry.get("configs", {})
+        for n in THROUGHPUT_NIREQ:
+            row = configs.get(str(n))
+            if row is None or row.get("speedup_vs_nireq1") is None:
+                cases.append((f"{model} nireq {n}", None, f"error: {entry.get('error', 'not measured')}"))
+                continue
+            one = configs["1"]["median_fps"]
+            note = f"({row['median_fps']:.1f} vs {one:.1f} inferences/s, {entry.get('subgraphs', '?')} subgraphs)"
+            cases.append((f"{model} nireq {n}", row["speedup_vs_nireq1"], note))
+    details = [
+        f"{name}: {value:.2f}x {note}" if value is not None else f"{name}: {note}"
+        for name, value, note in cases
+    ]
+    measured = [(name, value) for name, value, _ in cases if value is not None]
+    if not measured:
+        return Target("async_throughput", title, limit, SKIP, "not measured", details)
+    worst = min(measured, key=lambda c: c[1])
+    failed = len(measured) < len(cases) or worst[1] <= 1.0
+    figure = f"worst speed-up {worst[1]:.2f}x ({worst[0]})"
+    if len(measured) < len(cases):
+        figure += f", {len(cases) - len(measured)} not measured"
+    return Target("async_throughput", title, limit, FAIL if failed else PASS, figure, details)

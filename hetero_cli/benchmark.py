@@ -5,16 +5,17 @@
     result = benchmark.measure(compiled, feeds, nireq=4, api="async", niter=None, duration_s=10)
     print(result.latency_median_ms, result.throughput_fps)
 
-``-api async`` runs ``nireq`` requests concurrently on a thread pool (one InferRequest per thread, each
-running its subgraphs in order); ONNX Runtime releases the GIL while a session runs.
+``-api async`` keeps ``nireq`` requests in flight on an AsyncInferQueue, as benchmark_app does: requests
+run stage by stage on the compiled model's pipeline (one worker thread per device), so they overlap across
+devices; ONNX Runtime releases the GIL while a session runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,8 +26,10 @@ import numpy as np
 
 from . import image
 from .compile import CompiledModel
-from .errors import HeteroError
+from .errors import HeteroError, InferenceError
+from .infer import InferRequest
 from .model import Model
+from .pipeline import AsyncInferQueue
 from .profiling import NOT_RUN, ProfilingInfo
 
 DATA_SUFFIXES = frozenset({".npy", ".bin", ".raw"})
@@ -349,74 +352,76 @@ def measure(
 ) -> Measurement:
     """Run until both limits are reached (-niter iterations and -t seconds, whichever are given).
 
-    The first inference (on request 0) is a warm-up, timed but not counted.
+    The first inference (on request 0) is a warm-up, timed but not counted. Async: an AsyncInferQueue of
+    ``nireq`` requests, request k always fed ``feeds[k]``; latency is start_async to completion.
     """
     if api == "sync":
-        nireq = 1
-    requests = [compiled.create_infer_request() for _ in range(nireq)]
-    start = time.perf_counter()
-    requests[0].infer(feeds[0])
-    first_ms = (time.perf_counter() - start) * 1000.0
-
-    lock = threading.Lock()
+        request = compiled.create_infer_request()
+        first_ms = _timed_ms(lambda: request.infer(feeds[0]))
+        return _measure_sync(request, feeds[0], api, batch, first_ms, niter, duration_s, on_progress)
+    queue = AsyncInferQueue(compiled, nireq)
+    first_ms = _timed_ms(lambda: queue[0].infer(feeds[0]))
     latencies: list[float] = []
-    claimed = 0
-    failure: list[BaseException] = []
-    stop = threading.Event()
+    queue.set_callback(lambda request, _: latencies.append(request.latency))
+    started = 0
+    last = 0.0
     t0 = time.perf_counter()
-
-    def more(done: int, elapsed: float) -> bool:
-        return bool((niter and done < niter) or (duration_s and elapsed < duration_s))
-
-    def worker(k: int) -> None:
-        nonlocal claimed
-        request, data = requests[k], feeds[k % len(feeds)]
-        try:
-            while not stop.is_set():
-                with lock:
-                    if not more(claimed, time.perf_counter() - t0):
-                        return
-                    claimed += 1
-                begin = time.perf_counter()
-                request.infer(data)
-                took = (time.perf_counter() - begin) * 1000.0
-                with lock:
-                    latencies.append(took)
-        except BaseException as exc:
-            failure.append(exc)
-            stop.set()
-
-    if api == "sync":
-        last = 0.0
-        while more(len(latencies), time.perf_counter() - t0):
-            begin = time.perf_counter()
-            requests[0].infer(feeds[0])
+    try:
+        while _more(niter, duration_s, started, time.perf_counter() - t0):
+            k = queue.get_idle_request_id()
+            queue.start_async(feeds[k % len(feeds)])
+            started += 1
             now = time.perf_counter()
-            latencies.append((now - begin) * 1000.0)
             if on_progress is not None and now - last > 0.1:
                 last = now
                 on_progress(len(latencies), now - t0)
-    else:
-        threads = [threading.Thread(target=worker, args=(k,), daemon=True) for k in range(nireq)]
-        for t in threads:
-            t.start()
-        try:
-            while any(t.is_alive() for t in threads):
-                if on_progress is not None:
-                    on_progress(len(latencies), time.perf_counter() - t0)
-                threads[0].join(0.1)
-        except BaseException:
-            stop.set()
-            raise
-        finally:
-            for t in threads:
-                t.join()
-        if failure:
-            raise failure[0]
+    except BaseException:
+        with contextlib.suppress(InferenceError):  # the first failure is the one to report
+            queue.wait_all()
+        raise
+    queue.wait_all()
     duration_ms = (time.perf_counter() - t0) * 1000.0
     if on_progress is not None:
         on_progress(len(latencies), duration_ms / 1000.0)
     return Measurement(api, nireq, batch, first_ms, duration_ms, latencies)
+
+
+def _timed_ms(fn: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1000.0
+
+
+def _more(niter: int | None, duration_s: float | None, done: int, elapsed: float) -> bool:
+    """benchmark_app's loop condition: below -niter iterations or below -t seconds, whichever are given."""
+    return bool((niter and done < niter) or (duration_s and elapsed < duration_s))
+
+
+def _measure_sync(
+    request: InferRequest,
+    data: Mapping[str, np.ndarray],
+    api: str,
+    batch: int,
+    first_ms: float,
+    niter: int | None,
+    duration_s: float | None,
+    on_progress: Callable[[int, float], None] | None,
+) -> Measurement:
+    latencies: list[float] = []
+    last = 0.0
+    t0 = time.perf_counter()
+    while _more(niter, duration_s, len(latencies), time.perf_counter() - t0):
+        begin = time.perf_counter()
+        request.infer(data)
+        now = time.perf_counter()
+        latencies.append((now - begin) * 1000.0)
+        if on_progress is not None and now - last > 0.1:
+            last = now
+            on_progress(len(latencies), now - t0)
+    duration_ms = (time.perf_counter() - t0) * 1000.0
+    if on_progress is not None:
+        on_progress(len(latencies), duration_ms / 1000.0)
+    return Measurement(api, 1, batch, first_ms, duration_ms, latencies)
 
 
 # --- performance counters --------------------------------------------------------------------------------

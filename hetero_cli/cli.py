@@ -778,7 +778,10 @@ def benchmark(
         f"Measuring performance (Start inference {mode}, {nireq} inference requests, limits: {', '.join(limits)})",
     )
     if api == "async":
-        info(f"{nireq} requests run on a thread pool, one InferRequest per thread")
+        info(
+            f"{nireq} requests in flight on an AsyncInferQueue: each device runs its subgraphs on its own "
+            "pipeline thread, so requests overlap across devices"
+        )
     result = _measure(compiled, feeds, nireq, api, planned, duration, batch)
     info(f"First inference took {result.first_inference_ms:.2f} ms")
     per_request: list[list[Any]] = []

@@ -19,7 +19,7 @@ HAS_OPENVINO_EP = "OpenVINOExecutionProvider" in ort.get_available_providers()
 ROOT = Path(__file__).resolve().parent.parent
 RUN = ROOT / "bench" / "run.py"
 
-SECTIONS = ("latency", "boundaries", "phases", "rss", "partition_scaling")
+SECTIONS = ("latency", "boundaries", "phases", "rss", "partition_scaling", "throughput")
 TARGET_KEYS = {
     "latency_hetero_cpu",
     "latency_hetero_ov",
@@ -30,6 +30,7 @@ TARGET_KEYS = {
     "parallel_compile",
     "rss",
     "compile_time",
+    "async_throughput",
 }
 
 
@@ -87,6 +88,19 @@ def test_quick_run_writes_results_json(quick_run):
     if HAS_OPENVINO_EP:  # forced splits alternate CPU and OPENVINO
         assert "per_k" in results["boundaries"]["chain_small"]
     assert set(results["partition_scaling"]["kinds"]) == {"chain", "ladder", "dag"}
+
+    # async throughput: the synthetic split and the light/ model cut in two, sync and nireq 1, 2, 4
+    throughput = results["throughput"]
+    assert throughput["settings"]["nireq"] == [1, 2, 4]
+    assert set(throughput["models"]) == {"mlp_sanitised", "squeezenet_split2"}
+    for entry in throughput["models"].values():
+        assert set(entry["configs"]) == {"sync", "1", "2", "4"}, entry
+        assert entry["subgraphs"] >= 2
+        for row in entry["configs"].values():
+            assert row["median_fps"] > 0 and len(row["fps"]) == throughput["settings"]["repeats"]
+        assert entry["configs"]["1"]["speedup_vs_nireq1"] == 1.0
+    if HAS_OPENVINO_EP:
+        assert status["async_throughput"] in ("PASS", "FAIL"), results["targets"]
 
 
 @pytest.mark.slow

@@ -1,0 +1,129 @@
+"""Async throughput: inferences per second with 1, 2 and 4 requests in flight on split models.
+
+Each model is compiled once; every repeat then runs ``hetero_cli.benchmark.measure`` (what
+``hetero benchmark -api async -nireq N`` runs: an AsyncInferQueue of N requests on the compiled model's
+device pipeline) for each N, in a fresh seeded random order, plus the synchronous ``infer()`` loop for
+reference. Figures: the median over the repeats, and the speed-up of each N over N = 1. Requests overlap
+across devices, one subgraph per device at a time, so the speed-up is bounded by how evenly the work is
+spread over the devices (and, here, by the cores the devices share).
+
+Subjects:
+
+* ``mlp_sanitised``: automatic ``HETERO:OPENVINO,CPU``, subgraphs alternating OPENVINO and CPU;
+* ``<light model>_split2`` (``squeezenet`` by default): manual affinities cutting it in two halves, CPU then
+  OPENVINO, as the latency section's forced splits do.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import graphs
+import runtimes
+
+from hetero_cli import benchmark
+
+NIREQ = (1, 2, 4)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How long and how often each configuration is measured."""
+
+    repeats: int
+    budget_s: float
+    warmup: int
+
+    @classmethod
+    def of(cls, quick: bool) -> Plan:
+        """A few hundred milliseconds for --quick, seconds for a full run."""
+        return cls(repeats=2, budget_s=0.3, warmup=2) if quick else cls(repeats=5, budget_s=3.0, warmup=10)
+
+
+@dataclass(frozen=True)
+class Subject:
+    """A split model to measure: a name, its file, and how it is compiled."""
+
+    name: str
+    path: Path
+    split: int | None  # None: automatic HETERO:OPENVINO,CPU; k: manual affinities in k chunks
+
+
+def subjects(models: Sequence[Any]) -> list[Subject]:
+    """From the harness's models: mlp_sanitised (automatic split) and the first light/ model cut in two."""
+    out = [Subject(m.name, m.path, None) for m in models if m.name == "mlp_sanitised"]
+    out += [Subject(f"{m.name}_split2", m.path, 2) for m in models if m.kind == "light"][:1]
+    return out
+
+
+def measure_subject(subject: Subject, plan: Plan, seed: int = 0) -> dict[str, Any]:
+    """Throughput of one subject: sync, then every nireq, ``plan.repeats`` times in random order."""
+    compiled = runtimes.compile_hetero(subject.path, "HETERO:OPENVINO,CPU", subject.split)
+    feeds = graphs.random_feeds(runtimes.model_inputs(subject.path), seed=seed)
+    batch = benchmark.batch_size({k: v.shape for k, v in feeds.items()})
+    sets = [feeds] * max(NIREQ)
+    request = compiled.create_infer_request()
+    for _ in range(plan.warmup):
+        request.infer(feeds)
+    configs: list[int | str] = ["sync", *NIREQ]
+    fps: dict[str, list[float]] = {str(c): [] for c in configs}
+    latency: dict[str, list[float]] = {str(c): [] for c in configs}
+    order = random.Random(seed)
+    for _ in range(plan.repeats):
+        for config in order.sample(configs, len(configs)):
+            api, nireq = ("sync", 1) if config == "sync" else ("async", int(config))
+            result = benchmark.measure(
+                compiled, sets, nireq=nireq, api=api, niter=None, duration_s=plan.budget_s, batch=batch
+            )
+            fps[str(config)].append(result.count * 1000.0 / result.duration_ms)
+            latency[str(config)].append(result.latency_median_ms)
+    entry: dict[str, Any] = {
+        "path": subject.path.name,
+        "device": "HETERO:OPENVINO,CPU",
+        "split": subject.split,
+        "subgraphs": len(compiled.subgraphs),
+        "devices": [s.device for s in compiled.subgraphs],
+        "configs": {},
+    }
+    base = statistics.median(fps["1"])
+    for config in configs:
+        key = str(config)
+        median = statistics.median(fps[key])
+        entry["configs"][key] = {
+            "fps": fps[key],
+            "median_fps": median,
+            "median_latency_ms": statistics.median(latency[key]),
+            "speedup_vs_nireq1": median / base if base else None,
+        }
+    return entry
+
+
+def section(run: Any, models: Sequence[Any]) -> dict[str, Any]:
+    """The harness's throughput section: {"settings": ..., "models": {name: entry or {"error": ...}}}."""
+    plan = Plan.of(run.settings.quick)
+    out: dict[str, Any] = {
+        "settings": {
+            "nireq": list(NIREQ),
+            "repeats": plan.repeats,
+            "budget_s": plan.budget_s,
+            "threads": run.settings.threads,
+        },
+        "models": {},
+    }
+    for subject in subjects(models):
+        run.progress(f"throughput: {subject.name}, sync and nireq {', '.join(map(str, NIREQ))}")
+        began = time.perf_counter()
+        try:
+            entry = measure_subject(subject, plan)
+        except Exception as exc:  # one model failing is a result, not the end of the run
+            out["models"][subject.name] = {"error": run.error(f"throughput {subject.name}", exc)}
+            continue
+        entry["wall_s"] = time.perf_counter() - began
+        out["models"][subject.name] = entry
+    return out
