@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextvars
+import functools
 import itertools
 import logging
+import os
 import shutil
 import tempfile
+import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +36,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("hetero_cli")
 
 HOST_EPS = frozenset({"CPUExecutionProvider", "OpenVINOExecutionProvider"})
+# ORT session config: the intra-op pool stops spinning the moment a Run returns (on again at the next Run)
+FORCE_SPINNING_STOP = "session.force_spinning_stop"
 
 
 @dataclass
@@ -102,18 +109,26 @@ class CompiledSubgraph:
         return text
 
 
-def compile_subgraph(
+def prepare_subgraph(
     model: Model,
     subgraph: Subgraph,
     device: Device,
     config: SplitConfig,
     profile_dir: Path | None = None,
     probe: Probe | None = None,
-) -> CompiledSubgraph:
-    """Export one subgraph and create its session on its device's EP with that device's settings.
+    *,
+    shared: bool = False,
+) -> Callable[[], CompiledSubgraph]:
+    """Export one subgraph now; the returned call creates its session on its device's EP with that
+    device's settings (the EP compile).
 
     With PERF_COUNT on for the device, ORT's profiler writes its trace under ``profile_dir``. ``probe``: the
     query's session of the whole model on this device, used as is where it is what a compile would make.
+
+    The split lets a compile export one subgraph (Python) while others' sessions are created (C++) on
+    other threads. With ``shared``, the session's thread pool stops spinning as soon as its run returns
+    (``session.force_spinning_stop``): the next subgraph's session needs those cores, and idle pool
+    threads spinning for them made a two-session chain up to twice as slow as one session.
     """
     refuse_known_failures(model, subgraph, device)
     settings = config.settings(device)
@@ -123,11 +138,14 @@ def compile_subgraph(
         probe, subgraph, providers, profiling or bool(settings.intra_op_num_threads)
     ):
         placement = assignment(probe.session)
-        return _checked(CompiledSubgraph(subgraph, device, probe.session, placement, from_probe=True))
+        reused = CompiledSubgraph(subgraph, device, probe.session, placement, from_probe=True)
+        return lambda: _checked(reused)
     whole = model.session_file if _is_whole_model(model, subgraph) else None
     data = str(whole) if whole is not None else subgraph_model(model, subgraph).SerializeToString()
     so = session_options(external_dir=model.external_dir)
     record_assignment(so)
+    if shared:
+        so.add_session_config_entry(FORCE_SPINNING_STOP, "1")
     if settings.intra_op_num_threads:
         so.intra_op_num_threads = settings.intra_op_num_threads
     if profiling:
@@ -143,22 +161,25 @@ def compile_subgraph(
         # no fallback: ORT would otherwise print to stdout and quietly retry on the CPU EP alone
         return ort.InferenceSession(data, so, providers=providers, enable_fallback=0)
 
-    try:
-        session = create()
-    except Exception as exc:
-        raise CompileError(
-            f"{subgraph.name} ({len(subgraph.nodes)} node(s) on {device.name}: {_ops(model, subgraph)}) could not "
-            f"be compiled by {device.ep}: {failure_reason(exc)}. Move its nodes to another device "
-            "(affinities) or change its config"
-        ) from None
-    if device.ep not in session.get_providers():
-        raise CompileError(
-            f"{subgraph.name} could not run on {device.name}: ONNX Runtime dropped {device.ep} while creating "
-            f"its session (usually a provider option it refused: {dict(settings.provider_options)}); "
-            f"check the config for {device.name}"
-        )
-    profiler = SessionProfile(create, session) if profiling else None
-    return _checked(CompiledSubgraph(subgraph, device, session, assignment(session), profiler))
+    def finish() -> CompiledSubgraph:
+        try:
+            session = create()
+        except Exception as exc:
+            raise CompileError(
+                f"{subgraph.name} ({len(subgraph.nodes)} node(s) on {device.name}: {_ops(model, subgraph)}) "
+                f"could not be compiled by {device.ep}: {failure_reason(exc)}. Move its nodes to another "
+                "device (affinities) or change its config"
+            ) from None
+        if device.ep not in session.get_providers():
+            raise CompileError(
+                f"{subgraph.name} could not run on {device.name}: ONNX Runtime dropped {device.ep} while "
+                f"creating its session (usually a provider option it refused: "
+                f"{dict(settings.provider_options)}); check the config for {device.name}"
+            )
+        profiler = SessionProfile(create, session) if profiling else None
+        return _checked(CompiledSubgraph(subgraph, device, session, assignment(session), profiler))
+
+    return finish
 
 
 def _checked(compiled: CompiledSubgraph) -> CompiledSubgraph:
@@ -318,15 +339,22 @@ def compile_plan(
     """Create every subgraph's session; the plan must only name devices in ``devices``.
 
     ``probes``: whole-model probe sessions by device (query.keep_probes); a plan of one subgraph on such a
-    device uses its probe rather than compiling the model again.
+    device uses its probe rather than compiling the model again. Sessions are created in parallel
+    (``compile_workers`` threads) while this thread exports the next subgraphs.
     """
     profiled = any(config.settings(devices[s.device]).profiling for s in plan.subgraphs)
     profile_dir = Path(tempfile.mkdtemp(prefix="hetero_profile_")) if profiled else None
     probe = (probes or {}).get(plan.subgraphs[0].device) if len(plan.subgraphs) == 1 else None
+    shared = len(plan.subgraphs) > 1
     try:
-        compiled = [
-            compile_subgraph(model, s, devices[s.device], config, profile_dir, probe) for s in plan.subgraphs
-        ]
+        compiled = _in_parallel(
+            [
+                functools.partial(
+                    prepare_subgraph, model, s, devices[s.device], config, profile_dir, probe, shared=shared
+                )
+                for s in plan.subgraphs
+            ]
+        )
     except BaseException:
         if profile_dir is not None:
             shutil.rmtree(profile_dir, ignore_errors=True)
@@ -335,3 +363,51 @@ def compile_plan(
     if profile_dir is not None:
         weakref.finalize(result, shutil.rmtree, profile_dir, True)
     return result
+
+
+def compile_workers(subgraphs: int) -> int:
+    """Threads that create subgraph sessions at once: one per core, at most 8, at most one per subgraph."""
+    return max(1, min(subgraphs, os.cpu_count() or 1, 8))
+
+
+def _in_parallel(jobs: Sequence[Callable[[], Callable[[], CompiledSubgraph]]]) -> list[CompiledSubgraph]:
+    """Run each job's first stage here, in order, and its second on a pool; results in job order.
+
+    At most ``compile_workers`` first-stage results (exported models) wait or run at once, so a split
+    never holds every subgraph's serialized copy at the same time. After a failure nothing new starts;
+    the error raised is that of the first failing job in order, whatever finished first.
+    """
+    width = compile_workers(len(jobs))
+    if width == 1:
+        return [job()() for job in jobs]
+    slots = threading.BoundedSemaphore(width)
+    futures: list[concurrent.futures.Future[CompiledSubgraph]] = []
+    failed = threading.Event()
+
+    def release(future: concurrent.futures.Future[CompiledSubgraph]) -> None:
+        if future.cancelled() or future.exception() is not None:
+            failed.set()
+        slots.release()
+
+    with concurrent.futures.ThreadPoolExecutor(width, thread_name_prefix="hetero-compile") as pool:
+        for job in jobs:
+            slots.acquire()
+            if failed.is_set():
+                slots.release()
+                break
+            try:
+                finish = job()
+            except BaseException as exc:
+                slots.release()
+                failure: concurrent.futures.Future[CompiledSubgraph] = concurrent.futures.Future()
+                failure.set_exception(exc)
+                futures.append(failure)
+                break
+            future = pool.submit(contextvars.copy_context().run, finish)
+            future.add_done_callback(release)
+            futures.append(future)
+    for future in futures:
+        exc = future.exception()
+        if exc is not None:
+            raise exc
+    return [future.result() for future in futures]

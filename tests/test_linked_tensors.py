@@ -60,6 +60,34 @@ def test_static_cpu_split_binds_every_boundary_once_and_links_producer_to_consum
         x = seeded((2, 3), seed=seed)
         assert_same(request.infer({"x": x}), ort_run(proto, {"x": x}))
         assert buffers(request) is first
+    # every subgraph bound and reading only model inputs or buffers: inferences run straight through
+    assert [step.position for *_, step in first.direct] == [0, 1, 2, 3]
+
+
+def test_the_caller_may_change_its_inputs_after_infer_returns():
+    proto = chain()
+    request = cpu_split(proto).create_infer_request()
+    x = seeded((2, 3))
+    want = ort_run(proto, {"x": x.copy()})
+    feeds = {"x": x}
+    assert_same(request.infer(feeds), want)
+    x[:] = 5
+    feeds["x"] = x
+    assert_same(request.infer(feeds), ort_run(proto, {"x": x}))
+
+
+def test_inputs_given_other_than_as_an_exact_array_dict_are_still_checked_and_converted():
+    proto = chain()
+    request = cpu_split(proto).create_infer_request()
+    x = seeded((2, 3))
+    want = ort_run(proto, {"x": x})
+    assert_same(request.infer(x), want)  # one array
+    assert_same(request.infer([x]), want)  # a list
+    assert_same(request.infer({"x": np.asfortranarray(x)}), want)  # not C-contiguous: made so
+    with pytest.raises(hc.InferenceError, match="dtype float64"):
+        request.infer({"x": x.astype(np.float64)})
+    with pytest.raises(hc.InferenceError, match="shape"):
+        request.infer({"x": seeded((3, 3))})
 
 
 def test_results_are_the_callers_never_views_into_the_buffers():
