@@ -637,6 +637,12 @@ def _invalid_text(message: Any) -> str | None:
     stack = [message]
     while stack:
         current = stack.pop()
+        if type(current) is onnx.TensorProto:
+            # its payload (raw_data, float_data, ...) holds no text: listing its fields would copy weights
+            if isinstance(current.name, bytes) or isinstance(current.doc_string, bytes):
+                return "TensorProto.name"
+            stack.extend(current.external_data)
+            continue
         for field, value in current.ListFields():
             kind = _FIELD_KINDS.get(field)
             if kind is None:
@@ -647,7 +653,7 @@ def _invalid_text(message: Any) -> str | None:
                     stack.extend(value)
                 else:
                     stack.append(value)
-            elif string_field and any(isinstance(v, bytes) for v in (value if repeated else (value,))):
+            elif string_field and (bytes in map(type, value) if repeated else type(value) is bytes):
                 return f"{current.DESCRIPTOR.name}.{field.name}"
     return None
 

@@ -286,6 +286,50 @@ def test_automatic_split_around_refused_ops(case: Case):
 
 
 @requires_openvino
+@settings(WITH_SESSIONS, max_examples=40)
+@given(cases(max_steps=12, refused=True))
+def test_claims_read_from_an_optimized_probe_never_take_refused_ops(case: Case):
+    """Where the probe with ORT's graph optimizations answers (fused and folded nodes take the verdict of
+    the nodes around them), it never gives the OpenVINO EP a live node of an op it refuses. (Its claims
+    may differ from an unoptimized probe's elsewhere: the EP drops tiny clusters of the graph it is
+    given, and the two graphs differ. test_automatic_split_around_refused_ops runs what it chose.)"""
+    from hetero_cli import query
+    from hetero_cli.registry import lookup
+
+    model = Model(case.model)
+    device = lookup("OPENVINO")
+    wanted = {n.get_friendly_name() for n in model.get_ops() if not n.is_constant}
+    proto = query._named_copy(model)
+    optimized = query._optimized_claims(proto, model, device, wanted)
+    if optimized is None:
+        event("optimized probe gave up: probed again without optimizations")
+        return
+    assert optimized <= wanted
+    live = _live_nodes(model)
+    refused = {
+        n.get_friendly_name()
+        for n in model.get_ops()
+        if n.get_type_name() in case.refused_ops and n.get_friendly_name() in wanted & live
+    }
+    assert not optimized & refused, sorted(optimized & refused)
+    exact_session = query._probe_session(proto, model, device)
+    exact = {name for ep, nodes in query.assignment(exact_session) if ep == device.ep for name, _ in nodes}
+    event("same claims as without optimizations" if optimized == exact & wanted else "claims differ")
+
+
+def _live_nodes(model: Model) -> set[str]:
+    """Friendly names of the nodes some graph output depends on."""
+    live: set[str] = set()
+    todo = list(model.output_names)
+    while todo:
+        node = model.producer.get(todo.pop())
+        if node is not None and node.get_friendly_name() not in live:
+            live.add(node.get_friendly_name())
+            todo.extend(node.inputs)
+    return live
+
+
+@requires_openvino
 @pytest.mark.parametrize("swap", [False, True], ids=["as_built", "devices_swapped"])
 @pytest.mark.parametrize("build", CYCLES.values(), ids=list(CYCLES))
 def test_cycle_between_groups_compiles_and_runs(build, swap):
