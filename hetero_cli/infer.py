@@ -130,6 +130,9 @@ class _Binding:
     fixed: tuple[tuple[str, Any], ...]  # inputs that are earlier subgraphs' buffers: bound once
     per_run: tuple[str, ...]  # model inputs and per-inference tensors: bound every run
     clear: bool  # per-inference tensors among the inputs: unbound after the run (released after last use)
+    # (position among the outputs, name) of model outputs no later subgraph reads: ORT allocates them anew
+    # each run (from its arena) and the caller gets them without a copy
+    fresh: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -139,16 +142,21 @@ class _Buffers:
     generation: int
     bindings: list[_Binding | None]
     tensors: dict[str, Any]  # tensor name -> the OrtValue allocated for it
-    # every subgraph bound, reading only model inputs and buffers: (session, binding, model inputs, step)
-    # per subgraph, which an inference runs straight through (InferRequest._run_direct)
-    direct: tuple[tuple[Any, Any, tuple[str, ...], _Step], ...] | None = None
+    # every subgraph bound, reading only model inputs and buffers: (binding, step) per subgraph, which an
+    # inference runs straight through (InferRequest._run_direct)
+    direct: tuple[tuple[_Binding, _Step], ...] | None = None
 
 
 def _allocate(
-    steps: Sequence[_Step], model_inputs: frozenset[str], unbound: frozenset[int], generation: int
+    steps: Sequence[_Step],
+    model_inputs: frozenset[str],
+    model_outputs: frozenset[str],
+    unbound: frozenset[int],
+    generation: int,
 ) -> _Buffers:
     tensors: dict[str, Any] = {}
     bindings: list[_Binding | None] = []
+    read = {t for step in steps for t in step.inputs}
     for step in steps:
         if step.buffers is None or step.position in unbound:
             bindings.append(None)
@@ -161,15 +169,45 @@ def _allocate(
         if not clear:
             for t, value in fixed:
                 io.bind_ortvalue_input(t, value)
-        for name, (shape, element) in zip(step.outputs, step.buffers, strict=True):
+        fresh = []
+        for i, (name, (shape, element)) in enumerate(zip(step.outputs, step.buffers, strict=True)):
+            if name in model_outputs and name not in read:
+                # a buffer of ours would have to be copied for the caller (who may keep it while the next
+                # inference runs): a fresh one from ORT's arena is handed over as it is
+                io.bind_output(name, _CPU)
+                fresh.append((i, name))
+                continue
             value = _C.OrtValue.ortvalue_from_shape_and_onnx_type(list(shape), element, _CPU)
             io.bind_ortvalue_output(name, value)
             tensors[name] = value
-        bindings.append(_Binding(sess, io, fixed, per_run, clear))
+        bindings.append(_Binding(sess, io, fixed, per_run, clear, tuple(fresh)))
     direct = None
     if all(b is not None and not b.clear for b in bindings):
-        direct = tuple((b.sess, b.io, b.per_run, s) for b, s in zip(bindings, steps, strict=True) if b)
+        direct = tuple((b, s) for b, s in zip(bindings, steps, strict=True) if b is not None)
     return _Buffers(generation, bindings, tensors, direct)
+
+
+def _run_bound(binding: _Binding, step: _Step, values: dict[str, Any]) -> None:
+    """Run one pre-bound subgraph: bind what changes per inference, run, pick up its fresh outputs."""
+    io = binding.io
+    if binding.clear:
+        for t, value in binding.fixed:
+            io.bind_ortvalue_input(t, value)
+    for t in binding.per_run:
+        io.bind_ortvalue_input(t, values[t])
+    for _, name in binding.fresh:  # drops the last inference's output (the caller's now) from the binding
+        io.bind_output(name, _CPU)
+    try:
+        binding.sess.run_with_iobinding(io, _RUN_OPTIONS)
+    except Exception as exc:
+        raise _BoundFailure(step, exc) from None
+    finally:
+        if binding.clear:
+            io.clear_binding_inputs()
+    if binding.fresh:
+        produced = io.get_outputs()
+        for i, name in binding.fresh:
+            values[name] = produced[i]
 
 
 class _BoundFailure(Exception):
@@ -233,6 +271,7 @@ class InferRequest:
         self._generation = 0
         self._unbound: frozenset[int] = frozenset()
         self._model_inputs = frozenset(self._inputs)
+        self._model_outputs = frozenset(compiled.plan.outputs)
         self._lock = threading.Lock()
         # asynchronous state
         self._cond = threading.Condition()
@@ -472,7 +511,9 @@ class InferRequest:
                 break
             if buffers.generation == self._generation:
                 return buffers
-        return _allocate(self._steps, self._model_inputs, self._unbound, self._generation)
+        return _allocate(
+            self._steps, self._model_inputs, self._model_outputs, self._unbound, self._generation
+        )
 
     def _give(self, buffers: _Buffers) -> None:
         if buffers.generation == self._generation:
@@ -489,15 +530,10 @@ class InferRequest:
         """Every subgraph pre-bound: bind the model inputs and run the sessions back to back (the hot path:
         nothing is looked up or allocated per subgraph)."""
         assert buffers.direct is not None
-        wrapped = {name: _C.OrtValue.ortvalue_from_numpy(arr, _CPU) for name, arr in feeds.items()}
-        for sess, io, per_run, step in buffers.direct:
-            for t in per_run:
-                io.bind_ortvalue_input(t, wrapped[t])
-            try:
-                sess.run_with_iobinding(io, _RUN_OPTIONS)
-            except Exception as exc:
-                raise _BoundFailure(step, exc) from None
-        return self._collect(wrapped, feeds, buffers.tensors)
+        values = {name: _C.OrtValue.ortvalue_from_numpy(arr, _CPU) for name, arr in feeds.items()}
+        for binding, step in buffers.direct:
+            _run_bound(binding, step, values)
+        return self._collect(values, feeds, buffers.tensors)
 
     def _run_step(
         self,
@@ -508,19 +544,7 @@ class InferRequest:
     ) -> None:
         binding = buffers.bindings[step.position]
         if binding is not None:
-            io = binding.io
-            if binding.clear:
-                for t, value in binding.fixed:
-                    io.bind_ortvalue_input(t, value)
-            for t in binding.per_run:
-                io.bind_ortvalue_input(t, values[t])
-            try:
-                binding.sess.run_with_iobinding(io, _RUN_OPTIONS)
-            except Exception as exc:
-                raise _BoundFailure(step, exc) from None
-            finally:
-                if binding.clear:
-                    io.clear_binding_inputs()
+            _run_bound(binding, step, values)
         else:
             step_feeds = {t: values[t] for t in step.inputs}
             for t in step.overridable:
