@@ -108,6 +108,35 @@ def softmax_chain(length: int = 32, shape: tuple[int, ...] = (1, 64)) -> onnx.Mo
     )
 
 
+def sanitised_chain(length: int = 16, cuts: int = 0, shape: tuple[int, ...] = (1, 64)) -> onnx.ModelProto:
+    """``softmax_chain`` with an ``IsInf -> Where`` sanitiser after each of ``cuts`` evenly spaced Softmax
+    nodes. The OpenVINO EP refuses IsInf, so ORT's own [OpenVINO, CPU] session and HETERO:OPENVINO,CPU
+    both cut the chain into the same ``cuts + 1`` OpenVINO runs and ``cuts`` CPU sanitisers."""
+    if not 0 <= cuts < length:
+        raise ValueError(f"cuts must be in [0, {length})")
+    after = {(k + 1) * length // (cuts + 1) - 1 for k in range(cuts)}
+    nodes = []
+    x = "x"
+    for i in range(length):
+        nodes.append(helper.make_node("Softmax", [x], [f"s{i}"], name=f"softmax{i}", axis=-1))
+        x = f"s{i}"
+        if i in after:
+            nodes += [
+                helper.make_node("IsInf", [x], [f"inf{i}"], name=f"isinf{i}"),
+                helper.make_node("Where", [f"inf{i}", "zero", x], [f"clean{i}"], name=f"where{i}"),
+            ]
+            x = f"clean{i}"
+    nodes[-1].output[0] = "y"
+    size = "x".join(map(str, shape))
+    return _model(
+        nodes,
+        f"sanitised_chain_{length}_{cuts}_{size}",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(shape))],
+        [numpy_helper.from_array(np.zeros((), np.float32), "zero")],
+    )
+
+
 @dataclass
 class PartitionGraph:
     """A synthetic model for partition timing, with one affinity per node."""

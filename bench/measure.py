@@ -1,10 +1,13 @@
 """Interleaved latency measurement and the statistics reported for it.
 
-Every iteration calls each runtime once, in an order shuffled anew each iteration (seeded), so slow drifts
-of a shared, noisy machine hit every runtime alike and each runtime follows each other one (and itself, at
-an iteration's edge: the warm-cache case) equally often. A fixed A B C, C B A order gave the first and
-last runtime two runs in a row, warm, and the others none. The garbage collector is off while timing, as
-in ``timeit``.
+Every iteration runs each runtime once, in an order shuffled anew each iteration (seeded), so slow drifts
+of a shared, noisy machine hit every runtime alike. A runtime runs a short block of inferences in a row
+(``block_size``: about 10 ms of them, 1 for slow models) and its sample is the median of the block after
+its first inference: an ONNX Runtime session's idle threads spin for a while after its run, on the cores
+the next runtime needs, so the first inference after a switch measures the previous runtime's neighbour,
+not the runtime (two alternating sessions of a 1 MiB Softmax chain: 980 us each alone, 1670 us
+alternating). The rest of the block is what a user serving one model sees. The garbage collector is off
+while timing, as in ``timeit``.
 """
 
 from __future__ import annotations
@@ -41,21 +44,37 @@ class Stats:
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
 
 
+BLOCK_MS = 10.0  # a block of inferences lasts about this long
+MAX_BLOCK = 8
+SLOW_MS = 20.0  # a runtime this slow runs one inference per iteration: a neighbour's spin is noise to it
+
+
+def block_size(latency_ms: float) -> int:
+    """Inferences per block for a group whose slowest runtime takes ``latency_ms``: 1 (kept) for slow
+    models, else 2 to 8 of which the first is dropped."""
+    if latency_ms >= SLOW_MS:
+        return 1
+    return max(2, min(MAX_BLOCK, int(BLOCK_MS / max(latency_ms, 1e-3)) + 1))
+
+
 def interleaved(
     runs: Mapping[str, Callable[[], Any]], *, budget_s: float, lo: int, hi: int, warmup: int = 2
-) -> tuple[dict[str, list[float]], float]:
-    """Time every callable of ``runs`` once per iteration, interleaved; return samples and wall time.
+) -> tuple[dict[str, list[float]], float, int]:
+    """Time every callable of ``runs`` once per iteration, interleaved; return samples, wall time, block.
 
-    ``warmup`` untimed rotations come first (first inferences allocate and compile kernels). Then
-    iterations (each in a fresh random order) run until ``budget_s`` has passed and at least ``lo``
-    iterations are done, or ``hi`` are: the wall time stays near the budget however the machine's load
-    changes.
+    ``warmup`` untimed rotations come first (first inferences allocate and compile kernels); their times
+    choose the block size. Then iterations (each in a fresh random order) run until ``budget_s`` has
+    passed and at least ``lo`` iterations are done, or ``hi`` are: the wall time stays near the budget
+    however the machine's load changes.
     """
     names = list(runs)
     shuffler = random.Random(0)
-    for _ in range(warmup):
+    slowest = 0.0
+    for _ in range(max(1, warmup)):
         for name in names:
-            runs[name]()
+            took, _ = timed(runs[name])
+            slowest = max(slowest, took * 1e3)
+    block = block_size(slowest)
     samples: dict[str, list[float]] = {name: [] for name in names}
     clock = time.perf_counter
     enabled = gc.isenabled()
@@ -68,16 +87,19 @@ def interleaved(
             shuffler.shuffle(order)
             for name in order:
                 fn = runs[name]
-                start = clock()
-                fn()
-                samples[name].append(clock() - start)
+                times = []
+                for _ in range(block):
+                    start = clock()
+                    fn()
+                    times.append(clock() - start)
+                samples[name].append(statistics.median(times[1:] if block > 1 else times))
             done = i + 1
             if done % 2 == 0 and done >= lo and clock() - began >= budget_s:
                 break
     finally:
         if enabled:
             gc.enable()
-    return samples, clock() - began
+    return samples, clock() - began, block
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:

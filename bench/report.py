@@ -214,6 +214,30 @@ def boundary_table(boundaries: dict[str, Any]) -> Table:
     return table
 
 
+def crossing_table(section: dict[str, Any]) -> Table:
+    """hetero-cli's forced split against ORT's own split of the sanitised chain, per cut count."""
+    slopes = section["slope_us"]
+    table = Table(
+        title=f"crossings: {section['model']}, ORT's own split vs the same placement forced in hetero-cli, "
+        f"{section['iterations']} interleaved iterations; per boundary beyond ORT: {slopes['hetero']:.1f} us "
+        f"(ORT's per-run cost {slopes['bare']:.1f}, hetero-cli's own {slopes['hetero_minus_bare']:.1f})",
+        title_justify="left",
+    )
+    for column in ("cuts", "subgraphs", "boundaries", "ORT us", "hetero us", "bare us", "hetero - ORT us"):
+        table.add_column(column, justify="right")
+    for cuts, row in section["per_cut"].items():
+        table.add_row(
+            cuts,
+            str(row["subgraphs"]),
+            str(row["boundaries"]),
+            f"{row['ort_median_us']:.1f}",
+            f"{row['hetero_median_us']:.1f}",
+            f"{row['bare_median_us']:.1f}",
+            f"{row['hetero_minus_ort_us']:+.1f}",
+        )
+    return table
+
+
 def phases_table(phases: dict[str, Any]) -> Table:
     """Compile time split into its phases, next to one ORT session's creation."""
     table = Table(title="compile: where the time goes (medians, seconds)", title_justify="left")
@@ -311,23 +335,34 @@ def scaling_table(scaling: dict[str, Any]) -> Table:
 
 
 def throughput_table(section: dict[str, Any]) -> Table:
-    """Async throughput per model: sync, then each nireq, median inferences/s and speed-up over nireq 1."""
+    """Async throughput per model and thread setting: sync, then each nireq, median inferences/s and the
+    speed-up over nireq 1."""
     settings = section.get("settings", {})
     table = Table(
         title=f"async throughput (median of {settings.get('repeats', '?')} runs of {settings.get('budget_s', '?')} s; "
         "AsyncInferQueue on the device pipeline)",
         title_justify="left",
     )
-    for column in ("model", "subgraphs", "requests", "inferences/s", "median latency ms", "vs nireq 1"):
+    for column in (
+        "model",
+        "threads",
+        "subgraphs",
+        "requests",
+        "inferences/s",
+        "median latency ms",
+        "vs nireq 1",
+    ):
         table.add_column(column, justify="left" if column == "model" else "right")
-    for model, entry in section.get("models", {}).items():
+    for entry in section.get("runs", []):
+        threads = "default" if not entry.get("threads") else str(entry["threads"])
         if "error" in entry:
-            table.add_row(model, "", "", f"error: {entry['error'][:70]}", "", "")
+            table.add_row(entry["model"], threads, "", "", f"error: {entry['error'][:70]}", "", "")
             continue
         for config, row in entry["configs"].items():
             speedup = row.get("speedup_vs_nireq1")
             table.add_row(
-                model,
+                entry["model"],
+                threads,
                 str(entry["subgraphs"]),
                 "sync infer()" if config == "sync" else f"nireq {config}",
                 f"{row['median_fps']:.1f}",

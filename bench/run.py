@@ -5,18 +5,21 @@
 
 Sections (each also in the JSON file):
 
-1. latency - per model, every runtime compiled once, then timed interleaved (A B C ..., then reversed) with
-   seeded uniform [0, 1) inputs: one ORT session [CPU] and [OpenVINO, CPU] (the baselines), HETERO:CPU,
-   automatic HETERO:OPENVINO,CPU, native OpenVINO (f32), forced splits into k = 2, 4, 8, 16 subgraphs, and
-   on the synthetic chains the split's own sessions chained bare. Median, min, max, ratio to the baseline.
-2. boundaries - per-boundary overhead of the forced splits, (median - baseline) / boundaries, with the
+1. latency - per model, every runtime compiled once, then timed interleaved (each iteration in a fresh
+   random order, short blocks of inferences, bench/measure.py) with seeded uniform [0, 1) inputs, in
+   groups: one ORT session [CPU] with HETERO:CPU; one ORT session [OpenVINO, CPU] with automatic
+   HETERO:OPENVINO,CPU and native OpenVINO (f32); forced splits into k = 2, 4, 8, 16 subgraphs, and on the
+   synthetic chains the split's own sessions chained bare. Median, min, max, ratio to the baseline.
+2. crossing - a forced split against ORT's own split of the same model (bench/crossing.py): what one
+   boundary crossing costs beyond ORT's in-session crossing (the target's figure).
+3. boundaries - per-boundary overhead of the forced splits, (median - baseline) / boundaries, with the
    mean of the two one-session medians as the compute-matched baseline (half the nodes run on each EP),
    and the slope of latency against boundaries; a large-tensor chain against a small one tells whether a
    boundary copies its tensor. Plotted to boundary_overhead.png.
-3. phases - compile time split into query (probe sessions), partition, subgraph export and EP compile.
-4. rss - peak RSS per runtime, each in a fresh interpreter.
-5. partition scaling - partition() alone on 10k- and 100k-node synthetic graphs.
-6. throughput - inferences/s with 1, 2 and 4 async requests in flight on split models (bench/throughput.py).
+4. phases - compile time split into query (probe sessions), partition, subgraph export and EP compile.
+5. rss - peak RSS per runtime, each in a fresh interpreter.
+6. partition scaling - partition() alone on 10k- and 100k-node synthetic graphs.
+7. throughput - inferences/s with 1, 2 and 4 async requests in flight on split models (bench/throughput.py).
 
 Then every target of issue 6 is checked: one PASS / FAIL / SKIP line each, with the figure.
 """
@@ -36,6 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import crossing
 import graphs
 import measure
 import numpy as np
@@ -51,10 +55,13 @@ from rich.markup import escape
 
 HERE = Path(__file__).resolve().parent
 BASE = ("ort_cpu", "hetero_cpu", "ort_ov", "hetero_ov", "openvino")
+# each comparison of a target timed on its own: twice the iterations of one group of five in the same time
+BASE_GROUPS = {"cpu": ("ort_cpu", "hetero_cpu"), "openvino": ("ort_ov", "hetero_ov", "openvino")}
 SPLITS = (2, 4, 8, 16)
 CHAINS = {"chain_small": (1, 64), "chain_large": (256, 1024)}
 CHAIN_LENGTH = 16
 HEAVY = ("vgg19", "resnet50", "densenet121")
+SECTIONS = ("latency", "crossing", "phases", "rss", "partition", "throughput")
 DEVICE_STRINGS = (("HETERO:OPENVINO,CPU", "OPENVINO,CPU"), ("HETERO:CPU", "CPU"))
 
 
@@ -67,8 +74,8 @@ class Settings:
     synthetic: tuple[str, ...] = ("mlp_sanitised",)
     light_splits: tuple[int, ...] = SPLITS
     chain_splits: tuple[int, ...] = SPLITS
-    budget_s: float = 12.0  # interleaved timing per model, after warm-up
-    heavy_budget_s: float = 25.0  # models whose rotation takes over a second (VGG-19, ResNet-50)
+    budget_s: float = 8.0  # interleaved timing per model and group, after warm-up
+    heavy_budget_s: float = 14.0  # models whose rotation takes over a second (VGG-19, ResNet-50)
     lo: int = 10
     hi: int = 100
     split_budget_s: float = 8.0  # the forced-split group of a light/ model
@@ -83,7 +90,7 @@ class Settings:
     partition_sizes: tuple[int, int] = (10_000, 100_000)
     partition_repeats: tuple[int, int] = (5, 3)
     partition_timeout_s: float = 150.0
-    sections: tuple[str, ...] = ("latency", "phases", "rss", "partition", "throughput")
+    sections: tuple[str, ...] = ("latency", "crossing", "phases", "rss", "partition", "throughput")
     threads: int = 0  # threads per session, 0: each runtime's default
 
     @classmethod
@@ -166,7 +173,7 @@ class Subject:
             ks = settings.chain_splits
             splits = [*(f"split_k{k}" for k in ks), *(f"chain_k{k}" for k in ks)]
             return {"splits": ["ort_cpu", "hetero_cpu", "ort_ov", *splits]}
-        groups = {"base": list(BASE)}
+        groups = {name: list(ids) for name, ids in BASE_GROUPS.items()}
         if self.kind == "light" and settings.light_splits:
             groups["splits"] = ["ort_cpu", "ort_ov", *(f"split_k{k}" for k in settings.light_splits)]
         return groups
@@ -230,12 +237,13 @@ def latency_group(
     else:
         heavy = subject.name in HEAVY
         budget, lo, hi = settings.heavy_budget_s if heavy else settings.budget_s, settings.lo, settings.hi
-    samples, wall = measure.interleaved(
+    samples, wall, block = measure.interleaved(
         {rid: p.infer for rid, p in prepared.items()}, budget_s=budget, lo=lo, hi=hi, warmup=settings.warmup
     )
     stats = {rid: measure.Stats.of(s) for rid, s in samples.items()}
     group: dict[str, Any] = {
         "iterations": next(iter(stats.values())).n if stats else 0,
+        "block": block,
         "wall_s": wall,
         "runtimes": {},
         "errors": errors,
@@ -487,6 +495,12 @@ def section_partition(run: Run) -> None:
     run.console.print(report.scaling_table(run.results["partition_scaling"]))
 
 
+def section_crossing(run: Run) -> None:
+    """A forced split against ORT's own split of the same model: the cost of a crossing (crossing.py)."""
+    run.results["crossing"] = crossing.section(run)
+    run.console.print(report.crossing_table(run.results["crossing"]))
+
+
 def section_throughput(run: Run, models: list[Subject]) -> None:
     """Async throughput with 1, 2 and 4 requests in flight on the split models (bench/throughput.py)."""
     run.results["throughput"] = throughput.section(run, models)
@@ -525,8 +539,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--sections",
-        default="latency,phases,rss,partition,throughput",
-        help="comma-separated subset of latency,phases,rss,partition,throughput",
+        default=",".join(SECTIONS),
+        help=f"comma-separated subset of {','.join(SECTIONS)}",
     )
     parser.add_argument(
         "--threads",
@@ -543,7 +557,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the harness; 0 unless it could not run at all (or a target failed with --fail-on-target)."""
     args = parse(argv)
     sections = tuple(s.strip() for s in args.sections.split(",") if s.strip())
-    unknown = set(sections) - {"latency", "phases", "rss", "partition", "throughput"}
+    unknown = set(sections) - set(SECTIONS)
     if unknown:
         print(f"unknown section(s) {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
@@ -588,6 +602,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         models = subjects(settings, Path(tmp))
         steps: list[tuple[str, Callable[[], None]]] = [
             ("latency", lambda: section_latency(run, models)),
+            ("crossing", lambda: section_crossing(run)),
             ("phases", lambda: section_phases(run, models)),
             ("rss", lambda: section_rss(run, models)),
             ("partition", lambda: section_partition(run)),

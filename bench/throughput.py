@@ -5,7 +5,13 @@ Each model is compiled once; every repeat then runs ``hetero_cli.benchmark.measu
 device pipeline) for each N, in a fresh seeded random order, plus the synchronous ``infer()`` loop for
 reference. Figures: the median over the repeats, and the speed-up of each N over N = 1. Requests overlap
 across devices, one subgraph per device at a time, so the speed-up is bounded by how evenly the work is
-spread over the devices (and, here, by the cores the devices share).
+spread over the devices, and by the hardware they share.
+
+Each subject runs twice: with every session's default threads, and with one thread per session
+(``INFERENCE_NUM_THREADS=1`` for CPU and OPENVINO). Here both "devices" are the same few CPU cores: with
+default threads each stage already uses every core, so overlapping stages can only compete for them; one
+thread per session gives each device a core of its own, as distinct devices (a GPU and a CPU) have, which
+is the case pipelining is for.
 
 Subjects:
 
@@ -30,6 +36,7 @@ import runtimes
 from hetero_cli import benchmark
 
 NIREQ = (1, 2, 4)
+THREADS = (0, 1)  # threads per session: each runtime's default, then one (a core per device)
 
 
 @dataclass(frozen=True)
@@ -62,9 +69,10 @@ def subjects(models: Sequence[Any]) -> list[Subject]:
     return out
 
 
-def measure_subject(subject: Subject, plan: Plan, seed: int = 0) -> dict[str, Any]:
+def measure_subject(subject: Subject, plan: Plan, threads: int = 0, seed: int = 0) -> dict[str, Any]:
     """Throughput of one subject: sync, then every nireq, ``plan.repeats`` times in random order."""
-    compiled = runtimes.compile_hetero(subject.path, "HETERO:OPENVINO,CPU", subject.split)
+    with runtimes.threads_set(threads):
+        compiled = runtimes.compile_hetero(subject.path, "HETERO:OPENVINO,CPU", subject.split)
     feeds = graphs.random_feeds(runtimes.model_inputs(subject.path), seed=seed)
     batch = benchmark.batch_size({k: v.shape for k, v in feeds.items()})
     sets = [feeds] * max(NIREQ)
@@ -84,6 +92,8 @@ def measure_subject(subject: Subject, plan: Plan, seed: int = 0) -> dict[str, An
             fps[str(config)].append(result.count * 1000.0 / result.duration_ms)
             latency[str(config)].append(result.latency_median_ms)
     entry: dict[str, Any] = {
+        "model": subject.name,
+        "threads": threads,
         "path": subject.path.name,
         "device": "HETERO:OPENVINO,CPU",
         "split": subject.split,
@@ -112,18 +122,21 @@ def section(run: Any, models: Sequence[Any]) -> dict[str, Any]:
             "nireq": list(NIREQ),
             "repeats": plan.repeats,
             "budget_s": plan.budget_s,
-            "threads": run.settings.threads,
+            "threads": list(THREADS),
         },
-        "models": {},
+        "runs": [],
     }
     for subject in subjects(models):
-        run.progress(f"throughput: {subject.name}, sync and nireq {', '.join(map(str, NIREQ))}")
-        began = time.perf_counter()
-        try:
-            entry = measure_subject(subject, plan)
-        except Exception as exc:  # one model failing is a result, not the end of the run
-            out["models"][subject.name] = {"error": run.error(f"throughput {subject.name}", exc)}
-            continue
-        entry["wall_s"] = time.perf_counter() - began
-        out["models"][subject.name] = entry
+        for threads in THREADS:
+            label = "default threads" if threads == 0 else f"{threads} thread(s) per session"
+            run.progress(f"throughput: {subject.name}, {label}, sync and nireq {', '.join(map(str, NIREQ))}")
+            began = time.perf_counter()
+            try:
+                entry = measure_subject(subject, plan, threads)
+            except Exception as exc:  # one model failing is a result, not the end of the run
+                error = run.error(f"throughput {subject.name} threads={threads}", exc)
+                out["runs"].append({"model": subject.name, "threads": threads, "error": error})
+                continue
+            entry["wall_s"] = time.perf_counter() - began
+            out["runs"].append(entry)
     return out

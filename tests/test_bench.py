@@ -19,7 +19,7 @@ HAS_OPENVINO_EP = "OpenVINOExecutionProvider" in ort.get_available_providers()
 ROOT = Path(__file__).resolve().parent.parent
 RUN = ROOT / "bench" / "run.py"
 
-SECTIONS = ("latency", "boundaries", "phases", "rss", "partition_scaling", "throughput")
+SECTIONS = ("latency", "crossing", "boundaries", "phases", "rss", "partition_scaling", "throughput")
 TARGET_KEYS = {
     "latency_hetero_cpu",
     "latency_hetero_ov",
@@ -79,21 +79,31 @@ def test_quick_run_writes_results_json(quick_run):
 
     # the quick run measures one light/ model, the synthetic split model and both chains
     assert set(results["latency"]) == {"squeezenet", "mlp_sanitised", "chain_small", "chain_large"}
-    base = results["latency"]["squeezenet"]["groups"]["base"]["runtimes"]
-    expected = {"ort_cpu", "hetero_cpu"} | ({"ort_ov", "hetero_ov"} if HAS_OPENVINO_EP else set())
-    assert expected <= set(base)
-    for row in base.values():
-        assert {"median_ms", "min_ms", "max_ms"} <= set(row["stats"])
-    assert base["hetero_cpu"]["ratio"] > 0
+    groups = results["latency"]["squeezenet"]["groups"]
+    assert {"ort_cpu", "hetero_cpu"} == set(groups["cpu"]["runtimes"])
+    if HAS_OPENVINO_EP:
+        assert {"ort_ov", "hetero_ov"} <= set(groups["openvino"]["runtimes"])
+    for group in ("cpu", "openvino"):
+        assert groups[group]["block"] >= 1
+        for row in groups[group]["runtimes"].values():
+            assert {"median_ms", "min_ms", "max_ms"} <= set(row["stats"])
+    assert groups["cpu"]["runtimes"]["hetero_cpu"]["ratio"] > 0
+    if HAS_OPENVINO_EP:  # the forced split has exactly ORT's own placement: 2 * cuts + 1 subgraphs
+        per_cut = results["crossing"]["per_cut"]
+        assert {int(c): row["subgraphs"] for c, row in per_cut.items()} == {0: 1, 1: 3, 3: 7, 7: 15}
+        assert all(row["max_abs_diff_vs_ort"] < 1e-5 for row in per_cut.values())
+        assert status["boundary_overhead"] in ("PASS", "FAIL")
     if HAS_OPENVINO_EP:  # forced splits alternate CPU and OPENVINO
         assert "per_k" in results["boundaries"]["chain_small"]
     assert set(results["partition_scaling"]["kinds"]) == {"chain", "ladder", "dag"}
 
-    # async throughput: the synthetic split and the light/ model cut in two, sync and nireq 1, 2, 4
+    # async throughput: the synthetic split and the light/ model cut in two, default threads and one
+    # thread per session, sync and nireq 1, 2, 4
     throughput = results["throughput"]
     assert throughput["settings"]["nireq"] == [1, 2, 4]
-    assert set(throughput["models"]) == {"mlp_sanitised", "squeezenet_split2"}
-    for entry in throughput["models"].values():
+    runs = {(r["model"], r["threads"]): r for r in throughput["runs"]}
+    assert set(runs) == {(m, n) for m in ("mlp_sanitised", "squeezenet_split2") for n in (0, 1)}
+    for entry in runs.values():
         assert set(entry["configs"]) == {"sync", "1", "2", "4"}, entry
         assert entry["subgraphs"] >= 2
         for row in entry["configs"].values():
