@@ -26,6 +26,7 @@ Medians over the repetitions are reported.
 from __future__ import annotations
 
 import statistics
+import time
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,43 @@ def _one(path: Path, device: str, providers: str, serial: bool, first_ort: bool 
             total += seconds
         out["serial_sessions_s"] = total
     return out
+
+
+def gil_during_session_init(path: Path, providers: str = "CPU") -> dict[str, float]:
+    """How far a pure-Python thread gets while another thread initialises an ORT session of ``path``, as
+    a share of its pace alone: near 0 when ORT's binding holds the GIL throughout (no two sessions can be
+    created at once from Python threads), well above 0 when it lets the GIL go."""
+    import threading
+
+    capi = ort.capi._pybind_state
+    data = path.read_bytes()
+    options = runtimes.session_options()
+    prov = runtimes.provider_list(providers)
+
+    def pace(work: Any) -> tuple[float, float]:
+        stop, count = threading.Event(), [0]
+
+        def spin() -> None:
+            while not stop.is_set():
+                count[0] += 1
+
+        thread = threading.Thread(target=spin)
+        thread.start()
+        start = time.perf_counter()
+        try:
+            work()
+        finally:
+            seconds = time.perf_counter() - start
+            stop.set()
+            thread.join()
+        return count[0] / seconds, seconds
+
+    names = [p[0] if isinstance(p, tuple) else p for p in prov]
+    options_per_ep = [dict(p[1]) if isinstance(p, tuple) else {} for p in prov]
+    alone, _ = pace(lambda: time.sleep(0.2))
+    session = capi.InferenceSession(options, data, False, False)
+    busy, seconds = pace(lambda: session.initialize_session(names, options_per_ep, set()))
+    return {"python_pace_share": busy / alone if alone else 0.0, "initialize_s": seconds}
 
 
 def warm_up(path: Path) -> None:

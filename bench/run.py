@@ -450,6 +450,14 @@ def section_phases(run: Run, models: list[Subject]) -> None:
             except Exception as exc:
                 out[subject.name][device] = {"error": run.error(f"phases {subject.name} {device}", exc)}
     run.results["phases"] = out
+    if light:
+        try:
+            run.results["gil"] = {
+                providers: phases.gil_during_session_init(light[0].path, providers)
+                for providers in ("CPU", "OPENVINO,CPU")
+            }
+        except Exception as exc:
+            run.error("gil probe", exc)
     run.console.print(report.phases_table(out))
 
 

@@ -21,6 +21,7 @@ PARTITION_NODES = 100_000
 PARTITION_GROWTH = 12.0
 RSS = 1.2
 COMPILE = 1.3
+PARALLEL_SPEEDUP = 1.2  # a split's sessions created on the pool against one after another
 THROUGHPUT_NIREQ = (2, 4)  # async throughput with these many requests in flight must beat one request's
 
 
@@ -264,24 +265,37 @@ def _partition_growth(results: dict[str, Any]) -> Target:
 
 
 def _parallel_compile(results: dict[str, Any]) -> Target:
-    title = "subgraph sessions compiled in parallel (ORT session constructors overlapping in a compile)"
+    title = (
+        "subgraph sessions compiled in parallel (session creation of a split plan, pool against one by one)"
+    )
+    limit = f">= {PARALLEL_SPEEDUP:g}x faster than creating the sessions one by one"
     cases = []
     for model, by_device in results.get("phases", {}).items():
         for device, ph in by_device.items():
             if isinstance(ph, dict) and ph.get("subgraphs", 0) > 1:
                 cases.append((f"{model} {device}", ph))
     if not cases:
-        return Target("parallel_compile", title, "at most 1 at a time", SKIP, "no split plan was compiled")
-    details = [
-        f"{name}: {ph['subgraphs']} subgraphs, {ph['sessions_created']} sessions created, at most "
-        f"{ph['max_concurrent_sessions']} at once; EP compile {ph['ep_compile_s']:.3f} s vs "
-        f"{ph.get('serial_sessions_s', float('nan')):.3f} s creating the subgraph sessions one by one"
-        for name, ph in cases
-    ]
-    serial = [name for name, ph in cases if ph["max_concurrent_sessions"] < 2]
-    status = FAIL if serial else PASS
-    figure = f"{len(serial)}/{len(cases)} split compiles created their sessions one at a time"
-    return Target("parallel_compile", title, ">= 2 sessions compiled at once", status, figure, details)
+        return Target("parallel_compile", title, limit, SKIP, "no split plan was compiled")
+    details = []
+    speedups = []
+    for name, ph in cases:
+        speedup = ph["serial_sessions_s"] / ph["ep_compile_s"] if ph.get("ep_compile_s") else 0.0
+        speedups.append((name, speedup))
+        details.append(
+            f"{name}: {ph['subgraphs']} subgraphs, {ph['sessions_created']} sessions created, at most "
+            f"{ph['max_concurrent_sessions']} constructors at once; session creation in the compile "
+            f"{ph['ep_compile_s']:.3f} s vs {ph['serial_sessions_s']:.3f} s one by one = {speedup:.2f}x"
+        )
+    for providers, gil in results.get("gil", {}).items():
+        details.append(
+            f"a Python thread kept {gil['python_pace_share']:.0%} of its pace while ORT "
+            f"{results.get('machine', {}).get('onnxruntime', '?')} initialised a [{providers}] session "
+            "(near 0%: its binding holds the GIL, so sessions cannot be created at once from threads)"
+        )
+    worst = min(speedups, key=lambda c: c[1])
+    status = PASS if worst[1] >= PARALLEL_SPEEDUP else FAIL
+    figure = f"worst {worst[1]:.2f}x ({worst[0]})"
+    return Target("parallel_compile", title, limit, status, figure, details)
 
 
 def _rss(results: dict[str, Any]) -> Target:
