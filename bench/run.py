@@ -88,7 +88,7 @@ class Settings:
     phase_repeats: int = 5
     rss_models: int = 0  # measure peak RSS on the first N non-chain models (0: all)
     partition_sizes: tuple[int, int] = (10_000, 100_000)
-    partition_repeats: tuple[int, int] = (5, 3)
+    partition_repeats: tuple[int, int] = (15, 5)
     partition_timeout_s: float = 150.0
     sections: tuple[str, ...] = ("latency", "crossing", "phases", "rss", "partition", "throughput")
     threads: int = 0  # threads per session, 0: each runtime's default

@@ -42,29 +42,40 @@ def _worker(kind: str, sizes: list[int], repeats: list[int]) -> dict[str, Any]:
     from hetero_cli.partition import partition
 
     result: dict[str, Any] = {"window": KINDS[kind], "sizes": {}}
-    for size, count in zip(sizes, repeats, strict=True):
+    subjects = []
+    for size in sizes:
         built = graphs.partition_graph(size, seed=0, window=KINDS[kind])
         start = time.perf_counter()
         model = Model(built.model)
-        model_s = time.perf_counter() - start
-        times = []
-        entry: dict[str, Any] = {"nodes": size, "model_s": model_s}
-        for _ in range(max(1, count)):
+        subjects.append((size, model, built.affinities))
+        result["sizes"][str(size)] = {"nodes": size, "model_s": time.perf_counter() - start, "times_s": []}
+    # the sizes take turns (size i every rounds/repeats[i] rounds), so a slow spell of the machine falls on
+    # both; a short run's noise is its own, so the smaller graph is timed more often
+    rounds = max(repeats)
+    for r in range(rounds):
+        for (size, model, affinities), count in zip(subjects, repeats, strict=True):
+            if r % max(1, rounds // max(1, count)) or len(result["sizes"][str(size)]["times_s"]) >= count:
+                continue
+            entry = result["sizes"][str(size)]
+            if "error" in entry:
+                continue
             gc.collect()
             start = time.perf_counter()
             try:
-                plan = partition(model, built.affinities)
+                plan = partition(model, affinities)
             except Exception as exc:  # the partitioner's own failure is a result to report
                 entry["error"] = f"{type(exc).__name__}: {exc}"
                 entry["failed_after_s"] = time.perf_counter() - start
-                break
-            times.append(time.perf_counter() - start)
+                continue
+            entry["times_s"].append(time.perf_counter() - start)
             entry["subgraphs"] = len(plan.subgraphs)
             del plan
-        if times:
-            entry["times_s"] = times
-            entry["median_s"] = statistics.median(times)
-        result["sizes"][str(size)] = entry
+    for entry in result["sizes"].values():
+        if entry["times_s"]:
+            entry["median_s"] = statistics.median(entry["times_s"])
+            entry["min_s"] = min(entry["times_s"])
+        else:
+            del entry["times_s"]
     return result
 
 

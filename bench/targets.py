@@ -257,7 +257,12 @@ def _partition_growth(results: dict[str, Any]) -> Target:
             cases.append((kind, None, f"error: {errors[0] if errors else 'not measured'}"))
             continue
         a, b = sizes[str(small)]["median_s"], sizes[str(big)]["median_s"]
-        cases.append((kind, ratio, f"({a * 1e3:.0f} ms -> {b * 1e3:.0f} ms)"))
+        note = f"(medians {a * 1e3:.0f} ms -> {b * 1e3:.0f} ms"
+        fastest = [sizes[str(n)].get("min_s") for n in (small, big)]
+        if all(fastest):
+            note += f"; fastest runs {fastest[0] * 1e3:.0f} -> {fastest[1] * 1e3:.0f} ms = {fastest[1] / fastest[0]:.1f}x"
+        n_small, n_big = (len(sizes[str(n)].get("times_s", ())) for n in (small, big))
+        cases.append((kind, ratio, f"{note}; {n_small} and {n_big} runs)"))
     limit = PARTITION_GROWTH * big / small / 10 if small else PARTITION_GROWTH
     target = _ratio_target("partition_growth", title, limit, cases)
     target.limit = f"<= {limit:g}x for {big // small if small else 0}x the nodes, on each graph kind"

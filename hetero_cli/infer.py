@@ -142,9 +142,10 @@ class _Buffers:
     generation: int
     bindings: list[_Binding | None]
     tensors: dict[str, Any]  # tensor name -> the OrtValue allocated for it
-    # every subgraph bound, reading only model inputs and buffers: (binding, step) per subgraph, which an
-    # inference runs straight through (InferRequest._run_direct)
-    direct: tuple[tuple[_Binding, _Step], ...] | None = None
+    # every subgraph bound, reading only model inputs and buffers: per subgraph (its session's run method,
+    # its binding, the _Binding if something is bound per run else None, the step), which an inference
+    # runs straight through (InferRequest._run_direct)
+    direct: tuple[tuple[Callable[..., Any], Any, _Binding | None, _Step], ...] | None = None
 
 
 def _allocate(
@@ -183,7 +184,11 @@ def _allocate(
         bindings.append(_Binding(sess, io, fixed, per_run, clear, tuple(fresh)))
     direct = None
     if all(b is not None and not b.clear for b in bindings):
-        direct = tuple((b, s) for b, s in zip(bindings, steps, strict=True) if b is not None)
+        direct = tuple(
+            (b.sess.run_with_iobinding, b.io, b if b.per_run or b.fresh else None, s)
+            for b, s in zip(bindings, steps, strict=True)
+            if b is not None
+        )
     return _Buffers(generation, bindings, tensors, direct)
 
 
@@ -254,9 +259,10 @@ class InferRequest:
         self.compiled = compiled
         self._steps = _steps(compiled)
         self._inputs = {i.name: i for i in compiled.inputs}
-        # (dtype, shape) of inputs whose every dimension is fixed: such an array is accepted at a glance
+        # (dtype, shape, C-order strides) of inputs whose every dimension is fixed: an array with exactly
+        # these is accepted at a glance
         self._exact = {
-            i.name: (i.dtype, tuple(i.shape))
+            i.name: (i.dtype, tuple(i.shape), _c_strides(i.shape, i.dtype.itemsize))
             for i in compiled.inputs
             if i.dtype is not None
             and i.shape is not None
@@ -272,6 +278,7 @@ class InferRequest:
         self._unbound: frozenset[int] = frozenset()
         self._model_inputs = frozenset(self._inputs)
         self._model_outputs = frozenset(compiled.plan.outputs)
+        self._output_sources = tuple(compiled.plan.output_sources.items())
         self._lock = threading.Lock()
         # asynchronous state
         self._cond = threading.Condition()
@@ -531,8 +538,14 @@ class InferRequest:
         nothing is looked up or allocated per subgraph)."""
         assert buffers.direct is not None
         values = {name: _C.OrtValue.ortvalue_from_numpy(arr, _CPU) for name, arr in feeds.items()}
-        for binding, step in buffers.direct:
-            _run_bound(binding, step, values)
+        for run, io, per_run, step in buffers.direct:
+            if per_run is not None:
+                _run_bound(per_run, step, values)
+                continue
+            try:
+                run(io, _RUN_OPTIONS)
+            except Exception as exc:
+                raise _BoundFailure(step, exc) from None
         return self._collect(values, feeds, buffers.tensors)
 
     def _run_step(
@@ -599,7 +612,7 @@ class InferRequest:
                     or type(value) is not np.ndarray
                     or value.dtype != want[0]
                     or value.shape != want[1]
-                    or not value.flags.c_contiguous
+                    or value.strides != want[2]
                 ):
                     break
             else:
@@ -660,7 +673,7 @@ class InferRequest:
     ) -> dict[str, np.ndarray]:
         """The model's outputs as numpy arrays the caller owns (a request's buffers are copied)."""
         results = {}
-        for name, source in self.compiled.plan.output_sources.items():
+        for name, source in self._output_sources:
             if source == INPUT:
                 results[name] = np.array(feeds[name], copy=True)
             elif source == CONSTANT:
@@ -691,6 +704,16 @@ def _check_tensor(name: str, arr: np.ndarray, dtype: np.dtype | None, shape: Any
                 f"input {name!r} has shape {tuple(arr.shape)} but the model takes {_shape_text(shape)}: "
                 "resize or reshape it"
             )
+
+
+def _c_strides(shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
+    """The strides of a C-contiguous array of ``shape`` (what numpy gives a fresh array)."""
+    strides = []
+    step = itemsize
+    for dim in reversed(shape):
+        strides.append(step)
+        step *= dim
+    return tuple(reversed(strides))
 
 
 def _shape_text(shape: Sequence[Any]) -> str:

@@ -167,3 +167,44 @@ def test_a_file_changed_before_its_weights_are_read_gives_a_model_error(mlp_file
 
 def _has_openvino() -> bool:
     return "OPENVINO" in hc.Core().available_devices
+
+
+def chain_of(ops: list[str]) -> hc.Model:
+    """x -> op0 -> op1 -> ... -> y, nodes named n0, n1, ..."""
+    names = ["x", *[f"t{i}" for i in range(len(ops) - 1)], "y"]
+    nodes = [h.make_node(op, [names[i]], [names[i + 1]], name=f"n{i}") for i, op in enumerate(ops)]
+    return hc.Core().read_model(make_model(nodes, [vi("x", [2, 3])], [vi("y", [2, 3])]))
+
+
+@pytest.mark.parametrize(
+    ("claimed", "elsewhere", "want"),
+    [
+        # n1, n2 fused away between two claimed nodes: claimed
+        ({"n0", "n3"}, {"n4"}, {"n0", "n1", "n2", "n3"}),
+        # n1 gone between two nodes that ran elsewhere: not claimed
+        ({"n3", "n4"}, {"n0", "n2"}, {"n3", "n4"}),
+        # n2 gone between a claimed node and one that ran elsewhere: ambiguous
+        ({"n0", "n1"}, {"n3", "n4"}, None),
+    ],
+    ids=["between_claimed", "between_elsewhere", "mixed"],
+)
+def test_nodes_missing_from_an_optimized_probe_take_their_neighbours_verdict(claimed, elsewhere, want):
+    model = chain_of(["Relu", "Neg", "Abs", "Relu", "Neg"])
+    wanted = {f"n{i}" for i in range(5)}
+    assert query._resolve_missing(model, wanted, claimed, elsewhere) == want
+
+
+def test_a_missing_group_with_no_named_neighbour_is_ambiguous():
+    model = chain_of(["Relu", "Neg"])
+    assert query._resolve_missing(model, {"n0", "n1"}, set(), set()) is None
+
+
+@needs_openvino
+def test_an_optimized_probe_that_cannot_tell_falls_back_to_exact_names(monkeypatch):
+    monkeypatch.setattr(query, "_resolve_missing", lambda *a: None)
+    calls = []
+    real = query._probe_session
+    monkeypatch.setattr(query, "_probe_session", lambda *a, **k: calls.append(k) or real(*a, **k))
+    compiled = hc.Core().compile_model(hardmax_model(), "HETERO:OPENVINO,CPU")
+    assert [c.get("optimize", False) for c in calls[:2]] == [True, False]
+    assert len(compiled.subgraphs) == 3
