@@ -50,7 +50,7 @@ class Plan:
     @classmethod
     def of(cls, quick: bool) -> Plan:
         """A few hundred milliseconds for --quick, seconds for a full run."""
-        return cls(repeats=2, budget_s=0.3, warmup=2) if quick else cls(repeats=5, budget_s=3.0, warmup=10)
+        return cls(repeats=2, budget_s=0.3, warmup=2) if quick else cls(repeats=3, budget_s=2.5, warmup=10)
 
 
 @dataclass(frozen=True)
