@@ -167,5 +167,7 @@ def phases(path: Path, device: str, providers: str, repeats: int, serial: bool =
     spent = ("read_s", "query_s", "partition_s") + (() if result["probe_reused"] else ("export_s",))
     result["ep_compile_s"] = max(0.0, result["compile_s"] - sum(result[k] for k in spent))
     result["compile_ratio"] = result["compile_s"] / result["ort_session_s"]
+    # each repetition times both back to back: the median of their ratios cancels the machine's drift
+    result["paired_compile_ratio"] = statistics.median(r["compile_s"] / r["ort_session_s"] for r in runs)
     result["repeats"] = len(runs)
     return result

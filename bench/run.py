@@ -85,7 +85,7 @@ class Settings:
     chain_lo: int = 20
     chain_hi: int = 400
     warmup: int = 2
-    phase_repeats: int = 5
+    phase_repeats: int = 7
     rss_models: int = 0  # measure peak RSS on the first N non-chain models (0: all)
     partition_sizes: tuple[int, int] = (10_000, 100_000)
     partition_repeats: tuple[int, int] = (15, 5)
