@@ -42,6 +42,9 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 	touch $(BENCH_STAMP)
 
 # The benchmark harness (bench/README.md): hetero-cli against one ORT session and native OpenVINO, the
-# targets of issue 6 checked, results in bench/results/. On a loaded machine: make bench BENCH_ARGS=--threads=1
+# targets of issue 6 checked, results in bench/results/. One thread per session for every runtime alike:
+# on a small shared machine 2-thread pools make single inferences jitter by +-25%, far above the 2% judged.
+# Each runtime's default threads: make bench BENCH_ARGS=--threads=0
+BENCH_ARGS ?= --threads=1
 bench: $(STAMP) $(BENCH_STAMP)
 	$(PY) bench/run.py $(BENCH_ARGS)
