@@ -134,8 +134,10 @@ def prepare_subgraph(
     settings = config.settings(device)
     profiling = settings.profiling and profile_dir is not None
     providers = device.providers(settings.provider_options)
-    if probe is not None and _serves(
-        probe, subgraph, providers, profiling or bool(settings.intra_op_num_threads)
+    if (
+        probe is not None
+        and not profiling
+        and _serves(probe, subgraph, providers, settings.intra_op_num_threads or None)
     ):
         placement = assignment(probe.session)
         reused = CompiledSubgraph(subgraph, device, probe.session, placement, from_probe=True)
@@ -197,13 +199,13 @@ def _is_whole_model(model: Model, subgraph: Subgraph) -> bool:
     )
 
 
-def _serves(probe: Probe, subgraph: Subgraph, providers: list[Any], own_options: bool) -> bool:
-    """Whether a probe session is the session a compile would create for ``subgraph``: same providers,
-    no session options of its own (profiling, threads), the same inputs and (at least) its outputs."""
+def _serves(probe: Probe, subgraph: Subgraph, providers: list[Any], threads: int | None) -> bool:
+    """Whether a probe session is the session a compile would create for ``subgraph``: same providers
+    and threads, the same inputs and (at least) its outputs."""
     session = probe.session
     return (
-        not own_options
-        and probe.providers == providers
+        probe.providers == providers
+        and probe.intra_op_num_threads == threads
         and {i.name for i in session.get_inputs()} == set(subgraph.inputs)
         and set(subgraph.outputs) <= {o.name for o in session.get_outputs()}
     )

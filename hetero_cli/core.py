@@ -136,7 +136,12 @@ class Core:
         model = self.read_model(model)
         device_name = "CPU" if device_name is None else device_name
         merged, request, devices = self._devices(device_name, config)
-        with external_data_dir(model.external_dir), query.keep_probes() as probes:
+        settings = {
+            d.name: (s.provider_options, s.intra_op_num_threads or None)
+            for d in devices
+            for s in (merged.settings(d),)
+        }
+        with external_data_dir(model.external_dir), query.keep_probes(settings) as probes:
             plan = partition(model, _affinities(model, request, devices))
         if len(plan.subgraphs) != 1:
             probes.clear()  # only a plan of one subgraph can use one; the rest must not stay in memory

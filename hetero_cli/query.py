@@ -56,31 +56,53 @@ def known_to_fail(node: Node, device: Device) -> bool:
 
 @dataclass(frozen=True)
 class Probe:
-    """A whole-model probe session, and the provider list it was created with."""
+    """A whole-model probe session, and the provider list and intra-op threads it was created with."""
 
     providers: list[Any]
     session: ort.InferenceSession
+    intra_op_num_threads: int | None = None
 
 
-_kept: contextvars.ContextVar[dict[str, Probe] | None] = contextvars.ContextVar("hetero_probes", default=None)
+# A compile's settings for a device's sessions: (provider options, intra-op threads or None); None for the
+# options: the device's own
+SessionSettings = tuple[Mapping[str, str] | None, int | None]
+
+
+@dataclass
+class _Keeper:
+    probes: dict[str, Probe]
+    settings: Mapping[str, SessionSettings]
+
+
+_kept: contextvars.ContextVar[_Keeper | None] = contextvars.ContextVar("hetero_probes", default=None)
 
 
 @contextlib.contextmanager
-def keep_probes() -> Iterator[dict[str, Probe]]:
+def keep_probes(settings: Mapping[str, SessionSettings] | None = None) -> Iterator[dict[str, Probe]]:
     """Within the block, whole-model probes of devices whose EP compiles the graph itself are kept, by
     device name: a compile whose plan is that one device uses the probe as its session instead of
-    compiling the model a second time (the OpenVINO EP compiles while a session is created)."""
-    kept: dict[str, Probe] = {}
-    token = _kept.set(kept)
+    compiling the model a second time (the OpenVINO EP compiles while a session is created).
+
+    ``settings``: by device name, the provider options and threads the compile gives that device's
+    sessions; its probe is created with them, so that it is the very session the compile needs.
+    """
+    keeper = _Keeper({}, dict(settings or {}))
+    token = _kept.set(keeper)
     try:
-        yield kept
+        yield keeper.probes
     finally:
         _kept.reset(token)
 
 
+def _session_settings(device: Device) -> SessionSettings:
+    keeper = _kept.get()
+    return keeper.settings.get(device.name, (None, None)) if keeper is not None else (None, None)
+
+
 def supported_nodes(model: Model, device: Device) -> frozenset[str]:
     """Friendly names of the non-constant nodes ``device``'s EP claims in ``model`` (cached per model)."""
-    key = (device.name, tuple(sorted(device.provider_options.items())))
+    options, threads = _session_settings(device)
+    key = (device.name, tuple(sorted({**device.provider_options, **(options or {})}.items())), threads)
     if key not in model.query_cache:
         nodes = model.get_ops()
         # never hand an EP what is known to abort the process; what is left is probed as usual
@@ -153,9 +175,6 @@ def _claims(model: Model, device: Device, nodes: list[Node], *, whole: bool = Fa
         # ORT runs what the CPU EP lacks a kernel for at this type through casts it inserts itself; those
         # nodes are missing from the assignment record but run, so a CPU probe that loads supports them all.
         return wanted
-    kept = _kept.get()
-    if whole and kept is not None and device.kind.compiles_graph:
-        kept[device.name] = Probe(device.providers(), sess)
     claimed = set()
     for ep, placed in assignment(sess):
         if ep == device.ep:
@@ -177,8 +196,10 @@ def _optimized_claims(
     node the model does not name ran outside the device (a fusion that may have swallowed nodes the device
     refuses), this gives up and the caller probes again without optimizations (exact names).
     """
+    options, threads = _session_settings(device)
+    providers = device.providers(options)
     try:
-        sess = _probe_session(proto, model, device, optimize=True)
+        sess = _probe_session(proto, model, device, optimize=True, providers=providers, threads=threads)
     except Exception:
         return None
     placed = assignment(sess)
@@ -191,9 +212,9 @@ def _optimized_claims(
         verdict: set[str] | None = set(wanted)
     else:
         verdict = _resolve_missing(model, wanted, claimed & wanted, elsewhere)
-    kept = _kept.get()
-    if verdict is not None and kept is not None:
-        kept[device.name] = Probe(device.providers(), sess)
+    keeper = _kept.get()
+    if verdict is not None and keeper is not None:
+        keeper.probes[device.name] = Probe(providers, sess, threads)
     return verdict
 
 
@@ -232,13 +253,21 @@ def _resolve_missing(
 
 
 def _probe_session(
-    proto: onnx.ModelProto, model: Model, device: Device, *, optimize: bool = False
+    proto: onnx.ModelProto,
+    model: Model,
+    device: Device,
+    *,
+    optimize: bool = False,
+    providers: list[Any] | None = None,
+    threads: int | None = None,
 ) -> ort.InferenceSession:
     so = session_options(optimize=optimize, external_dir=model.external_dir)
+    if threads:
+        so.intra_op_num_threads = threads
     record_assignment(so)
     # enable_fallback=0: ORT must not quietly retry a failing probe on the CPU EP alone
     return ort.InferenceSession(
-        proto.SerializeToString(), so, providers=device.providers(), enable_fallback=0
+        proto.SerializeToString(), so, providers=providers or device.providers(), enable_fallback=0
     )
 
 

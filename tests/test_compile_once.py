@@ -38,7 +38,7 @@ def mlp_file(tmp_path):
 def test_a_plan_of_one_openvino_subgraph_uses_the_probe_session(mlp_file, device, pass_path, monkeypatch):
     created = []
     real = query._probe_session
-    monkeypatch.setattr(query, "_probe_session", lambda *a: created.append(a) or real(*a))
+    monkeypatch.setattr(query, "_probe_session", lambda *a, **k: created.append(a) or real(*a, **k))
     source = str(mlp_file) if pass_path else hc.Core().read_model(mlp(), None)
     compiled = hc.Core().compile_model(source, device)
     assert len(created) == 1  # the OpenVINO probe; the CPU one is not needed: OpenVINO claimed everything
@@ -49,14 +49,25 @@ def test_a_plan_of_one_openvino_subgraph_uses_the_probe_session(mlp_file, device
 
 
 @needs_openvino
-@pytest.mark.parametrize(
-    "config",
-    [{"PERF_COUNT": "YES"}, {"OPENVINO": {"INFERENCE_NUM_THREADS": 1}}],
-    ids=["profiling", "threads"],
-)
-def test_a_probe_session_is_not_used_where_the_compile_sets_options_of_its_own(mlp_file, config):
-    compiled = hc.Core().compile_model(str(mlp_file), "HETERO:OPENVINO,CPU", config)
+def test_a_probe_session_is_not_used_where_the_compile_profiles(mlp_file):
+    compiled = hc.Core().compile_model(str(mlp_file), "HETERO:OPENVINO,CPU", {"PERF_COUNT": "YES"})
     assert [s.from_probe for s in compiled.subgraphs] == [False]
+    x = seeded((2, 64))
+    assert_same(compiled({"x": x}), ort_run(mlp(), {"x": x}), exact=False)
+
+
+@needs_openvino
+def test_the_probe_is_made_with_the_compiles_device_settings_and_serves_it(mlp_file, monkeypatch):
+    made = []
+    real = query._probe_session
+    monkeypatch.setattr(query, "_probe_session", lambda *a, **k: made.append(k) or real(*a, **k))
+    config = {"OPENVINO": {"INFERENCE_NUM_THREADS": 1}}
+    compiled = hc.Core().compile_model(str(mlp_file), "HETERO:OPENVINO,CPU", config)
+    (sub,) = compiled.subgraphs
+    assert sub.from_probe
+    assert sub.session.get_session_options().intra_op_num_threads == 1
+    (probe,) = made
+    assert probe["threads"] == 1 and probe["providers"][0][1]["num_of_threads"] == "1"
     x = seeded((2, 64))
     assert_same(compiled({"x": x}), ort_run(mlp(), {"x": x}), exact=False)
 
