@@ -9,6 +9,7 @@ import os
 import platform
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -404,10 +405,14 @@ def write_json(results: dict[str, Any], path: Path) -> None:
     tmp.replace(path)
 
 
-def plot(boundaries: dict[str, Any], path: Path, limit_us: float) -> bool:
-    """PNG of per-boundary overhead against k, hetero and bare sessions; False if matplotlib is missing.
+def plot(boundaries: dict[str, Any], crossing: dict[str, Any], path: Path, limit_us: float) -> bool:
+    """PNG of boundary costs; False if matplotlib is missing.
 
-    Left: the small chain, against the target. Right: the 1 MiB chain and the light/ models.
+    Left: the crossing section (hetero-cli minus ORT's own split of the same model, against the
+    boundaries), the target's figure, with its fitted line and the limit's slope. Middle: forced
+    CPU/OPENVINO alternation of the 256 B chain, per boundary against k, hetero and the same sessions bare
+    (this also counts the OpenVINO EP's cost of every extra OpenVINO subgraph). Right: the same for the
+    1 MiB chain and the light/ models.
     """
     try:
         import matplotlib
@@ -416,11 +421,43 @@ def plot(boundaries: dict[str, Any], path: Path, limit_us: float) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5), dpi=110)
+    fig, (first, middle, right) = plt.subplots(1, 3, figsize=(18, 5), dpi=100)
+    per_cut = crossing.get("per_cut", {})
+    if per_cut:
+        xs = [row["boundaries"] for row in per_cut.values()]
+        for key, label, style in (
+            ("hetero_minus_ort_us", "hetero-cli - ORT's own split", "-o"),
+            ("bare_minus_ort_us", "same sessions, bare loop - ORT's own split", "--s"),
+        ):
+            first.plot(xs, [row[key] for row in per_cut.values()], style, label=label)
+        slope = crossing["slope_us"]["hetero"]
+        intercept = statistics.fmean(
+            r["hetero_minus_ort_us"] for r in per_cut.values()
+        ) - slope * statistics.fmean(xs)
+        top = max(xs)
+        first.plot(
+            [0, top],
+            [intercept, intercept + slope * top],
+            ":",
+            color="C0",
+            label=f"fit: {slope:.1f} us per boundary",
+        )
+        first.plot(
+            [0, top],
+            [intercept, intercept + limit_us * top],
+            ":",
+            color="red",
+            label=f"limit: {limit_us:.0f} us per boundary",
+        )
+        first.set_xlabel("boundaries (2 per IsInf sanitiser ORT itself cuts at)")
+        first.set_ylabel("median per-iteration difference (us)")
+        first.set_title(f"crossings beyond ORT's own split: {crossing.get('model', '')}", fontsize=9)
+        first.grid(True, alpha=0.3)
+        first.legend(fontsize=7, loc="best")
     for model, entry in boundaries.items():
         if model == "copy" or not entry.get("per_k"):
             continue
-        ax = left if model == "chain_small" else right
+        ax = middle if model == "chain_small" else right
         ks = [int(k) for k in entry["per_k"]]
         shape = f" {entry['shape']}" if "shape" in entry else ""
         for series, key, style in (
@@ -431,20 +468,19 @@ def plot(boundaries: dict[str, Any], path: Path, limit_us: float) -> bool:
             if any(y is None for y in ys):
                 continue
             ax.plot(ks, ys, style, label=f"{model}{shape} ({series})")
-    left.axhline(limit_us, color="red", linestyle=":", label=f"target {limit_us:.0f} us")
-    left.set_ylim(bottom=0)
-    left.set_title("256 B boundary tensor (the per-boundary target)")
-    right.set_title("1 MiB boundary tensor, and light/ models (k = chunks asked for)")
-    for ax in (left, right):
+    middle.set_ylim(bottom=0)
+    middle.set_title("forced CPU/OPENVINO alternation, 256 B boundary tensor", fontsize=9)
+    right.set_title("forced alternation, 1 MiB boundary tensor and light/ models", fontsize=9)
+    for ax in (middle, right):
         ax.set_xscale("log", base=2)
         ax.set_xticks([2, 4, 8, 16], labels=["2", "4", "8", "16"])
         ax.set_xlabel("k: contiguous chunks alternating CPU / OPENVINO")
-        ax.set_ylabel("(median - baseline) / boundaries (us)")
+        ax.set_ylabel(
+            "(median - mean of one ORT [CPU] and [OpenVINO, CPU] session) / boundaries (us)", fontsize=7
+        )
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7, loc="best")
-    fig.suptitle(
-        "Forced splits: overhead per boundary (baseline: mean of one ORT [CPU] and one [OpenVINO, CPU] session)"
-    )
+        ax.legend(fontsize=6, loc="best")
+    fig.suptitle("Boundary costs (bench/results/results.json: crossing, boundaries)")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
