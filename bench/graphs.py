@@ -92,20 +92,7 @@ def mlp_sanitised(
 
 def softmax_chain(length: int = 32, shape: tuple[int, ...] = (1, 64)) -> onnx.ModelProto:
     """``length`` Softmax nodes in a row over a tensor of ``shape`` (the boundary tensor of any cut)."""
-    nodes = []
-    x = "x"
-    for i in range(length):
-        nodes.append(helper.make_node("Softmax", [x], [f"s{i}"], name=f"softmax{i}", axis=-1))
-        x = f"s{i}"
-    nodes[-1].output[0] = "y"
-    size = "x".join(map(str, shape))
-    return _model(
-        nodes,
-        f"softmax_chain_{length}_{size}",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(shape))],
-        [],
-    )
+    return _softmaxes(length, shape, set(), f"softmax_chain_{length}")
 
 
 def sanitised_chain(length: int = 16, cuts: int = 0, shape: tuple[int, ...] = (1, 64)) -> onnx.ModelProto:
@@ -115,25 +102,30 @@ def sanitised_chain(length: int = 16, cuts: int = 0, shape: tuple[int, ...] = (1
     if not 0 <= cuts < length:
         raise ValueError(f"cuts must be in [0, {length})")
     after = {(k + 1) * length // (cuts + 1) - 1 for k in range(cuts)}
+    return _softmaxes(length, shape, after, f"sanitised_chain_{length}_{cuts}")
+
+
+def _softmaxes(length: int, shape: tuple[int, ...], sanitised: set[int], name: str) -> onnx.ModelProto:
+    """Softmax nodes in a row, an ``IsInf -> Where`` sanitiser after those whose index is in ``sanitised``."""
     nodes = []
     x = "x"
     for i in range(length):
         nodes.append(helper.make_node("Softmax", [x], [f"s{i}"], name=f"softmax{i}", axis=-1))
         x = f"s{i}"
-        if i in after:
+        if i in sanitised:
             nodes += [
                 helper.make_node("IsInf", [x], [f"inf{i}"], name=f"isinf{i}"),
                 helper.make_node("Where", [f"inf{i}", "zero", x], [f"clean{i}"], name=f"where{i}"),
             ]
             x = f"clean{i}"
     nodes[-1].output[0] = "y"
-    size = "x".join(map(str, shape))
+    inits = [numpy_helper.from_array(np.zeros((), np.float32), "zero")] if sanitised else []
     return _model(
         nodes,
-        f"sanitised_chain_{length}_{cuts}_{size}",
+        f"{name}_{'x'.join(map(str, shape))}",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(shape))],
-        [numpy_helper.from_array(np.zeros((), np.float32), "zero")],
+        inits,
     )
 
 

@@ -435,20 +435,14 @@ def plot(boundaries: dict[str, Any], crossing: dict[str, Any], path: Path, limit
             r["hetero_minus_ort_us"] for r in per_cut.values()
         ) - slope * statistics.fmean(xs)
         top = max(xs)
-        first.plot(
-            [0, top],
-            [intercept, intercept + slope * top],
-            ":",
-            color="C0",
-            label=f"fit: {slope:.1f} us per boundary",
-        )
-        first.plot(
-            [0, top],
-            [intercept, intercept + limit_us * top],
-            ":",
-            color="red",
-            label=f"limit: {limit_us:.0f} us per boundary",
-        )
+        for per_boundary, color, label in ((slope, "C0", "fit"), (limit_us, "red", "limit")):
+            first.plot(
+                [0, top],
+                [intercept, intercept + per_boundary * top],
+                ":",
+                color=color,
+                label=f"{label}: {per_boundary:.1f} us per boundary",
+            )
         first.set_xlabel("boundaries (2 per IsInf sanitiser ORT itself cuts at)")
         first.set_ylabel("median per-iteration difference (us)")
         first.set_title(f"crossings beyond ORT's own split: {crossing.get('model', '')}", fontsize=9)
