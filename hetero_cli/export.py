@@ -28,7 +28,7 @@ def extract(
 ) -> onnx.ModelProto:
     """A model of ``nodes`` (topologically sorted here) reading ``inputs`` and producing ``outputs``."""
     chosen = sorted(nodes, key=lambda n: n.index)
-    src = model.proto
+    src = model.skeleton
     graph = src.graph
     read: dict[str, None] = {}
     for n in chosen:
@@ -36,7 +36,7 @@ def extract(
     produced = {t for n in chosen for t in n.outputs}
     types = _types_for(model, [*inputs, *outputs])
 
-    inits = model.initializers
+    dense = model.dense_initializer_names
     sparse = model.sparse_initializers
     new = onnx.GraphProto(name=name)
     for n in chosen:
@@ -47,8 +47,8 @@ def extract(
     for t in inputs:
         new.input.append(helper.make_value_info(t, types[t]))
     for t in read:
-        if t in inits:
-            new.initializer.append(inits[t])
+        if t in dense:
+            new.initializer.append(model.export_initializer(t))
             if t in declared_inputs:
                 new.input.append(declared_inputs[t])
         elif t in sparse:

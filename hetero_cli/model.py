@@ -21,6 +21,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from ._wire import raw_data_spans
 from .errors import HeteroError, ModelError
 
 AFFINITY = "affinity"
@@ -166,9 +167,26 @@ class Model:
         self._types: dict[str, onnx.TypeProto] | None = None
         self._declared: dict[str, onnx.TypeProto] | None = None
         self.query_cache: dict[Any, frozenset[str]] = {}
+        # where the weights left in the file lie in it: exports and probes point ORT at those bytes
+        self._stripped: dict[str, onnx.TensorProto] = {}
+        self._spans: dict[str, tuple[int, int]] = {}
+        self._stamp: tuple[int, int] | None = None
+        if self._in_file and self.path is not None:
+            self._stripped = {graph.initializer[i].name: graph.initializer[i] for i in self._in_file}
+            spans = raw_data_spans(self.path)
+            self._spans = {
+                name: span
+                for name, span in spans.items()
+                if name in self._stripped and span[1] == tensor_nbytes(self._stripped[name])
+            }
+            stat = self.path.stat()
+            self._stamp = (stat.st_size, stat.st_mtime_ns)
         external = any(_is_external(t) for t in all_tensors(proto))
-        # where sessions find the weights kept in external files (read_model checked them): the model's folder
-        self.external_dir = self.path.absolute().parent.resolve() if external and self.path else None
+        # where sessions find the weights kept in external files (read_model checked them), or in the model
+        # file itself: the model's folder
+        self.external_dir = (
+            self.path.absolute().parent.resolve() if (external or self._spans) and self.path else None
+        )
 
     @property
     def proto(self) -> onnx.ModelProto:
@@ -177,6 +195,12 @@ class Model:
             with self._lock:
                 if self._in_file:
                     self._read_weights()
+        return self._proto
+
+    @property
+    def skeleton(self) -> onnx.ModelProto:
+        """The ModelProto as held: everything but the data of large weights still only in the model's
+        file. For what needs the graph, not the weights (use export_initializer for initializers)."""
         return self._proto
 
     @property
@@ -325,8 +349,41 @@ class Model:
 
     @functools.cached_property
     def sparse_initializers(self) -> dict[str, onnx.SparseTensorProto]:
-        """{name: SparseTensorProto} of the graph's sparse initializers."""
-        return {t.values.name: t for t in self.proto.graph.sparse_initializer}
+        """{name: SparseTensorProto} of the graph's sparse initializers (never left in the file)."""
+        return {t.values.name: t for t in self._proto.graph.sparse_initializer}
+
+    @functools.cached_property
+    def dense_initializer_names(self) -> frozenset[str]:
+        """Names of the graph's dense initializers (reading them needs no weights)."""
+        return frozenset(t.name for t in self._proto.graph.initializer)
+
+    def reference(self, name: str) -> onnx.TensorProto | None:
+        """Initializer ``name`` as external data pointing at its bytes in the model's file, while its
+        weights are still only there (ORT reads them from the file); None otherwise.
+
+        ModelError if the file changed since it was read.
+        """
+        if not self._in_file or name not in self._spans:
+            return None
+        assert self.path is not None and self._stamp is not None
+        try:
+            stat = self.path.stat()
+        except OSError:
+            stat = None
+        if stat is None or (stat.st_size, stat.st_mtime_ns) != self._stamp:
+            raise ModelError(f"{self.path} changed on disk since it was read: read the model again")
+        offset, length = self._spans[name]
+        tensor = onnx.TensorProto()
+        tensor.CopyFrom(self._stripped[name])
+        tensor.data_location = onnx.TensorProto.EXTERNAL
+        for key, value in (("location", self.path.name), ("offset", str(offset)), ("length", str(length))):
+            tensor.external_data.add(key=key, value=value)
+        return tensor
+
+    def export_initializer(self, name: str) -> onnx.TensorProto:
+        """Initializer ``name`` for a model ORT loads: a reference into the model's file where possible,
+        else the tensor with its data (read back from the file if need be)."""
+        return self.reference(name) or self.initializers[name]
 
     @functools.cached_property
     def declared_inputs(self) -> dict[str, onnx.ValueInfoProto]:
@@ -417,6 +474,14 @@ class Model:
         is made. Small initializers (shapes, axes, scales) stay, since inference reads their values.
         ``rename``: nodes in topological order, named by their friendly names.
         """
+        return self._copy(rename=rename, weights=False)
+
+    def session_copy(self) -> onnx.ModelProto:
+        """The whole model for a session, nodes in topological order and named by their friendly names;
+        weights still only in the model's file are referenced there, not copied (``reference``)."""
+        return self._copy(rename=True, weights=True)
+
+    def _copy(self, *, rename: bool, weights: bool) -> onnx.ModelProto:
         src, graph = self._proto, self._proto.graph
         out = onnx.ModelProto(
             ir_version=src.ir_version,
@@ -443,7 +508,9 @@ class Model:
         new.sparse_initializer.extend(graph.sparse_initializer)
         declared = {i.name for i in graph.input}
         for t in graph.initializer:
-            if not _is_external(t) and _elements(t) <= SMALL_INITIALIZER:
+            if weights:
+                new.initializer.append(self.export_initializer(t.name) if t.name in self._stripped else t)
+            elif not _is_external(t) and _elements(t) <= SMALL_INITIALIZER:
                 new.initializer.append(t)
             elif t.name not in declared:
                 new.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))

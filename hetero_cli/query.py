@@ -111,17 +111,6 @@ def supported_nodes(model: Model, device: Device) -> frozenset[str]:
     return model.query_cache[key]
 
 
-def _named_copy(model: Model) -> onnx.ModelProto:
-    proto = onnx.ModelProto()
-    proto.CopyFrom(model.proto)
-    del proto.graph.node[:]
-    for node in model.get_ops():
-        copy = proto.graph.node.add()
-        copy.CopyFrom(node.proto)
-        copy.name = node.friendly_name
-    return proto
-
-
 def _piece(model: Model, nodes: Sequence[Node]) -> onnx.ModelProto:
     """A probe model of some nodes: constant inputs computed inside, every other input cut."""
     chosen = {n.index: n for n in nodes}
@@ -154,7 +143,7 @@ def _claims(model: Model, device: Device, nodes: list[Node], *, whole: bool = Fa
         # the CPU EP picks kernels by op and type alone: a probe without the weights answers the same
         return wanted
     try:
-        proto = _named_copy(model) if whole else _piece(model, nodes)
+        proto = model.session_copy() if whole else _piece(model, nodes)
     except ModelError:
         return set() if len(nodes) == 1 else _halves(model, device, nodes)
     if whole and device.kind.compiles_graph:

@@ -127,16 +127,17 @@ def seeded(shape, dtype=np.float32, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
 
 
-def cpu_split(proto: onnx.ModelProto, devices: Sequence[str] | None = None):
-    """``proto`` compiled with node i on made-up device ``devices[i]`` (default: alternating A, B), each of
-    them the CPU EP: a split into several CPU subgraphs, bit-exact against one ORT session."""
+def cpu_split(proto, devices: Sequence[str] | None = None):
+    """``proto`` (a ModelProto or a hetero_cli Model) compiled with node i on made-up device
+    ``devices[i]`` (default: alternating A, B), each of them the CPU EP: a split into several CPU
+    subgraphs, bit-exact against one ORT session."""
     from hetero_cli import registry
     from hetero_cli.compile import compile_plan
     from hetero_cli.config import SplitConfig
     from hetero_cli.model import Model
     from hetero_cli.partition import partition
 
-    model = Model(proto)
+    model = proto if isinstance(proto, Model) else Model(proto)
     ops = [n.get_friendly_name() for n in model.get_ops()]
     devices = list(devices or ["AB"[i % 2] for i in range(len(ops))])
     plan = partition(model, dict(zip(ops, devices, strict=True)))

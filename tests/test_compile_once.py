@@ -154,8 +154,37 @@ def test_weights_read_from_a_file_stay_there_until_something_needs_them(mlp_file
         want,
         exact=False,
     )
-    assert model.weights_in_memory is True  # exporting a split needs them
+    assert model.weights_in_memory is False  # the split's sessions read them from the file too
     assert list(model.proto.graph.initializer) == list(onnx.load(mlp_file).graph.initializer)
+    assert model.weights_in_memory is True  # asked for: read back
+
+
+def test_an_exported_subgraph_points_at_its_weights_in_the_model_file(mlp_file):
+    from hetero_cli.export import subgraph_model
+    from hetero_cli.partition import partition
+
+    model = hc.Core().read_model(mlp_file)
+    plan = partition(model, {"mm0": "A", "relu": "B", "mm1": "A"})
+    proto = subgraph_model(model, plan.subgraphs[0])
+    (w0,) = proto.graph.initializer
+    assert w0.name == "w0" and w0.data_location == onnx.TensorProto.EXTERNAL and not w0.raw_data
+    where = {e.key: e.value for e in w0.external_data}
+    assert where["location"] == mlp_file.name
+    data = mlp_file.read_bytes()[int(where["offset"]) : int(where["offset"]) + int(where["length"])]
+    assert data == onnx.load(mlp_file).graph.initializer[0].raw_data
+    assert proto.ByteSize() < 2000 and model.weights_in_memory is False
+
+
+def test_a_model_file_changed_after_reading_is_refused_before_a_session_reads_it(mlp_file):
+    model = hc.Core().read_model(mlp_file)
+    model.set_affinities({"mm0": "CPU", "relu": "CPU", "mm1": "CPU"})
+    onnx.save(mlp(width=64), mlp_file)  # the same shapes, written again: another file as far as we know
+    import os
+
+    stat = mlp_file.stat()
+    os.utime(mlp_file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    with pytest.raises(hc.ModelError, match="changed on disk"):
+        model.export_initializer("w0")
 
 
 def test_the_weights_come_whole_through_proto_and_save(mlp_file, tmp_path):

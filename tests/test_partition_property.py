@@ -299,7 +299,7 @@ def test_claims_read_from_an_optimized_probe_never_take_refused_ops(case: Case):
     model = Model(case.model)
     device = lookup("OPENVINO")
     wanted = {n.get_friendly_name() for n in model.get_ops() if not n.is_constant}
-    proto = query._named_copy(model)
+    proto = model.session_copy()
     optimized = query._optimized_claims(proto, model, device, wanted)
     if optimized is None:
         event("optimized probe gave up: probed again without optimizations")

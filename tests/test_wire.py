@@ -1,0 +1,94 @@
+"""Where an initializer's bytes lie in an .onnx file (hetero_cli._wire), and the splits that read them there."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from helpers import assert_same, const, cpu_split, make_model, ort_run, seeded, vi
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, numpy_helper
+from onnx import helper as h
+
+import hetero_cli as hc
+from hetero_cli._wire import raw_data_spans
+
+DTYPES = [np.float32, np.float16, np.int64, np.int8, np.uint8, np.float64, np.bool_]
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(DTYPES), st.lists(st.integers(1, 40), min_size=0, max_size=3)),
+        min_size=1,
+        max_size=6,
+    ),
+    st.booleans(),
+)
+def test_every_raw_initializer_is_found_at_its_bytes(tmp_path_factory, tensors, doc):
+    inits = []
+    for i, (dtype, shape) in enumerate(tensors):
+        value = (np.arange(int(np.prod(shape)), dtype=np.int64) % 7).astype(dtype).reshape(shape)
+        inits.append(numpy_helper.from_array(value, f"w{i}"))
+    nodes = [h.make_node("Identity", ["x"], ["y"], name="id")]
+    proto = make_model(nodes, [vi("x", [2])], [vi("y", [2])], inits)
+    if doc:  # fields around and inside the graph that the walk must skip
+        proto.doc_string = "a model\n" * 50
+        proto.graph.doc_string = "a graph"
+        proto.metadata_props.add(key="k", value="v")
+    path = tmp_path_factory.mktemp("wire") / "m.onnx"
+    onnx.save(proto, path)
+    data = path.read_bytes()
+    spans = raw_data_spans(path)
+    for tensor in onnx.load(path).graph.initializer:
+        if tensor.raw_data:
+            offset, length = spans[tensor.name]
+            assert data[offset : offset + length] == tensor.raw_data
+        else:
+            assert tensor.name not in spans
+
+
+@pytest.mark.parametrize("content", [b"", b"\xff\xff\xff", b"\x3a\x80"], ids=["empty", "garbage", "cut"])
+def test_a_file_that_cannot_be_walked_gives_no_spans(tmp_path, content):
+    path = tmp_path / "bad.onnx"
+    path.write_bytes(content)
+    assert raw_data_spans(path) == {}
+    assert raw_data_spans(tmp_path / "missing.onnx") == {}
+
+
+def test_weights_stored_as_float_data_are_loaded_and_copied_for_a_split(tmp_path):
+    w = seeded((64, 64), seed=1)
+    nodes = [
+        h.make_node("MatMul", ["x", "w"], ["a"], name="mm"),
+        h.make_node("Relu", ["a"], ["y"], name="relu"),
+    ]
+    tensor = h.make_tensor("w", TensorProto.FLOAT, [64, 64], w.ravel().tolist())  # float_data, not raw
+    proto = make_model(nodes, [vi("x", [2, 64])], [vi("y", [2, 64])], [tensor])
+    path = tmp_path / "float_data.onnx"
+    onnx.save(proto, path)
+    assert raw_data_spans(path) == {}
+    model = hc.Core().read_model(path)
+    model.set_affinities({"mm": "CPU", "relu": "CPU"})
+    assert model.reference("w") is None
+    x = seeded((2, 64))
+    compiled = hc.Core().compile_model(model, "HETERO:CPU")
+    assert_same(compiled({"x": x}), ort_run(proto, {"x": x}))
+
+
+def test_a_split_that_reads_its_weights_from_the_file_gives_the_models_results(tmp_path):
+    nodes = [
+        h.make_node("MatMul", ["x", "w0"], ["a"], name="mm0"),
+        h.make_node("Relu", ["a"], ["r"], name="relu"),
+        h.make_node("MatMul", ["r", "w1"], ["y"], name="mm1"),
+    ]
+    inits = [const("w0", seeded((64, 64), seed=1)), const("w1", seeded((64, 64), seed=2))]
+    proto = make_model(nodes, [vi("x", [2, 64])], [vi("y", [2, 64])], inits)
+    path = tmp_path / "m.onnx"
+    onnx.save(proto, path)
+    model = hc.Core().read_model(path)
+    compiled = cpu_split(model)
+    assert len(compiled.subgraphs) == 3
+    x = seeded((2, 64))
+    assert_same(compiled({"x": x}), ort_run(proto, {"x": x}))
+    assert model.weights_in_memory is False  # every subgraph's session read its weights from the file
