@@ -38,6 +38,7 @@ from measure import timed
 
 import hetero_cli
 from hetero_cli import export, partition, query, registry
+from hetero_cli._ort import EXTERNAL_DATA_FOLDER
 
 
 def _devices(device: str) -> list[registry.Device]:
@@ -94,14 +95,15 @@ def _one(path: Path, device: str, providers: str, serial: bool, first_ort: bool 
     out["subgraphs"] = len(plan.subgraphs)
     if serial and len(plan.subgraphs) > 1:
         by_name = {d.name: d for d in devices}
+        options = runtimes.session_options()
+        if model.external_dir is not None:  # exported subgraphs read their weights from the model's file
+            options.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(model.external_dir))
         total = 0.0
         for sub, proto in zip(plan.subgraphs, protos, strict=True):
             data = proto.SerializeToString()
             prov = _providers(by_name[sub.device])
             seconds, _ = timed(
-                lambda data=data, prov=prov: ort.InferenceSession(
-                    data, runtimes.session_options(), providers=prov
-                )
+                lambda data=data, prov=prov: ort.InferenceSession(data, options, providers=prov)
             )
             total += seconds
         out["serial_sessions_s"] = total

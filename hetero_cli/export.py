@@ -17,16 +17,30 @@ from .model import Model, Node
 from .partition import Subgraph
 
 
-def subgraph_model(model: Model, subgraph: Subgraph) -> onnx.ModelProto:
-    """The ONNX model of one plan subgraph: its nodes, copies of the constants it reads, its boundary."""
+def subgraph_model(model: Model, subgraph: Subgraph, *, embed: bool = False) -> onnx.ModelProto:
+    """The ONNX model of one plan subgraph: its nodes, copies of the constants it reads, its boundary.
+
+    The large weights of a model read from a file are referenced in that file (external data, relative to
+    its folder: a session needs ``session_options(external_dir=model.external_dir)``); ``embed=True``
+    copies them in, for a model that stands on its own (to save elsewhere, say).
+    """
     nodes = [model.node(n) for n in (*subgraph.constant_nodes, *subgraph.nodes)]
-    return extract(model, nodes, subgraph.inputs, subgraph.outputs, name=f"{model.name}_{subgraph.name}")
+    return extract(
+        model, nodes, subgraph.inputs, subgraph.outputs, name=f"{model.name}_{subgraph.name}", embed=embed
+    )
 
 
 def extract(
-    model: Model, nodes: Iterable[Node], inputs: Sequence[str], outputs: Sequence[str], *, name: str
+    model: Model,
+    nodes: Iterable[Node],
+    inputs: Sequence[str],
+    outputs: Sequence[str],
+    *,
+    name: str,
+    embed: bool = False,
 ) -> onnx.ModelProto:
-    """A model of ``nodes`` (topologically sorted here) reading ``inputs`` and producing ``outputs``."""
+    """A model of ``nodes`` (topologically sorted here) reading ``inputs`` and producing ``outputs``;
+    ``embed``: weights copied in rather than referenced in the model's file (see subgraph_model)."""
     chosen = sorted(nodes, key=lambda n: n.index)
     src = model.skeleton
     graph = src.graph
@@ -48,7 +62,7 @@ def extract(
         new.input.append(helper.make_value_info(t, types[t]))
     for t in read:
         if t in dense:
-            new.initializer.append(model.export_initializer(t))
+            new.initializer.append(model.initializers[t] if embed else model.export_initializer(t))
             if t in declared_inputs:
                 new.input.append(declared_inputs[t])
         elif t in sparse:

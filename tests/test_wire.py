@@ -92,3 +92,25 @@ def test_a_split_that_reads_its_weights_from_the_file_gives_the_models_results(t
     x = seeded((2, 64))
     assert_same(compiled({"x": x}), ort_run(proto, {"x": x}))
     assert model.weights_in_memory is False  # every subgraph's session read its weights from the file
+
+
+def test_an_embedded_export_stands_on_its_own(tmp_path):
+    from hetero_cli.export import subgraph_model
+    from hetero_cli.partition import partition
+
+    nodes = [h.make_node("MatMul", ["x", "w"], ["y"], name="mm")]
+    proto = make_model(nodes, [vi("x", [2, 64])], [vi("y", [2, 64])], [const("w", seeded((64, 64), seed=1))])
+    path = tmp_path / "src" / "m.onnx"
+    path.parent.mkdir()
+    onnx.save(proto, path)
+    model = hc.Core().read_model(path)
+    (sub,) = partition(model, {"mm": "CPU"}).subgraphs
+    referenced = subgraph_model(model, sub)
+    assert referenced.graph.initializer[0].data_location == TensorProto.EXTERNAL
+    standalone = subgraph_model(model, sub, embed=True)
+    assert standalone.graph.initializer[0].raw_data
+    elsewhere = tmp_path / "other" / "sub.onnx"
+    elsewhere.parent.mkdir()
+    onnx.save(standalone, elsewhere)
+    x = seeded((2, 64))
+    assert_same(ort_run(onnx.load(elsewhere), {"x": x}), ort_run(proto, {"x": x}))
