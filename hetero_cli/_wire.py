@@ -5,6 +5,9 @@ external data (location = the model file, offset, length) instead of carrying a 
 model read from a file are never loaded into Python, and nothing serializes them again. Only the top
 level of the file is walked (ModelProto.graph -> GraphProto.initializer -> TensorProto.name, raw_data),
 skipping every other field by its length; the file is memory-mapped, not read.
+
+``skeleton_bytes`` uses the same walk to hand protobuf the file without the data of its large weights,
+so reading a model never holds its weights in memory, not even for a moment.
 """
 
 from __future__ import annotations
@@ -16,8 +19,11 @@ from collections.abc import Iterator
 # field numbers of onnx.proto
 _MODEL_GRAPH = 7
 _GRAPH_INITIALIZER = 5
+_TENSOR_DIMS = 1
 _TENSOR_NAME = 8
 _TENSOR_RAW_DATA = 9
+_TENSOR_DATA_LOCATION = 14
+_EXTERNAL = 1  # TensorProto.DataLocation.EXTERNAL
 _LEN = 2  # wire type of length-delimited fields
 
 
@@ -32,6 +38,103 @@ def raw_data_spans(path: str | os.PathLike[str]) -> dict[str, tuple[int, int]]:
                 return _spans(buf)
     except (OSError, ValueError, IndexError):
         return {}
+
+
+def skeleton_bytes(path: str | os.PathLike[str], more_than: int) -> bytes | None:
+    """The serialized model in ``path`` without the raw_data of its top-level graph initializers of more
+    than ``more_than`` elements stored inline (their name, type and dims kept), or None when the file
+    cannot be read or walked (callers then parse the whole file)."""
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                return None
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+                return bytes(_without_weights(buf, more_than))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _without_weights(buf: mmap.mmap, more_than: int) -> bytearray:
+    out = bytearray()
+    for number, wire, key_start, start, end in _all_fields(buf, 0, len(buf)):
+        if number != _MODEL_GRAPH or wire != _LEN:
+            out += buf[key_start:end]
+            continue
+        graph = bytearray()
+        for inner, inner_wire, inner_key, tensor_start, tensor_end in _all_fields(buf, start, end):
+            if inner == _GRAPH_INITIALIZER and inner_wire == _LEN:
+                tensor = _tensor_without_data(buf, tensor_start, tensor_end, more_than)
+                if tensor is not None:
+                    graph += _key(inner, _LEN) + _encode_varint(len(tensor)) + tensor
+                    continue
+            graph += buf[inner_key:tensor_end]
+        out += _key(number, _LEN) + _encode_varint(len(graph)) + graph
+    return out
+
+
+def _tensor_without_data(buf: mmap.mmap, start: int, end: int, more_than: int) -> bytearray | None:
+    """The TensorProto in buf[start:end] without its raw_data when it is large and inline; else None."""
+    elements, external, has_raw = 1, False, False
+    for number, wire, _, begin, finish in _all_fields(buf, start, end):
+        if number == _TENSOR_DIMS and wire == 0:
+            elements *= _varint(buf, begin)[0]
+        elif number == _TENSOR_DIMS and wire == _LEN:
+            pos = begin
+            while pos < finish:
+                dim, pos = _varint(buf, pos)
+                elements *= dim
+        elif number == _TENSOR_DATA_LOCATION and wire == 0:
+            external = _varint(buf, begin)[0] == _EXTERNAL
+        elif number == _TENSOR_RAW_DATA and wire == _LEN:
+            has_raw = True
+    if not has_raw or external or elements <= more_than:
+        return None
+    kept = bytearray()
+    for number, _, key_start, _, finish in _all_fields(buf, start, end):
+        if number != _TENSOR_RAW_DATA:
+            kept += buf[key_start:finish]
+    return kept
+
+
+def _all_fields(buf: mmap.mmap, start: int, end: int) -> Iterator[tuple[int, int, int, int, int]]:
+    """(field number, wire type, start of its key, start of its value, end) of each field in buf[start:end];
+    a length-delimited value starts after its length."""
+    pos = start
+    while pos < end:
+        key_start = pos
+        key, pos = _varint(buf, pos)
+        wire = key & 7
+        value_start = pos
+        if wire == 0:
+            _, pos = _varint(buf, pos)
+        elif wire == 1:
+            pos += 8
+        elif wire == 5:
+            pos += 4
+        elif wire == _LEN:
+            length, value_start = _varint(buf, pos)
+            pos = value_start + length
+        else:  # groups (3, 4) are not used by onnx.proto
+            raise ValueError(f"unexpected wire type {wire}")
+        if pos > end:
+            raise ValueError("a field runs past its message")
+        yield key >> 3, wire, key_start, value_start, pos
+
+
+def _key(number: int, wire: int) -> bytes:
+    return _encode_varint(number << 3 | wire)
+
+
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
 
 
 def _spans(buf: mmap.mmap) -> dict[str, tuple[int, int]]:
@@ -55,24 +158,9 @@ def _spans(buf: mmap.mmap) -> dict[str, tuple[int, int]]:
 
 def _fields(buf: mmap.mmap, start: int, end: int) -> Iterator[tuple[int, int, int]]:
     """(field number, start, end) of each length-delimited field in buf[start:end]; others are skipped."""
-    pos = start
-    while pos < end:
-        key, pos = _varint(buf, pos)
-        wire = key & 7
-        if wire == 0:
-            _, pos = _varint(buf, pos)
-        elif wire == 1:
-            pos += 8
-        elif wire == 5:
-            pos += 4
-        elif wire == _LEN:
-            length, pos = _varint(buf, pos)
-            if pos + length > end:
-                raise ValueError("a field runs past its message")
-            yield key >> 3, pos, pos + length
-            pos += length
-        else:  # groups (3, 4) are not used by onnx.proto
-            raise ValueError(f"unexpected wire type {wire}")
+    for number, wire, _, value_start, value_end in _all_fields(buf, start, end):
+        if wire == _LEN:
+            yield number, value_start, value_end
 
 
 def _varint(buf: mmap.mmap, pos: int) -> tuple[int, int]:

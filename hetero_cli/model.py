@@ -21,7 +21,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from ._wire import raw_data_spans
+from ._wire import raw_data_spans, skeleton_bytes
 from .errors import HeteroError, ModelError
 
 AFFINITY = "affinity"
@@ -382,8 +382,21 @@ class Model:
 
     def export_initializer(self, name: str) -> onnx.TensorProto:
         """Initializer ``name`` for a model ORT loads: a reference into the model's file where possible,
-        else the tensor with its data (read back from the file if need be)."""
-        return self.reference(name) or self.initializers[name]
+        else the tensor with its data (read back from the file only for a large weight that cannot be
+        referenced: small ones and external ones are in the skeleton as they are)."""
+        reference = self.reference(name)
+        if reference is not None:
+            return reference
+        if name not in self._stripped or not self._in_file:
+            held = self._held_initializers.get(name)
+            if held is not None:
+                return held
+        return self.initializers[name]
+
+    @functools.cached_property
+    def _held_initializers(self) -> dict[str, onnx.TensorProto]:
+        """{name: TensorProto} of the skeleton's initializers (the large ones empty while in the file)."""
+        return {t.name: t for t in self._proto.graph.initializer}
 
     @functools.cached_property
     def declared_inputs(self) -> dict[str, onnx.ValueInfoProto]:
@@ -628,7 +641,7 @@ def read_model(source: str | os.PathLike[str] | bytes | onnx.ModelProto) -> Mode
     if path.is_dir():
         raise ModelError(f"{path} is a directory: give the path of an .onnx file")
     try:
-        proto = onnx.load(str(path), load_external_data=False)
+        proto = _load_skeleton(path) or onnx.load(str(path), load_external_data=False)
     except PermissionError:
         raise ModelError(f"cannot read {path}: permission denied") from None
     except Exception as exc:
@@ -636,6 +649,21 @@ def read_model(source: str | os.PathLike[str] | bytes | onnx.ModelProto) -> Mode
             f"{path} is not a readable ONNX model ({_short(exc)}): is the file truncated or of another format?"
         ) from None
     return _checked(proto, path, str(path))
+
+
+def _load_skeleton(path: Path) -> onnx.ModelProto | None:
+    """The model in a binary .onnx file parsed without the data of its large weights (Model leaves those
+    in the file anyway: this spares reading them at all); None where onnx.load must read the file."""
+    ext = os.path.splitext(path)[1]
+    if onnx.serialization.registry.get_format_from_file_extension(ext) not in (None, "protobuf"):
+        return None
+    data = skeleton_bytes(path, SMALL_INITIALIZER)
+    if data is None:
+        return None
+    try:
+        return onnx.load_from_string(data)
+    except Exception:
+        return None  # onnx.load tells what is wrong with the file
 
 
 def _checked(proto: onnx.ModelProto, path: Path | None, where: str) -> Model:
@@ -800,6 +828,8 @@ def _weights_left_in_file(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, tupl
     large = tuple(i for i, t in enumerate(inits) if not _is_external(t) and _elements(t) > SMALL_INITIALIZER)
     if not large:
         return proto, ()
+    if not any(_holds_data(inits[i]) for i in large):
+        return proto, large  # read without them (_load_skeleton)
     out = onnx.ModelProto()
     _copy_fields(out, proto, skip={"graph"})
     _copy_fields(out.graph, proto.graph, skip={"initializer"})
@@ -810,6 +840,13 @@ def _weights_left_in_file(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, tupl
         else:
             out.graph.initializer.append(t)
     return out, large
+
+
+def _holds_data(tensor: onnx.TensorProto) -> bool:
+    """Whether the tensor carries its data (checked without copying it out)."""
+    return tensor.HasField("raw_data") or any(
+        len(getattr(tensor, field)) for field in _TENSOR_DATA if field != "raw_data"
+    )
 
 
 def _copy_fields(dst: Any, src: Any, *, skip: Iterable[str]) -> None:
