@@ -112,6 +112,10 @@ def _openvino_device_ids() -> tuple[str, ...]:
 
 def _openvino_hardware(device: Device) -> bool:
     wanted = device.provider_options["device_type"]
+    if wanted == "CPU":
+        # OpenVINO's CPU plugin ships in every OpenVINO EP build; asking the runtime would load its GPU
+        # and NPU plugins as well (about 4 MiB resident) only to hear so
+        return True
     return any(d == wanted or d.split(".")[0] == wanted for d in _openvino_device_ids())
 
 

@@ -89,6 +89,18 @@ def test_available_devices_openvino_flavour_exactly():
         assert devices == ["CPU", "OPENVINO"]
 
 
+@needs_openvino
+def test_openvinos_cpu_is_available_without_loading_its_other_plugins(monkeypatch):
+    """Enumerating OpenVINO's devices loads its GPU and NPU plugins (memory every compile would keep)."""
+    from hetero_cli import registry
+
+    def enumerate_devices():
+        raise AssertionError("OpenVINO's devices were enumerated for its CPU")
+
+    monkeypatch.setattr(registry, "_openvino_device_ids", enumerate_devices)
+    assert registry.is_available(registry.lookup("OPENVINO"))
+
+
 # --- device strings ------------------------------------------------------------------------------------
 
 
