@@ -1,5 +1,5 @@
-"""Compiling a split (issue 6): subgraph sessions are created on a pool of threads while the calling thread
-exports the next subgraphs, errors stay deterministic, and sessions of a split stop spinning between runs.
+"""Compiling a split (issue 6): subgraph sessions are created on a pool of threads (and on the calling
+thread when the pool is busy) while the calling thread exports the next subgraphs, errors stay deterministic, and sessions of a split stop spinning between runs.
 
 Whether creations really overlap in time depends on the ONNX Runtime binding (1.24 holds the GIL while a
 session initialises, newer releases let it go), so these tests check the structure - which threads create
@@ -50,7 +50,9 @@ def test_split_sessions_are_created_on_the_compile_pool(created):
     compiled = cpu_split(proto)
     assert len(compiled.subgraphs) == 8
     names = [name for name, _ in created]
-    assert len(names) == 8 and all(name.startswith("hetero-compile") for name in names)
+    here = threading.current_thread().name
+    assert len(names) == 8 and all(name.startswith("hetero-compile") or name == here for name in names)
+    assert any(name.startswith("hetero-compile") for name in names)  # the pool takes what it can
     x = seeded((2, 3))
     assert_same(compiled({"x": x}), ort_run(proto, {"x": x}))
     assert [s.index for s in compiled.subgraphs] == list(range(8))  # in plan order, whatever finished first
