@@ -19,7 +19,7 @@ from . import device_string, qdq, query, registry, visualize
 from ._ort import external_data_dir
 from .compile import CompiledModel, compile_plan
 from .device_string import DeviceRequest
-from .errors import ConfigError
+from .errors import CompileError, ConfigError
 from .model import Model, read_model
 from .partition import Plan, partition
 from .registry import Device
@@ -147,7 +147,13 @@ class Core:
             probes.clear()  # only a plan of one subgraph can use one; the rest must not stay in memory
         dot_files = visualize.dump(model, plan, merged.dot_dir) if visualize.wanted(merged.dump_dot) else ()
         by_name: dict[str, Device] = {d.name: d for d in devices}
-        compiled = compile_plan(model, plan, by_name, merged, str(request), probes)
+        try:
+            compiled = compile_plan(model, plan, by_name, merged, str(request), probes)
+        except CompileError:
+            if query.unprobed(request, devices, model):
+                with external_data_dir(model.external_dir):
+                    query.check_supported(model, devices)  # names the nodes the CPU EP lacks
+            raise
         probes.clear()
         compiled.dot_files = tuple(dot_files)
         return compiled

@@ -319,8 +319,22 @@ def resolve_affinities(model: Model, request: DeviceRequest, devices: Sequence[D
     manual = model.affinities()
     if manual:
         return _check_manual(model, manual, request, devices)
+    if unprobed(request, devices, model):
+        # nothing to choose: a probe would only be one session more (time, memory); should the compile's
+        # session fail, check_supported names what the CPU EP lacks
+        return {n.friendly_name: devices[0].name for n in ops}
+    return check_supported(model, devices)
+
+
+def unprobed(request: DeviceRequest, devices: Sequence[Device], model: Model) -> bool:
+    """Whether a compile places every node without a probe: HETERO over the CPU alone, no affinities."""
+    return request.hetero and len(devices) == 1 and devices[0].is_cpu and not model.affinities()
+
+
+def check_supported(model: Model, devices: Sequence[Device]) -> dict[str, str]:
+    """The greedy affinities; UnsupportedNodesError naming the nodes no device of ``devices`` supports."""
     affinities = greedy(model, devices)
-    missing = [n for n in ops if n.friendly_name not in affinities]
+    missing = [n for n in model.get_ops() if n.friendly_name not in affinities]
     if missing:
         raise UnsupportedNodesError(
             f"no device of {', '.join(d.name for d in devices)} supports {_describe(missing)}: add a device "
