@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from onnx import numpy_helper
+import onnx
+from onnx import helper, numpy_helper
 
 from ._ort import assignment, ort, record_assignment, session_options
 from .config import SplitConfig
@@ -357,6 +358,26 @@ def compile_plan(
                 for s in plan.subgraphs
             ]
         )
+        contradicted = _contradicted_types(model, plan, compiled)
+        if contradicted:
+            log.warning(
+                "the model's value_info contradicts what ONNX Runtime infers for %s: using ONNX Runtime's "
+                "shapes at these subgraph boundaries (fix or drop that value_info)",
+                ", ".join(
+                    f"{name} ({_dims(model.value_type(name))} declared, {_dims(t)} inferred)"
+                    for name, t in contradicted.items()
+                ),
+            )
+            for name, value_type in contradicted.items():
+                model.correct_type(name, value_type)
+            compiled = [
+                prepare_subgraph(
+                    model, c.subgraph, devices[c.subgraph.device], config, profile_dir, None, shared=True
+                )()
+                if contradicted.keys() & {*c.subgraph.inputs, *c.subgraph.outputs}
+                else c
+                for c in compiled
+            ]
     except BaseException:
         if profile_dir is not None:
             shutil.rmtree(profile_dir, ignore_errors=True)
@@ -365,6 +386,45 @@ def compile_plan(
     if profile_dir is not None:
         weakref.finalize(result, shutil.rmtree, profile_dir, True)
     return result
+
+
+def _contradicted_types(
+    model: Model, plan: Plan, compiled: Sequence[CompiledSubgraph]
+) -> dict[str, onnx.TypeProto]:
+    """{tensor: the type ORT infers} for the tensors passed between subgraphs whose static shape the model
+    declares and ORT contradicts. ORT runs such a model whole (it warns and goes by what it infers) and
+    reports the dimensions in conflict as unknown: declared as they are, a consumer's input would refuse
+    the real tensor."""
+    passed = {link.tensor for link in plan.links() if link.producer is not None}
+    out: dict[str, onnx.TypeProto] = {}
+    for c in compiled:
+        for arg in c.session.get_outputs():
+            declared = model.value_type(arg.name) if arg.name in passed else None
+            if declared is None or not declared.HasField("tensor_type"):
+                continue
+            tensor = declared.tensor_type
+            dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
+            if not tensor.HasField("shape") or None in dims:
+                continue
+            seen = list(arg.shape)
+            if len(seen) != len(dims):
+                out[arg.name] = helper.make_tensor_type_proto(tensor.elem_type, None)
+            elif any(d is not None and not isinstance(s, int) for d, s in zip(dims, seen, strict=True)):
+                kept = [s if isinstance(s, int) else None for s in seen]
+                out[arg.name] = helper.make_tensor_type_proto(tensor.elem_type, kept)
+    return out
+
+
+def _dims(value_type: onnx.TypeProto | None) -> str:
+    if value_type is None or not value_type.tensor_type.HasField("shape"):
+        return "[?]"
+    return (
+        "["
+        + ", ".join(
+            str(d.dim_value) if d.HasField("dim_value") else "?" for d in value_type.tensor_type.shape.dim
+        )
+        + "]"
+    )
 
 
 def compile_workers(subgraphs: int) -> int:

@@ -94,7 +94,7 @@ def _types_for(model: Model, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
     missing = []
     for t in dict.fromkeys(names):
         known = model.value_type(t)
-        if known is not None and _complete(known):
+        if known is not None and (_complete(known) or model.is_corrected(t)):
             types[t] = known
         else:
             missing.append(t)

@@ -166,6 +166,7 @@ class Model:
         self.producer = {out: n for n in self._ops for out in n.outputs}
         self._types: dict[str, onnx.TypeProto] | None = None
         self._declared: dict[str, onnx.TypeProto] | None = None
+        self._corrected: dict[str, onnx.TypeProto] = {}
         self.query_cache: dict[Any, frozenset[str]] = {}
         # where the weights left in the file lie in it: exports and probes point ORT at those bytes
         self._stripped: dict[str, onnx.TensorProto] = {}
@@ -413,6 +414,9 @@ class Model:
 
     def value_type(self, name: str) -> onnx.TypeProto | None:
         """The tensor's type (element type and, where known, shape), from the model or shape inference."""
+        corrected = self._corrected.get(name)
+        if corrected is not None:
+            return corrected
         if self._types is None:
             if self._declared is None:
                 self._declared = self._collect_types(inferred=False)
@@ -421,6 +425,15 @@ class Model:
                 return declared  # onnx's shape inference (and its memory) is paid only where needed
             self._types = self._collect_types(inferred=True)
         return self._types.get(name)
+
+    def correct_type(self, name: str, value_type: onnx.TypeProto) -> None:
+        """Use ``value_type`` for tensor ``name`` from now on: where ONNX Runtime found that the model's
+        value_info contradicts what the tensor really is (ORT itself goes by what it infers)."""
+        self._corrected[name] = value_type
+
+    def is_corrected(self, name: str) -> bool:
+        """Whether ``name``'s type was replaced by correct_type."""
+        return name in self._corrected
 
     def tensor_info(self, name: str) -> TensorInfo:
         """Name, dtype and shape of a tensor, as far as they are known."""

@@ -1,0 +1,68 @@
+"""A model whose value_info contradicts its tensors: ONNX Runtime runs it whole (it warns and goes by what
+it infers), so a split of it must run too and give the same results."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from helpers import assert_same, cpu_split, make_model, needs_openvino, ort_run, seeded, vi
+from onnx import TensorProto
+from onnx import helper as h
+
+import hetero_cli as hc
+
+LIES = {
+    "a wrong dimension": vi("t", [3, 3]),
+    "a wrong rank": vi("t", [6]),
+    "a wrong dimension and rank": vi("t", [5, 3, 1]),
+}
+
+
+def relu_neg(declared=None):
+    nodes = [h.make_node("Relu", ["x"], ["t"], name="relu"), h.make_node("Neg", ["t"], ["y"], name="neg")]
+    proto = make_model(nodes, [vi("x", [2, 3])], [vi("y", [2, 3])])
+    if declared is not None:
+        proto.graph.value_info.append(declared)
+    return proto
+
+
+@pytest.mark.parametrize("declared", list(LIES.values()), ids=list(LIES))
+def test_a_split_at_a_tensor_whose_value_info_lies_gives_the_whole_models_results(declared, caplog):
+    proto = relu_neg(declared)
+    x = seeded((2, 3)) - 0.5
+    with caplog.at_level(logging.WARNING, logger="hetero_cli"):
+        compiled = cpu_split(proto)
+    assert "value_info contradicts" in caplog.text and "t (" in caplog.text
+    request = compiled.create_infer_request()
+    for _ in range(2):  # the first inference and one with the request's buffers in place
+        assert_same(request.infer({"x": x}), ort_run(proto, {"x": x}))
+
+
+def test_a_true_value_info_is_kept_as_declared(caplog):
+    proto = relu_neg(vi("t", [2, 3]))
+    with caplog.at_level(logging.WARNING, logger="hetero_cli"):
+        compiled = cpu_split(proto)
+    assert "contradicts" not in caplog.text
+    assert compiled.subgraphs[0].session.get_outputs()[0].shape == [2, 3]
+
+
+def test_a_wrong_element_type_fails_as_it_does_in_onnx_runtime():
+    proto = relu_neg(vi("t", [2, 3], TensorProto.DOUBLE))
+    with pytest.raises(Exception, match="double"):
+        ort_run(proto, {"x": seeded((2, 3))})  # ORT refuses the model whole too
+    with pytest.raises(hc.HeteroError):
+        cpu_split(proto)({"x": seeded((2, 3))})
+
+
+@needs_openvino
+def test_a_lying_value_info_between_openvino_and_cpu(caplog):
+    proto = relu_neg(vi("t", [3, 3]))
+    model = hc.Core().read_model(proto)
+    model.set_affinities({"relu": "OPENVINO", "neg": "CPU"})
+    with caplog.at_level(logging.WARNING, logger="hetero_cli"):
+        compiled = hc.Core().compile_model(model, "HETERO:OPENVINO,CPU")
+    assert [s.device for s in compiled.subgraphs] == ["OPENVINO", "CPU"]
+    assert "contradicts" in caplog.text
+    x = seeded((2, 3)) - 0.5
+    assert_same(compiled({"x": x}), ort_run(proto, {"x": x}), exact=False)
