@@ -55,6 +55,12 @@ _ELEMENT_TYPES = {
     "tensor(uint64)": 13,
 }
 
+# bytes per element of those types
+_ELEMENT_BYTES = {1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12: 4, 13: 8}
+# model outputs up to this size come from the request's own buffer, copied for the caller; larger ones
+# are allocated by ORT each run and handed over as they are (a copy would cost more than the allocation)
+COPIED_OUTPUT_BYTES = 64 * 1024
+
 Shape = tuple[int, ...]
 
 
@@ -146,6 +152,10 @@ class _Buffers:
     # its binding, the _Binding if something is bound per run else None, the step), which an inference
     # runs straight through (InferRequest._run_direct)
     direct: tuple[tuple[Callable[..., Any], Any, _Binding | None, _Step], ...] | None = None
+    # direct only: the model input arrays bound now, by name. The same array object again is already bound
+    # (an OrtValue over numpy's memory reads what the array holds now): rebinding it cost the OpenVINO EP
+    # a few microseconds per run. Holding them keeps their memory alive while bound.
+    fed: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def _allocate(
@@ -172,9 +182,10 @@ def _allocate(
                 io.bind_ortvalue_input(t, value)
         fresh = []
         for i, (name, (shape, element)) in enumerate(zip(step.outputs, step.buffers, strict=True)):
-            if name in model_outputs and name not in read:
+            if name in model_outputs and name not in read and _nbytes(shape, element) > COPIED_OUTPUT_BYTES:
                 # a buffer of ours would have to be copied for the caller (who may keep it while the next
-                # inference runs): a fresh one from ORT's arena is handed over as it is
+                # inference runs): a fresh one from ORT's arena is handed over as it is. Small outputs are
+                # copied: cheaper than ORT allocating and the EP taking a new buffer every run.
                 io.bind_output(name, _CPU)
                 fresh.append((i, name))
                 continue
@@ -192,14 +203,24 @@ def _allocate(
     return _Buffers(generation, bindings, tensors, direct)
 
 
+def _nbytes(shape: Shape, element: int) -> int:
+    count = 1
+    for d in shape:
+        count *= d
+    return count * _ELEMENT_BYTES.get(element, 8)
+
+
 def _run_bound(binding: _Binding, step: _Step, values: dict[str, Any]) -> None:
-    """Run one pre-bound subgraph: bind what changes per inference, run, pick up its fresh outputs."""
+    """Run one pre-bound subgraph: bind what changes per inference (a per-run input missing from
+    ``values`` is still bound), run, pick up its fresh outputs."""
     io = binding.io
     if binding.clear:
         for t, value in binding.fixed:
             io.bind_ortvalue_input(t, value)
     for t in binding.per_run:
-        io.bind_ortvalue_input(t, values[t])
+        value = values.get(t)
+        if value is not None:
+            io.bind_ortvalue_input(t, value)
     for _, name in binding.fresh:  # drops the last inference's output (the caller's now) from the binding
         io.bind_output(name, _CPU)
     try:
@@ -537,7 +558,13 @@ class InferRequest:
         """Every subgraph pre-bound: bind the model inputs and run the sessions back to back (the hot path:
         nothing is looked up or allocated per subgraph)."""
         assert buffers.direct is not None
-        values = {name: _C.OrtValue.ortvalue_from_numpy(arr, _CPU) for name, arr in feeds.items()}
+        fed = buffers.fed
+        values = {
+            name: _C.OrtValue.ortvalue_from_numpy(arr, _CPU)
+            for name, arr in feeds.items()
+            if fed.get(name) is not arr
+        }
+        fed.update(feeds)
         for run, io, per_run, step in buffers.direct:
             if per_run is not None:
                 _run_bound(per_run, step, values)
