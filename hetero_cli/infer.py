@@ -55,8 +55,22 @@ _ELEMENT_TYPES = {
     "tensor(uint64)": 13,
 }
 
-# bytes per element of those types
-_ELEMENT_BYTES = {1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12: 4, 13: 8}
+# numpy's type and bytes per element of those types
+_NUMPY_TYPES = {
+    1: np.float32,
+    2: np.uint8,
+    3: np.int8,
+    4: np.uint16,
+    5: np.int16,
+    6: np.int32,
+    7: np.int64,
+    9: np.bool_,
+    10: np.float16,
+    11: np.float64,
+    12: np.uint32,
+    13: np.uint64,
+}
+_ELEMENT_BYTES = {element: np.dtype(t).itemsize for element, t in _NUMPY_TYPES.items()}
 # model outputs up to this size come from the request's own buffer, copied for the caller; larger ones
 # are allocated by ORT each run and handed over as they are (a copy would cost more than the allocation)
 COPIED_OUTPUT_BYTES = 64 * 1024
@@ -156,6 +170,19 @@ class _Buffers:
     # (an OrtValue over numpy's memory reads what the array holds now): rebinding it cost the OpenVINO EP
     # a few microseconds per run. Holding them keeps their memory alive while bound.
     fed: dict[str, np.ndarray] = field(default_factory=dict)
+    # each tensor as a numpy array over its memory: what keeps that memory alive (ORT's C-level OrtValue
+    # does not hold the array it wraps), and what a model output is copied from for the caller
+    views: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def _buffer(shape: Shape, element: int) -> tuple[Any, np.ndarray]:
+    """A new OrtValue over numpy memory aligned to 64 bytes (as ORT's allocator aligns), and that array."""
+    dtype = np.dtype(_NUMPY_TYPES[element])
+    nbytes = _nbytes(shape, element)
+    raw = np.empty(nbytes + 64, np.uint8)
+    start = -raw.ctypes.data % 64
+    array = raw[start : start + nbytes].view(dtype).reshape(shape)
+    return _C.OrtValue.ortvalue_from_numpy(array, _CPU), array
 
 
 def _allocate(
@@ -166,6 +193,7 @@ def _allocate(
     generation: int,
 ) -> _Buffers:
     tensors: dict[str, Any] = {}
+    views: dict[str, np.ndarray] = {}
     bindings: list[_Binding | None] = []
     read = {t for step in steps for t in step.inputs}
     for step in steps:
@@ -189,9 +217,10 @@ def _allocate(
                 io.bind_output(name, _CPU)
                 fresh.append((i, name))
                 continue
-            value = _C.OrtValue.ortvalue_from_shape_and_onnx_type(list(shape), element, _CPU)
+            value, array = _buffer(shape, element)
             io.bind_ortvalue_output(name, value)
             tensors[name] = value
+            views[name] = array
         bindings.append(_Binding(sess, io, fixed, per_run, clear, tuple(fresh)))
     direct = None
     if all(b is not None and not b.clear for b in bindings):
@@ -200,7 +229,7 @@ def _allocate(
             for b, s in zip(bindings, steps, strict=True)
             if b is not None
         )
-    return _Buffers(generation, bindings, tensors, direct)
+    return _Buffers(generation, bindings, tensors, direct, views=views)
 
 
 def _nbytes(shape: Shape, element: int) -> int:
@@ -329,7 +358,7 @@ class InferRequest:
                     values = self._values(feeds, buffers)
                     for step in self._steps:
                         self._run_step(step, values, buffers, windows)
-                    results = self._collect(values, feeds, buffers.tensors)
+                    results = self._collect(values, feeds, buffers.views)
             except _BoundFailure as failure:
                 self._recheck(failure, self._values(feeds, buffers) if values is None else values)
                 continue  # with fresh buffers, the failed subgraph's outputs made per inference
@@ -475,7 +504,7 @@ class InferRequest:
                     run.position = i
                     pipeline.submit(steps[i].lane, functools.partial(self._stage, run))
                     return
-            results = self._collect(run.values, run.feeds, run.buffers.tensors)
+            results = self._collect(run.values, run.feeds, run.buffers.views)
         except _BoundFailure as failure:
             try:
                 self._recheck(failure, run.values)
@@ -573,7 +602,7 @@ class InferRequest:
                 run(io, _RUN_OPTIONS)
             except Exception as exc:
                 raise _BoundFailure(step, exc) from None
-        return self._collect(values, feeds, buffers.tensors)
+        return self._collect(values, feeds, buffers.views)
 
     def _run_step(
         self,
@@ -696,17 +725,17 @@ class InferRequest:
         return out
 
     def _collect(
-        self, values: dict[str, Any], feeds: dict[str, np.ndarray], buffers: dict[str, Any]
+        self, values: dict[str, Any], feeds: dict[str, np.ndarray], views: dict[str, np.ndarray]
     ) -> dict[str, np.ndarray]:
-        """The model's outputs as numpy arrays the caller owns (a request's buffers are copied)."""
+        """The model's outputs as numpy arrays the caller owns (a request's buffers, ``views``, are copied)."""
         results = {}
         for name, source in self._output_sources:
             if source == INPUT:
                 results[name] = np.array(feeds[name], copy=True)
             elif source == CONSTANT:
                 results[name] = np.array(feeds.get(name, self.compiled.constants[name]), copy=True)
-            elif name in buffers:
-                results[name] = np.array(buffers[name].numpy(), copy=True)
+            elif name in views:
+                results[name] = views[name].copy()
             else:
                 results[name] = values[name].numpy()
         return results
