@@ -578,6 +578,7 @@ class InferRequest:
 
     def _values(self, feeds: dict[str, np.ndarray], buffers: _Buffers) -> dict[str, Any]:
         """The inference's tensors: the buffers, and the inputs wrapped as OrtValues without a copy."""
+        buffers.fed.clear()  # this inference binds its inputs itself: the direct path must bind them again
         values = dict(buffers.tensors)
         for name, arr in feeds.items():
             values[name] = _C.OrtValue.ortvalue_from_numpy(arr, _CPU)

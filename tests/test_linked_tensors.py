@@ -76,6 +76,17 @@ def test_the_caller_may_change_its_inputs_after_infer_returns():
     assert_same(request.infer(feeds), ort_run(proto, {"x": x}))
 
 
+def test_an_input_array_given_again_after_an_asynchronous_inference_is_bound_again():
+    proto = chain()
+    request = cpu_split(proto).create_infer_request()
+    x1, x2 = seeded((2, 3), seed=1), seeded((2, 3), seed=2)
+    request.infer({"x": x1})  # the direct path: x1 bound, and not bound again while given again
+    request.start_async({"x": x2})  # binds x2 into the same buffers
+    request.wait()
+    assert_same(request.results, ort_run(proto, {"x": x2}))
+    assert_same(request.infer({"x": x1}), ort_run(proto, {"x": x1}))
+
+
 def test_inputs_given_other_than_as_an_exact_array_dict_are_still_checked_and_converted():
     proto = chain()
     request = cpu_split(proto).create_infer_request()
