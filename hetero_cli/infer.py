@@ -166,10 +166,11 @@ class _Buffers:
     # its binding, the _Binding if something is bound per run else None, the step), which an inference
     # runs straight through (InferRequest._run_direct)
     direct: tuple[tuple[Callable[..., Any], Any, _Binding | None, _Step], ...] | None = None
-    # direct only: the model input arrays bound now, by name. The same array object again is already bound
-    # (an OrtValue over numpy's memory reads what the array holds now): rebinding it cost the OpenVINO EP
-    # a few microseconds per run. Holding them keeps their memory alive while bound.
-    fed: dict[str, np.ndarray] = field(default_factory=dict)
+    # direct only: the model input arrays bound now, by name, with the shape, dtype and strides they were
+    # bound with. The same array object again, unchanged in layout, is already bound (an OrtValue over
+    # numpy's memory reads what the array holds now): rebinding it cost the OpenVINO EP a few microseconds
+    # per run. Holding them keeps their memory alive while bound.
+    fed: dict[str, tuple[np.ndarray, Any, Any, Any]] = field(default_factory=dict)
     # each tensor as a numpy array over its memory: what keeps that memory alive (ORT's C-level OrtValue
     # does not hold the array it wraps), and what a model output is copied from for the caller
     views: dict[str, np.ndarray] = field(default_factory=dict)
@@ -589,12 +590,13 @@ class InferRequest:
         nothing is looked up or allocated per subgraph)."""
         assert buffers.direct is not None
         fed = buffers.fed
-        values = {
-            name: _C.OrtValue.ortvalue_from_numpy(arr, _CPU)
-            for name, arr in feeds.items()
-            if fed.get(name) is not arr
-        }
-        fed.update(feeds)
+        values = {}
+        for name, arr in feeds.items():
+            layout = (arr, arr.shape, arr.dtype, arr.strides)
+            bound = fed.get(name)
+            if bound is None or bound[0] is not arr or bound[1:] != layout[1:]:
+                values[name] = _C.OrtValue.ortvalue_from_numpy(arr, _CPU)
+                fed[name] = layout
         for run, io, per_run, step in buffers.direct:
             if per_run is not None:
                 _run_bound(per_run, step, values)

@@ -87,6 +87,20 @@ def test_an_input_array_given_again_after_an_asynchronous_inference_is_bound_aga
     assert_same(request.infer({"x": x1}), ort_run(proto, {"x": x1}))
 
 
+def test_an_input_array_reshaped_in_place_is_bound_again():
+    nodes = [
+        h.make_node("Shape", ["x"], ["s"], name="shape"),
+        h.make_node("Cast", ["s"], ["y"], name="cast", to=TensorProto.FLOAT),
+    ]
+    proto = make_model(nodes, [vi("x", ["n", "m"])], [vi("y", [2])])
+    request = cpu_split(proto).create_infer_request()
+    x = seeded((2, 6))
+    assert request.infer({"x": x})["y"].tolist() == [2, 6]
+    assert buffers(request).direct is not None  # static outputs: the pre-bound path, whatever x's shape
+    x.shape = (3, 4)  # the same array object, another layout
+    assert request.infer({"x": x})["y"].tolist() == [3, 4]
+
+
 def test_inputs_given_other_than_as_an_exact_array_dict_are_still_checked_and_converted():
     proto = chain()
     request = cpu_split(proto).create_infer_request()
