@@ -27,6 +27,8 @@ from .errors import HeteroError, ModelError
 AFFINITY = "affinity"
 # Initializers of at most this many elements are shapes, axes, scales: weightless copies keep them.
 SMALL_INITIALIZER = 1024
+# read_model skips the weights' bytes of files from this size on (smaller ones are parsed whole)
+SKELETON_MIN_BYTES = 1 << 20
 NONDETERMINISTIC = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
 )
@@ -669,6 +671,11 @@ def _load_skeleton(path: Path) -> onnx.ModelProto | None:
     in the file anyway: this spares reading them at all); None where onnx.load must read the file."""
     ext = os.path.splitext(path)[1]
     if onnx.serialization.registry.get_format_from_file_extension(ext) not in (None, "protobuf"):
+        return None
+    try:
+        if path.stat().st_size < SKELETON_MIN_BYTES:
+            return None  # the walk, in Python, costs more than reading a small file's weights
+    except OSError:
         return None
     data = skeleton_bytes(path, SMALL_INITIALIZER)
     if data is None:

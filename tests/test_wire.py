@@ -99,20 +99,25 @@ def test_the_skeleton_read_from_the_wire_is_the_model_parsed_then_stripped(tmp_p
     assert got.SerializeToString(deterministic=True) == expected.SerializeToString(deterministic=True)
 
 
-def test_reading_a_model_leaves_its_weights_in_the_file_and_runs_the_same(tmp_path):
-    w = seeded((64, 64))
+@pytest.mark.parametrize("side", [64, 600], ids=["small file, parsed whole", "over 1 MiB, weights skipped"])
+def test_reading_a_model_leaves_its_weights_in_the_file_and_runs_the_same(tmp_path, monkeypatch, side):
+    w = seeded((side, side))
     nodes = [
         h.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
         h.make_node("Relu", ["m"], ["y"], name="relu"),
     ]
     path = tmp_path / "m.onnx"
     onnx.save(
-        make_model(nodes, [vi("x", [1, 64])], [vi("y", [1, 64])], [numpy_helper.from_array(w, "w")]), path
+        make_model(nodes, [vi("x", [1, side])], [vi("y", [1, side])], [numpy_helper.from_array(w, "w")]),
+        path,
     )
+    if side == 600:  # the weights' bytes are never read: onnx.load (which would read them) is not called
+        monkeypatch.setattr(model_module.onnx, "load", None)
     model = hc.Core().read_model(path)
+    monkeypatch.undo()
     assert not model.weights_in_memory
     assert not model.skeleton.graph.initializer[0].HasField("raw_data")
-    x = seeded((1, 64), seed=1)
+    x = seeded((1, side), seed=1)
     expected = ort_run(onnx.load(path), {"x": x})
     assert_same(hc.Core().compile_model(model, "CPU").create_infer_request().infer({"x": x}), expected)
     assert numpy_helper.to_array(model.initializers["w"]).tobytes() == w.tobytes()  # read back when asked
