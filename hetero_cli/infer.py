@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from onnx import helper
 
 from ._ort import ort
 from .compile import CompiledModel, CompiledSubgraph
@@ -55,22 +56,8 @@ _ELEMENT_TYPES = {
     "tensor(uint64)": 13,
 }
 
-# numpy's type and bytes per element of those types
-_NUMPY_TYPES = {
-    1: np.float32,
-    2: np.uint8,
-    3: np.int8,
-    4: np.uint16,
-    5: np.int16,
-    6: np.int32,
-    7: np.int64,
-    9: np.bool_,
-    10: np.float16,
-    11: np.float64,
-    12: np.uint32,
-    13: np.uint64,
-}
-_ELEMENT_BYTES = {element: np.dtype(t).itemsize for element, t in _NUMPY_TYPES.items()}
+# bytes per element of those types
+_ELEMENT_BYTES = {e: np.dtype(helper.tensor_dtype_to_np_dtype(e)).itemsize for e in _ELEMENT_TYPES.values()}
 # model outputs up to this size come from the request's own buffer, copied for the caller; larger ones
 # are allocated by ORT each run and handed over as they are (a copy would cost more than the allocation)
 COPIED_OUTPUT_BYTES = 64 * 1024
@@ -176,10 +163,10 @@ class _Buffers:
     views: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-def _buffer(shape: Shape, element: int) -> tuple[Any, np.ndarray]:
-    """A new OrtValue over numpy memory aligned to 64 bytes (as ORT's allocator aligns), and that array."""
-    dtype = np.dtype(_NUMPY_TYPES[element])
-    nbytes = _nbytes(shape, element)
+def _buffer(shape: Shape, element: int, nbytes: int) -> tuple[Any, np.ndarray]:
+    """A new OrtValue over ``nbytes`` of numpy memory aligned to 64 bytes (as ORT's allocator aligns), and
+    that array."""
+    dtype = helper.tensor_dtype_to_np_dtype(element)
     raw = np.empty(nbytes + 64, np.uint8)
     start = -raw.ctypes.data % 64
     array = raw[start : start + nbytes].view(dtype).reshape(shape)
@@ -211,14 +198,15 @@ def _allocate(
                 io.bind_ortvalue_input(t, value)
         fresh = []
         for i, (name, (shape, element)) in enumerate(zip(step.outputs, step.buffers, strict=True)):
-            if name in model_outputs and name not in read and _nbytes(shape, element) > COPIED_OUTPUT_BYTES:
+            nbytes = _nbytes(shape, element)
+            if name in model_outputs and name not in read and nbytes > COPIED_OUTPUT_BYTES:
                 # a buffer of ours would have to be copied for the caller (who may keep it while the next
                 # inference runs): a fresh one from ORT's arena is handed over as it is. Small outputs are
                 # copied: cheaper than ORT allocating and the EP taking a new buffer every run.
                 io.bind_output(name, _CPU)
                 fresh.append((i, name))
                 continue
-            value, array = _buffer(shape, element)
+            value, array = _buffer(shape, element, nbytes)
             io.bind_ortvalue_output(name, value)
             tensors[name] = value
             views[name] = array
@@ -237,7 +225,7 @@ def _nbytes(shape: Shape, element: int) -> int:
     count = 1
     for d in shape:
         count *= d
-    return count * _ELEMENT_BYTES.get(element, 8)
+    return count * _ELEMENT_BYTES[element]
 
 
 def _run_bound(binding: _Binding, step: _Step, values: dict[str, Any]) -> None:

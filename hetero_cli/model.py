@@ -345,10 +345,11 @@ class Model:
             todo.extend(node.inputs)
         return [needed[i] for i in sorted(needed)]
 
-    @functools.cached_property
+    @property
     def initializers(self) -> dict[str, onnx.TensorProto]:
-        """{name: TensorProto} of the graph's dense initializers."""
-        return {t.name: t for t in self.proto.graph.initializer}
+        """{name: TensorProto} of the graph's dense initializers, weights read back first if need be."""
+        _ = self.proto  # reads the weights back into these very messages
+        return self._initializer_index
 
     @functools.cached_property
     def sparse_initializers(self) -> dict[str, onnx.SparseTensorProto]:
@@ -358,7 +359,13 @@ class Model:
     @functools.cached_property
     def dense_initializer_names(self) -> frozenset[str]:
         """Names of the graph's dense initializers (reading them needs no weights)."""
-        return frozenset(t.name for t in self._proto.graph.initializer)
+        return frozenset(self._initializer_index)
+
+    @functools.cached_property
+    def _initializer_index(self) -> dict[str, onnx.TensorProto]:
+        """{name: TensorProto} of the held initializers (large ones empty while their weights are only in
+        the file; _read_weights fills these same messages)."""
+        return {t.name: t for t in self._proto.graph.initializer}
 
     def reference(self, name: str) -> onnx.TensorProto | None:
         """Initializer ``name`` as external data pointing at its bytes in the model's file, while its
@@ -390,16 +397,7 @@ class Model:
         reference = self.reference(name)
         if reference is not None:
             return reference
-        if name not in self._stripped or not self._in_file:
-            held = self._held_initializers.get(name)
-            if held is not None:
-                return held
-        return self.initializers[name]
-
-    @functools.cached_property
-    def _held_initializers(self) -> dict[str, onnx.TensorProto]:
-        """{name: TensorProto} of the skeleton's initializers (the large ones empty while in the file)."""
-        return {t.name: t for t in self._proto.graph.initializer}
+        return self.initializers[name] if name in self._stripped else self._initializer_index[name]
 
     @functools.cached_property
     def declared_inputs(self) -> dict[str, onnx.ValueInfoProto]:

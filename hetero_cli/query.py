@@ -319,7 +319,7 @@ def resolve_affinities(model: Model, request: DeviceRequest, devices: Sequence[D
     manual = model.affinities()
     if manual:
         return _check_manual(model, manual, request, devices)
-    if unprobed(request, devices, model):
+    if _cpu_alone(request, devices):
         # nothing to choose: a probe would only be one session more (time, memory); should the compile's
         # session fail, check_supported names what the CPU EP lacks
         return {n.friendly_name: devices[0].name for n in ops}
@@ -328,7 +328,11 @@ def resolve_affinities(model: Model, request: DeviceRequest, devices: Sequence[D
 
 def unprobed(request: DeviceRequest, devices: Sequence[Device], model: Model) -> bool:
     """Whether a compile places every node without a probe: HETERO over the CPU alone, no affinities."""
-    return request.hetero and len(devices) == 1 and devices[0].is_cpu and not model.affinities()
+    return _cpu_alone(request, devices) and not model.affinities()
+
+
+def _cpu_alone(request: DeviceRequest, devices: Sequence[Device]) -> bool:
+    return request.hetero and len(devices) == 1 and devices[0].is_cpu
 
 
 def check_supported(model: Model, devices: Sequence[Device]) -> dict[str, str]:

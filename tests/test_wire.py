@@ -137,7 +137,7 @@ def test_a_file_that_cannot_be_walked_gives_no_spans(tmp_path, content):
     path.write_bytes(content)
     assert raw_data_spans(path) == {}
     assert raw_data_spans(tmp_path / "missing.onnx") == {}
-    assert skeleton_bytes(path, 0) is None or content == b"\x3a\x80"
+    assert skeleton_bytes(path, 0) is None
     assert skeleton_bytes(tmp_path / "missing.onnx", 0) is None
 
 
