@@ -161,6 +161,23 @@ class _Buffers:
     # each tensor as a numpy array over its memory: what keeps that memory alive (ORT's C-level OrtValue
     # does not hold the array it wraps), and what a model output is copied from for the caller
     views: dict[str, np.ndarray] = field(default_factory=dict)
+    # direct, and every model output copied from a buffer: the hot path's loop, see _Straight
+    straight: _Straight | None = None
+
+
+@dataclass(frozen=True)
+class _Straight:
+    """The serving case cut to the bone (InferRequest infer with exactly the static inputs it takes): bind
+    an input array not bound already, run the sessions, copy the outputs out of the buffers.
+
+    Every statement here runs on caches the EPs' kernels have just swept, so it costs several times what
+    it does alone: on a small split the Python around the runs is a visible share of the latency.
+    """
+
+    runs: tuple[tuple[Callable[..., Any], Any], ...]  # (a session's run_with_iobinding, its binding)
+    inputs: tuple[tuple[str, tuple[Any, ...]], ...]  # model input -> the bindings that take it
+    copies: tuple[tuple[str, np.ndarray], ...]  # model output -> the buffer it is copied from
+    steps: tuple[_Step, ...]  # the runs' steps, to name the one that fails
 
 
 def _buffer(shape: Shape, element: int, nbytes: int) -> tuple[Any, np.ndarray]:
@@ -176,10 +193,11 @@ def _buffer(shape: Shape, element: int, nbytes: int) -> tuple[Any, np.ndarray]:
 def _allocate(
     steps: Sequence[_Step],
     model_inputs: frozenset[str],
-    model_outputs: frozenset[str],
+    output_sources: Sequence[tuple[str, int | str]],
     unbound: frozenset[int],
     generation: int,
 ) -> _Buffers:
+    model_outputs = {name for name, _ in output_sources}
     tensors: dict[str, Any] = {}
     views: dict[str, np.ndarray] = {}
     bindings: list[_Binding | None] = []
@@ -211,14 +229,50 @@ def _allocate(
             tensors[name] = value
             views[name] = array
         bindings.append(_Binding(sess, io, fixed, per_run, clear, tuple(fresh)))
-    direct = None
-    if all(b is not None and not b.clear for b in bindings):
+    direct = straight = None
+    bound = [b for b in bindings if b is not None]
+    if len(bound) == len(bindings) and not any(b.clear for b in bound):
         direct = tuple(
             (b.sess.run_with_iobinding, b.io, b if b.per_run or b.fresh else None, s)
-            for b, s in zip(bindings, steps, strict=True)
-            if b is not None
+            for b, s in zip(bound, steps, strict=True)
         )
-    return _Buffers(generation, bindings, tensors, direct, views=views)
+        if not any(b.fresh for b in bound) and all(name in views for name, _ in output_sources):
+            straight = _Straight(
+                runs=tuple((b.sess.run_with_iobinding, b.io) for b in bound),
+                inputs=tuple(
+                    (t, tuple(b.io for b in bound if t in b.per_run))
+                    for t in sorted({t for b in bound for t in b.per_run})
+                ),
+                copies=tuple((name, views[name]) for name, _ in output_sources),
+                steps=tuple(steps),
+            )
+    return _Buffers(generation, bindings, tensors, direct, views=views, straight=straight)
+
+
+_EXACT = object()  # _Buffers.fed: the array was bound by the straight path, its layout the input's own
+
+
+def _run_straight(
+    straight: _Straight, fed: dict[str, tuple[Any, ...]], feeds: dict[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """The hot path (see _Straight); ``feeds`` are exactly the static inputs' arrays (dtype, shape and C
+    strides checked), so an array bound before is still laid out as bound when it is the same object."""
+    for name, ios in straight.inputs:
+        arr = feeds[name]
+        bound = fed.get(name)
+        if bound is None or bound[0] is not arr or bound[1] is not _EXACT:
+            value = _C.OrtValue.ortvalue_from_numpy(arr, _CPU)
+            for io in ios:
+                io.bind_ortvalue_input(name, value)
+            fed[name] = (arr, _EXACT)
+    i = 0
+    try:
+        for run, io in straight.runs:
+            run(io, _RUN_OPTIONS)
+            i += 1
+    except Exception as exc:
+        raise _BoundFailure(straight.steps[i], exc) from None
+    return {name: view.copy() for name, view in straight.copies}
 
 
 def _nbytes(shape: Shape, element: int) -> int:
@@ -316,7 +370,6 @@ class InferRequest:
         self._generation = 0
         self._unbound: frozenset[int] = frozenset()
         self._model_inputs = frozenset(self._inputs)
-        self._model_outputs = frozenset(compiled.plan.outputs)
         self._output_sources = tuple(compiled.plan.output_sources.items())
         self._lock = threading.Lock()
         # asynchronous state
@@ -335,13 +388,17 @@ class InferRequest:
     ) -> dict[str, np.ndarray]:
         """Run once; ``inputs`` is {name: array}, a list in input order, or one array for one input."""
         begin = time.perf_counter()
-        feeds = self._feeds(inputs)
+        exact = self._exact_feeds(inputs)
+        # the caller's own dict serves: nothing here keeps it past this call
+        feeds = exact if exact is not None else self._check(self._as_dict(inputs))
         windows: list[tuple[int, int, float, float]] = []
         while True:
             buffers = self._take()
             values: dict[str, Any] | None = None
             try:
-                if buffers.direct is not None:
+                if buffers.straight is not None and exact is not None:
+                    results = _run_straight(buffers.straight, buffers.fed, feeds)
+                elif buffers.direct is not None:
                     results = self._run_direct(buffers, feeds)
                 else:
                     values = self._values(feeds, buffers)
@@ -558,7 +615,7 @@ class InferRequest:
             if buffers.generation == self._generation:
                 return buffers
         return _allocate(
-            self._steps, self._model_inputs, self._model_outputs, self._unbound, self._generation
+            self._steps, self._model_inputs, self._output_sources, self._unbound, self._generation
         )
 
     def _give(self, buffers: _Buffers) -> None:
@@ -649,22 +706,27 @@ class InferRequest:
     # --- helpers -------------------------------------------------------------------------------------
 
     def _feeds(self, inputs: Any) -> dict[str, np.ndarray]:
-        """The checked inputs; a dict of exactly the static inputs' arrays (the serving case) is taken as is."""
+        """The checked inputs, in a dict of the request's own (the caller may change theirs while it runs)."""
+        exact = self._exact_feeds(inputs)
+        return dict(exact) if exact is not None else self._check(self._as_dict(inputs))
+
+    def _exact_feeds(self, inputs: Any) -> dict[str, np.ndarray] | None:
+        """``inputs`` itself if it is a dict of exactly the static inputs' arrays (the serving case: dtype,
+        shape and C strides the input's own, nothing more to check), else None."""
         exact = self._exact
-        if type(inputs) is dict and len(inputs) == len(exact) == len(self._inputs):
-            for name, value in inputs.items():
-                want = exact.get(name)
-                if (
-                    want is None
-                    or type(value) is not np.ndarray
-                    or value.dtype != want[0]
-                    or value.shape != want[1]
-                    or value.strides != want[2]
-                ):
-                    break
-            else:
-                return dict(inputs)  # the request's own: the caller may change theirs while it runs
-        return self._check(self._as_dict(inputs))
+        if type(inputs) is not dict or not len(inputs) == len(exact) == len(self._inputs):
+            return None
+        for name, value in inputs.items():
+            want = exact.get(name)
+            if (
+                want is None
+                or type(value) is not np.ndarray
+                or value.dtype != want[0]
+                or value.shape != want[1]
+                or value.strides != want[2]
+            ):
+                return None
+        return inputs
 
     def _as_dict(self, inputs: Any) -> dict[str, Any]:
         names = list(self._inputs)

@@ -62,6 +62,37 @@ def test_static_cpu_split_binds_every_boundary_once_and_links_producer_to_consum
         assert buffers(request) is first
     # every subgraph bound and reading only model inputs or buffers: inferences run straight through
     assert [step.position for *_, step in first.direct] == [0, 1, 2, 3]
+    # and the serving case (exactly the static inputs' arrays) by the leanest loop
+    assert first.straight is not None
+    assert [step.position for step in first.straight.steps] == [0, 1, 2, 3]
+    assert [name for name, _ in first.straight.copies] == ["y"]
+
+
+def test_a_model_input_read_by_several_subgraphs_is_bound_on_each_and_rebound_when_it_changes():
+    nodes = [
+        h.make_node("Relu", ["x"], ["r"], name="relu"),
+        h.make_node("Neg", ["r"], ["n"], name="neg"),
+        h.make_node("Add", ["n", "x"], ["y"], name="add"),
+    ]
+    proto = make_model(nodes, [vi("x", [2, 3])], [vi("y", [2, 3])])
+    request = cpu_split(proto).create_infer_request()
+    x1, x2 = seeded((2, 3), seed=1), seeded((2, 3), seed=2)
+    for x in (x1, x1, x2, x1):
+        assert_same(request.infer({"x": x}), ort_run(proto, {"x": x}))
+    straight = buffers(request).straight
+    assert straight is not None
+    assert [(name, len(ios)) for name, ios in straight.inputs] == [("x", 2)]
+
+
+def test_a_model_output_that_is_an_input_or_a_constant_leaves_the_straight_path_to_the_general_one():
+    nodes = [h.make_node("Relu", ["x"], ["r"], name="relu"), h.make_node("Neg", ["r"], ["y"], name="neg")]
+    proto = make_model(nodes, [vi("x", [2, 3])], [vi("y", [2, 3]), vi("x", [2, 3])])
+    request = cpu_split(proto).create_infer_request()
+    x = seeded((2, 3))
+    got = request.infer({"x": x})
+    assert_same(got, ort_run(proto, {"x": x}))
+    assert got["x"] is not x
+    assert buffers(request).direct is not None and buffers(request).straight is None
 
 
 def test_the_caller_may_change_its_inputs_after_infer_returns():
