@@ -153,31 +153,78 @@ class _Buffers:
     # its binding, the _Binding if something is bound per run else None, the step), which an inference
     # runs straight through (InferRequest._run_direct)
     direct: tuple[tuple[Callable[..., Any], Any, _Binding | None, _Step], ...] | None = None
-    # direct only: the model input arrays bound now, by name, with the shape, dtype and strides they were
-    # bound with. The same array object again, unchanged in layout, is already bound (an OrtValue over
-    # numpy's memory reads what the array holds now): rebinding it cost the OpenVINO EP a few microseconds
-    # per run. Holding them keeps their memory alive while bound.
-    fed: dict[str, tuple[np.ndarray, Any, Any, Any]] = field(default_factory=dict)
+    # direct and straight only: the model input arrays bound now, by name: a tuple (array, shape, dtype,
+    # strides) bound by the direct path, the array itself by the straight one (its layout the input's own).
+    # The same array object again, unchanged in layout, is already bound (an OrtValue over numpy's memory
+    # reads what the array holds now): rebinding it cost the OpenVINO EP a few microseconds per run.
+    # Holding them keeps their memory alive while bound.
+    fed: dict[str, Any] = field(default_factory=dict)
     # each tensor as a numpy array over its memory: what keeps that memory alive (ORT's C-level OrtValue
     # does not hold the array it wraps), and what a model output is copied from for the caller
     views: dict[str, np.ndarray] = field(default_factory=dict)
-    # direct, and every model output copied from a buffer: the hot path's loop, see _Straight
+    # direct, every model input static and every model output copied from a buffer: the hot path
     straight: _Straight | None = None
 
 
 @dataclass(frozen=True)
 class _Straight:
-    """The serving case cut to the bone (InferRequest infer with exactly the static inputs it takes): bind
-    an input array not bound already, run the sessions, copy the outputs out of the buffers.
+    """The serving case cut to the bone: InferRequest.infer given a dict of exactly the static inputs'
+    arrays, every subgraph pre-bound, every model output copied out of a buffer. ``run(feeds)`` checks the
+    arrays, binds one not bound already, runs the sessions and copies the outputs out; None when ``feeds``
+    is not such a dict (the general path takes it).
 
-    Every statement here runs on caches the EPs' kernels have just swept, so it costs several times what
-    it does alone: on a small split the Python around the runs is a visible share of the latency.
+    Every statement here runs on caches the EPs' kernels have just swept, so it costs several times what it
+    does alone: on a small split the Python around the runs is a visible share of the latency, and
+    ``run`` touches as few objects as it can.
     """
 
+    # every model input: (name, the bindings that take it per run, dtype, shape, C strides)
+    inputs: tuple[tuple[str, tuple[Any, ...], np.dtype, Shape, Shape], ...]
     runs: tuple[tuple[Callable[..., Any], Any], ...]  # (a session's run_with_iobinding, its binding)
-    inputs: tuple[tuple[str, tuple[Any, ...]], ...]  # model input -> the bindings that take it
     copies: tuple[tuple[str, np.ndarray], ...]  # model output -> the buffer it is copied from
     steps: tuple[_Step, ...]  # the runs' steps, to name the one that fails
+    run: Callable[[dict[str, Any]], dict[str, np.ndarray] | None]
+
+
+def _straight(
+    inputs: tuple[tuple[str, tuple[Any, ...], np.dtype, Shape, Shape], ...],
+    runs: tuple[tuple[Callable[..., Any], Any], ...],
+    copies: tuple[tuple[str, np.ndarray], ...],
+    steps: tuple[_Step, ...],
+    fed: dict[str, Any],
+) -> _Straight:
+    count = len(inputs)
+    ndarray = np.ndarray
+    options = _RUN_OPTIONS
+    wrap = _C.OrtValue.ortvalue_from_numpy
+
+    def run(feeds: dict[str, Any]) -> dict[str, np.ndarray] | None:
+        if len(feeds) != count:
+            return None
+        for name, ios, dtype, shape, strides in inputs:
+            arr = feeds.get(name)
+            if type(arr) is not ndarray or arr.dtype != dtype or arr.shape != shape or arr.strides != strides:
+                return None
+            # the same array object, laid out as the input's own, is already bound: an OrtValue over
+            # numpy's memory reads what the array holds now
+            if fed.get(name) is not arr:
+                value = wrap(arr, _CPU)
+                for io in ios:
+                    io.bind_ortvalue_input(name, value)
+                fed[name] = arr
+        i = 0
+        try:
+            for session_run, io in runs:
+                session_run(io, options)
+                i += 1
+        except Exception as exc:
+            raise _BoundFailure(steps[i], exc) from None
+        results = {}
+        for name, view in copies:
+            results[name] = view.copy()
+        return results
+
+    return _Straight(inputs, runs, copies, steps, run)
 
 
 def _buffer(shape: Shape, element: int, nbytes: int) -> tuple[Any, np.ndarray]:
@@ -192,11 +239,14 @@ def _buffer(shape: Shape, element: int, nbytes: int) -> tuple[Any, np.ndarray]:
 
 def _allocate(
     steps: Sequence[_Step],
+    exact: Mapping[str, tuple[np.dtype, Shape, Shape]],
     model_inputs: frozenset[str],
     output_sources: Sequence[tuple[str, int | str]],
     unbound: frozenset[int],
     generation: int,
 ) -> _Buffers:
+    """A buffer set for ``steps``; ``exact``: (dtype, shape, C strides) of each model input with a static
+    shape and type."""
     model_outputs = {name for name, _ in output_sources}
     tensors: dict[str, Any] = {}
     views: dict[str, np.ndarray] = {}
@@ -230,49 +280,28 @@ def _allocate(
             views[name] = array
         bindings.append(_Binding(sess, io, fixed, per_run, clear, tuple(fresh)))
     direct = straight = None
+    fed: dict[str, Any] = {}
     bound = [b for b in bindings if b is not None]
     if len(bound) == len(bindings) and not any(b.clear for b in bound):
         direct = tuple(
             (b.sess.run_with_iobinding, b.io, b if b.per_run or b.fresh else None, s)
             for b, s in zip(bound, steps, strict=True)
         )
-        if not any(b.fresh for b in bound) and all(name in views for name, _ in output_sources):
-            straight = _Straight(
-                runs=tuple((b.sess.run_with_iobinding, b.io) for b in bound),
+        if (
+            not any(b.fresh for b in bound)
+            and all(name in views for name, _ in output_sources)
+            and model_inputs <= exact.keys()
+        ):
+            straight = _straight(
                 inputs=tuple(
-                    (t, tuple(b.io for b in bound if t in b.per_run))
-                    for t in sorted({t for b in bound for t in b.per_run})
+                    (t, tuple(b.io for b in bound if t in b.per_run), *exact[t]) for t in sorted(model_inputs)
                 ),
+                runs=tuple((b.sess.run_with_iobinding, b.io) for b in bound),
                 copies=tuple((name, views[name]) for name, _ in output_sources),
                 steps=tuple(steps),
+                fed=fed,
             )
-    return _Buffers(generation, bindings, tensors, direct, views=views, straight=straight)
-
-
-_EXACT = object()  # _Buffers.fed: the array was bound by the straight path, its layout the input's own
-
-
-def _run_straight(
-    straight: _Straight, fed: dict[str, tuple[Any, ...]], feeds: dict[str, np.ndarray]
-) -> dict[str, np.ndarray]:
-    """The hot path (see _Straight); ``feeds`` are exactly the static inputs' arrays (dtype, shape and C
-    strides checked), so an array bound before is still laid out as bound when it is the same object."""
-    for name, ios in straight.inputs:
-        arr = feeds[name]
-        bound = fed.get(name)
-        if bound is None or bound[0] is not arr or bound[1] is not _EXACT:
-            value = _C.OrtValue.ortvalue_from_numpy(arr, _CPU)
-            for io in ios:
-                io.bind_ortvalue_input(name, value)
-            fed[name] = (arr, _EXACT)
-    i = 0
-    try:
-        for run, io in straight.runs:
-            run(io, _RUN_OPTIONS)
-            i += 1
-    except Exception as exc:
-        raise _BoundFailure(straight.steps[i], exc) from None
-    return {name: view.copy() for name, view in straight.copies}
+    return _Buffers(generation, bindings, tensors, direct, fed, views, straight)
 
 
 def _nbytes(shape: Shape, element: int) -> int:
@@ -388,6 +417,25 @@ class InferRequest:
     ) -> dict[str, np.ndarray]:
         """Run once; ``inputs`` is {name: array}, a list in input order, or one array for one input."""
         begin = time.perf_counter()
+        pool = self._pool
+        if pool and type(inputs) is dict:  # the serving case first, with as little around it as can be
+            try:
+                buffers = pool.pop()
+            except IndexError:  # another thread took the last one
+                pass
+            else:
+                straight = buffers.straight
+                served = None
+                if straight is not None and buffers.generation == self._generation:
+                    try:
+                        served = straight.run(inputs)
+                    except _BoundFailure as failure:  # a new generation: these buffers are dropped
+                        self._recheck(failure, self._values(self._feeds(inputs), buffers))
+                self._give(buffers)
+                if served is not None:
+                    self._latency_ms = (time.perf_counter() - begin) * 1e3
+                    self.results = served
+                    return served
         exact = self._exact_feeds(inputs)
         # the caller's own dict serves: nothing here keeps it past this call
         feeds = exact if exact is not None else self._check(self._as_dict(inputs))
@@ -397,7 +445,8 @@ class InferRequest:
             values: dict[str, Any] | None = None
             try:
                 if buffers.straight is not None and exact is not None:
-                    results = _run_straight(buffers.straight, buffers.fed, feeds)
+                    results = buffers.straight.run(feeds)
+                    assert results is not None
                 elif buffers.direct is not None:
                     results = self._run_direct(buffers, feeds)
                 else:
@@ -615,7 +664,12 @@ class InferRequest:
             if buffers.generation == self._generation:
                 return buffers
         return _allocate(
-            self._steps, self._model_inputs, self._output_sources, self._unbound, self._generation
+            self._steps,
+            self._exact,
+            self._model_inputs,
+            self._output_sources,
+            self._unbound,
+            self._generation,
         )
 
     def _give(self, buffers: _Buffers) -> None:
@@ -639,7 +693,7 @@ class InferRequest:
         for name, arr in feeds.items():
             layout = (arr, arr.shape, arr.dtype, arr.strides)
             bound = fed.get(name)
-            if bound is None or bound[0] is not arr or bound[1:] != layout[1:]:
+            if type(bound) is not tuple or bound[0] is not arr or bound[1:] != layout[1:]:
                 values[name] = _C.OrtValue.ortvalue_from_numpy(arr, _CPU)
                 fed[name] = layout
         for run, io, per_run, step in buffers.direct:

@@ -81,7 +81,35 @@ def test_a_model_input_read_by_several_subgraphs_is_bound_on_each_and_rebound_wh
         assert_same(request.infer({"x": x}), ort_run(proto, {"x": x}))
     straight = buffers(request).straight
     assert straight is not None
-    assert [(name, len(ios)) for name, ios in straight.inputs] == [("x", 2)]
+    assert [(name, len(ios)) for name, ios, *_ in straight.inputs] == [("x", 2)]
+
+
+def test_the_straight_and_the_general_path_take_turns_on_one_buffer_set():
+    # an exact array is bound by the straight path, a Fortran-ordered one (made C-contiguous: a new array)
+    # by the direct path in the same bindings: each must notice the other's binding
+    proto = chain()
+    request = cpu_split(proto).create_infer_request()
+    x1, x2 = seeded((2, 3), seed=1), seeded((2, 3), seed=2)
+    for x in (x1, np.asfortranarray(x2), x1, x1, np.asfortranarray(x2), x2, x1):
+        assert_same(request.infer({"x": x}), ort_run(proto, {"x": np.ascontiguousarray(x)}))
+    assert buffers(request).straight is not None
+
+
+def test_an_exact_array_changed_in_place_is_checked_again():
+    proto = chain()
+    request = cpu_split(proto).create_infer_request()
+    x = seeded((2, 3))
+    assert_same(request.infer({"x": x}), ort_run(proto, {"x": x}))
+    x.shape = (3, 2)
+    with pytest.raises(hc.InferenceError, match="shape"):
+        request.infer({"x": x})
+    x.shape = (2, 3)
+    x.dtype = np.int32
+    with pytest.raises(hc.InferenceError, match="dtype"):
+        request.infer({"x": x})
+    x.dtype = np.float32
+    x[:] = 7
+    assert_same(request.infer({"x": x}), ort_run(proto, {"x": x}))
 
 
 def test_a_model_output_that_is_an_input_or_a_constant_leaves_the_straight_path_to_the_general_one():
