@@ -62,19 +62,21 @@ def interleaved(
 ) -> tuple[dict[str, list[float]], float, int]:
     """Time every callable of ``runs`` once per iteration, interleaved; return samples, wall time, block.
 
-    ``warmup`` untimed rotations come first (first inferences allocate and compile kernels); their times
-    choose the block size. Then iterations (each in a fresh random order) run until ``budget_s`` has
+    ``warmup`` untimed rotations come first (first inferences allocate and compile kernels); the slowest
+    runtime's fastest warm-up run chooses the block size (a first inference's time would choose blocks too
+    short for the model: a 0.6 ms split got blocks of 2, the second inference after a switch, not the
+    steady state a block measures). Then iterations (each in a fresh random order) run until ``budget_s`` has
     passed and at least ``lo`` iterations are done, or ``hi`` are: the wall time stays near the budget
     however the machine's load changes.
     """
     names = list(runs)
     shuffler = random.Random(0)
-    slowest = 0.0
+    fastest = dict.fromkeys(names, float("inf"))
     for _ in range(max(1, warmup)):
         for name in names:
             took, _ = timed(runs[name])
-            slowest = max(slowest, took * 1e3)
-    block = block_size(slowest)
+            fastest[name] = min(fastest[name], took * 1e3)
+    block = block_size(max(fastest.values(), default=0.0))
     samples: dict[str, list[float]] = {name: [] for name in names}
     clock = time.perf_counter
     enabled = gc.isenabled()

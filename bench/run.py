@@ -78,7 +78,8 @@ class Settings:
     budget_s: float = 8.0  # interleaved timing per model and group, after warm-up
     heavy_budget_s: float = 14.0  # models whose rotation takes over a second (VGG-19, ResNet-50)
     lo: int = 10
-    hi: int = 100
+    heavy_lo: int = 16  # VGG-19's rotation takes 1.6 s: 10 pairs left its paired ratio at the noise's mercy
+    hi: int = 400  # fast models (a split MLP of 0.6 ms) fill their budget rather than stop at a few hundred ms
     split_budget_s: float = 8.0  # the forced-split group of a light/ model
     split_lo: int = 5
     split_hi: int = 30
@@ -96,7 +97,7 @@ class Settings:
 
     @classmethod
     def full(cls, light: Sequence[str], sections: Sequence[str], threads: int = 0) -> Settings:
-        """The ``make bench`` run: every light/ model, median of 10-50 interleaved iterations."""
+        """The ``make bench`` run: every light/ model, median of 10-400 interleaved iterations (16 at least for the heaviest)."""
         return cls(quick=False, light=tuple(light), sections=tuple(sections), threads=threads)
 
     @classmethod
@@ -110,6 +111,7 @@ class Settings:
             budget_s=0.3,
             heavy_budget_s=0.3,
             lo=3,
+            heavy_lo=3,
             hi=10,
             split_budget_s=0.3,
             split_lo=2,
@@ -237,7 +239,8 @@ def latency_group(
         budget, lo, hi = settings.split_budget_s, settings.split_lo, settings.split_hi
     else:
         heavy = subject.name in HEAVY
-        budget, lo, hi = settings.heavy_budget_s if heavy else settings.budget_s, settings.lo, settings.hi
+        budget = settings.heavy_budget_s if heavy else settings.budget_s
+        lo, hi = settings.heavy_lo if heavy else settings.lo, settings.hi
     samples, wall, block = measure.interleaved(
         {rid: p.infer for rid, p in prepared.items()}, budget_s=budget, lo=lo, hi=hi, warmup=settings.warmup
     )
