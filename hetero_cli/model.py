@@ -54,9 +54,11 @@ class Node:
         self.index = index
         self.proto = proto
         self.friendly_name = friendly_name
-        self.outputs: tuple[str, ...] = tuple(o for o in proto.output if o)
-        direct = [i for i in proto.input if i]
-        self.inputs: tuple[str, ...] = tuple(dict.fromkeys(direct + implicit_inputs))
+        self.outputs: tuple[str, ...] = tuple(filter(None, proto.output))
+        direct = filter(None, proto.input)
+        self.inputs: tuple[str, ...] = tuple(
+            dict.fromkeys([*direct, *implicit_inputs] if implicit_inputs else direct)
+        )
         self.implicit_inputs: tuple[str, ...] = tuple(implicit_inputs)
         self.is_constant = False
         self._rt_info: dict[str, Any] = {}
@@ -113,10 +115,14 @@ def node_outer_refs(node: onnx.NodeProto) -> list[str]:
     """Names the node's subgraph attributes (If/Loop/Scan bodies) read from the node's scope."""
     refs: dict[str, None] = {}
     for attr in node.attribute:
-        graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
-        for g in graphs:
-            refs.update(dict.fromkeys(graph_outer_refs(g)))
+        kind = attr.type
+        if kind in (_GRAPH, _GRAPHS):
+            for g in [attr.g] if kind == _GRAPH else attr.graphs:
+                refs.update(dict.fromkeys(graph_outer_refs(g)))
     return list(refs)
+
+
+_GRAPH, _GRAPHS = onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS
 
 
 def _friendly_names(nodes: list[onnx.NodeProto]) -> list[str]:
@@ -461,10 +467,15 @@ class Model:
         implicit = [node_outer_refs(n) for n in protos]
         names = _friendly_names(protos)
         producer = {out: i for i, n in enumerate(protos) for out in n.output if out}
-        deps = [
-            sorted({producer[t] for t in [*n.input, *imp] if t in producer and producer[t] != i})
-            for i, (n, imp) in enumerate(zip(protos, implicit, strict=True))
-        ]
+        producer.pop("", None)
+        deps = []
+        for i, (n, imp) in enumerate(zip(protos, implicit, strict=True)):
+            found = {producer.get(t) for t in n.input}
+            if imp:
+                found.update(producer.get(t) for t in imp)
+            found.discard(None)
+            found.discard(i)
+            deps.append(list(found))
         order = _topological(deps)
         if order is None:
             raise ModelError("the model's graph has a cycle: it is not a valid ONNX model")
@@ -761,7 +772,11 @@ def _invalid_text(message: Any) -> str | None:
             if kind is None:
                 kind = _FIELD_KINDS[field] = _field_kind(field)
             message_field, string_field, repeated = kind
-            if message_field:
+            if field is _NODE_ATTRIBUTE:
+                found = _invalid_attribute_text(value, stack)
+                if found is not None:
+                    return found
+            elif message_field:
                 if repeated:
                     stack.extend(value)
                 else:
@@ -772,6 +787,24 @@ def _invalid_text(message: Any) -> str | None:
 
 
 _FIELD_KINDS: dict[Any, tuple[bool, bool, bool]] = {}
+_NODE_ATTRIBUTE = onnx.NodeProto.DESCRIPTOR.fields_by_name["attribute"]
+_ATTRIBUTE_TEXT = ("name", "ref_attr_name", "doc_string")
+# attribute types whose value holds no text (a STRING attribute's value is bytes in ONNX)
+_TEXTLESS = frozenset(
+    getattr(onnx.AttributeProto, t) for t in ("FLOAT", "INT", "STRING", "FLOATS", "INTS", "STRINGS")
+)
+
+
+def _invalid_attribute_text(attributes: Any, stack: list[Any]) -> str | None:
+    """_invalid_text's check of a node's attributes, the bulk of a model's messages: the text fields by
+    name, and only values that may hold text (tensors, graphs, type protos) onto ``stack``."""
+    for attr in attributes:
+        for name in _ATTRIBUTE_TEXT:
+            if type(getattr(attr, name)) is bytes:
+                return f"AttributeProto.{name}"
+        if attr.type not in _TEXTLESS:
+            stack.append(attr)
+    return None
 
 
 def _field_kind(field: Any) -> tuple[bool, bool, bool]:
@@ -809,8 +842,17 @@ def _graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
         yield from _node_tensors(node)
 
 
+# attribute types whose value holds no tensor (an attribute's value is the field its type names)
+_TENSORLESS = frozenset(
+    getattr(onnx.AttributeProto, t)
+    for t in ("FLOAT", "INT", "STRING", "FLOATS", "INTS", "STRINGS", "TYPE_PROTO", "TYPE_PROTOS")
+)
+
+
 def _node_tensors(node: onnx.NodeProto) -> Iterator[onnx.TensorProto]:
     for attr in node.attribute:
+        if attr.type in _TENSORLESS:
+            continue
         if attr.HasField("t"):
             yield attr.t
         yield from attr.tensors

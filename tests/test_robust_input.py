@@ -160,6 +160,65 @@ def test_names_that_are_not_utf8_are_refused():
         hc.Core().read_model(data)
 
 
+def _text_fields(message, found: list) -> list:
+    """(message type.field, value) of every non-empty string field, by a plain walk of every field (the
+    reference for model._invalid_text, which takes shortcuts through nodes and attributes)."""
+    for field, value in message.ListFields():
+        repeated = getattr(field, "is_repeated", None)
+        if repeated is None:  # protobuf before 5.x
+            repeated = field.label == field.LABEL_REPEATED
+        values = list(value) if repeated else [value]
+        for v in values:
+            if field.type == field.TYPE_MESSAGE:
+                _text_fields(v, found)
+            elif field.type == field.TYPE_STRING and v:
+                found.append((f"{message.DESCRIPTOR.name}.{field.name}", v))
+    return found
+
+
+def test_text_that_is_not_utf8_is_found_in_every_string_field_of_a_model():
+    from hetero_cli.model import _invalid_text
+
+    proto = if_model()
+    proto.doc_string = "docmodel"
+    proto.graph.doc_string = "docgraph"
+    relu = proto.graph.node[0]
+    relu.doc_string = "docrelu"
+    relu.metadata_props.add(key="keyaffinity", value="valdevice")
+    relu.attribute.append(h.make_attribute("tagattr", "strval", doc_string="docattr"))
+    proto.graph.node[1].domain = ""
+    proto.graph.node[2].attribute.append(
+        h.make_attribute("tensattr", onnx.numpy_helper.from_array(np.ones(2, np.float32), "tensname"))
+    )
+    proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batchdim"
+    proto.metadata_props.add(key="author", value="someone")
+    data = proto.SerializeToString()
+    fields = [(f, v) for f, v in _text_fields(proto, []) if data.count(v.encode()) == 1 and len(v) > 2]
+    assert {
+        "NodeProto.name",
+        "NodeProto.doc_string",
+        "AttributeProto.name",
+        "AttributeProto.doc_string",
+        "StringStringEntryProto.value",
+        "TensorProto.name",
+        "Dimension.dim_param",
+        "GraphProto.name",
+        "ModelProto.doc_string",
+    } <= {f for f, _ in fields}
+    assert _invalid_text(proto) is None
+    for field, value in fields:
+        broken = onnx.ModelProto()
+        broken.ParseFromString(data.replace(value.encode(), b"\xe9" + value.encode()[1:]))
+        assert _invalid_text(broken) == field, value
+    for shared in ("zero", "batchdim", "t_out"):  # names several fields hold: each copy broken
+        broken = onnx.ModelProto()
+        broken.ParseFromString(data.replace(shared.encode(), b"\xe9" + shared.encode()[1:]))
+        assert _invalid_text(broken) is not None, shared
+    # a STRING attribute's value is bytes in ONNX: any bytes are fine there
+    relu.attribute[-1].s = b"\xe9\xff"
+    assert _invalid_text(proto) is None
+
+
 def test_a_node_reading_a_tensor_nothing_defines_is_refused():
     nodes = [h.make_node("Relu", ["x"], ["r"], name="relu"), h.make_node("Add", ["r", "ghost"], ["y"])]
     proto = make_model(nodes, [vi("x")], [vi("y")])
