@@ -444,10 +444,7 @@ class InferRequest:
             buffers = self._take()
             values: dict[str, Any] | None = None
             try:
-                if buffers.straight is not None and exact is not None:
-                    results = buffers.straight.run(feeds)
-                    assert results is not None
-                elif buffers.direct is not None:
+                if buffers.direct is not None:
                     results = self._run_direct(buffers, feeds)
                 else:
                     values = self._values(feeds, buffers)

@@ -88,9 +88,7 @@ class Node:
     @property
     def has_subgraphs(self) -> bool:
         """True for If, Loop, Scan and other nodes with graph attributes."""
-        return any(
-            a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in self.proto.attribute
-        )
+        return any(a.type in (_GRAPH, _GRAPHS) for a in self.proto.attribute)
 
     def __repr__(self) -> str:
         return f"<Node {self.friendly_name!r} {self.get_type_name()}>"
@@ -467,7 +465,6 @@ class Model:
         implicit = [node_outer_refs(n) for n in protos]
         names = _friendly_names(protos)
         producer = {out: i for i, n in enumerate(protos) for out in n.output if out}
-        producer.pop("", None)
         deps = []
         for i, (n, imp) in enumerate(zip(protos, implicit, strict=True)):
             found = {producer.get(t) for t in n.input}
@@ -843,10 +840,7 @@ def _graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
 
 
 # attribute types whose value holds no tensor (an attribute's value is the field its type names)
-_TENSORLESS = frozenset(
-    getattr(onnx.AttributeProto, t)
-    for t in ("FLOAT", "INT", "STRING", "FLOATS", "INTS", "STRINGS", "TYPE_PROTO", "TYPE_PROTOS")
-)
+_TENSORLESS = _TEXTLESS | {onnx.AttributeProto.TYPE_PROTO, onnx.AttributeProto.TYPE_PROTOS}
 
 
 def _node_tensors(node: onnx.NodeProto) -> Iterator[onnx.TensorProto]:

@@ -112,7 +112,7 @@ def test_an_exact_array_changed_in_place_is_checked_again():
     assert_same(request.infer({"x": x}), ort_run(proto, {"x": x}))
 
 
-def test_a_model_output_that_is_an_input_or_a_constant_leaves_the_straight_path_to_the_general_one():
+def test_a_model_output_that_is_a_model_input_leaves_the_straight_path_to_the_general_one():
     nodes = [h.make_node("Relu", ["x"], ["r"], name="relu"), h.make_node("Neg", ["r"], ["y"], name="neg")]
     proto = make_model(nodes, [vi("x", [2, 3])], [vi("y", [2, 3]), vi("x", [2, 3])])
     request = cpu_split(proto).create_infer_request()
