@@ -12,7 +12,7 @@ else
 FLAVOUR ?= cpu
 endif
 
-.PHONY: install demo test lint clean bench
+.PHONY: install demo test lint clean bench bench-gpu
 
 install: $(STAMP)
 
@@ -48,3 +48,8 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 BENCH_ARGS ?= --threads=1
 bench: $(STAMP) $(BENCH_STAMP)
 	$(PY) bench/run.py $(BENCH_ARGS)
+
+# The CUDA rows (bench/gpu.py): hetero-cli against one ORT session [CUDA, CPU] on an NVIDIA GPU, results in
+# bench/results/gpu/. Needs onnxruntime-gpu: make FLAVOUR=gpu bench-gpu (says so and measures nothing without).
+bench-gpu: $(STAMP)
+	$(PY) bench/gpu.py

@@ -72,6 +72,8 @@ def _git() -> dict[str, Any]:
         done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
         return done.stdout.strip()
 
+    if os.environ.get("HETERO_BENCH_COMMIT"):  # a copy of the work tree without .git (a lent GPU machine)
+        return {"commit": os.environ["HETERO_BENCH_COMMIT"], "dirty": None}
     try:
         commit = run("rev-parse", "HEAD")
         dirty = bool(run("status", "--porcelain", "--untracked-files=no"))

@@ -216,9 +216,15 @@ def _max_abs_diff(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float |
 
 
 def latency_group(
-    run: Run, subject: Subject, name: str, ids: list[str], feeds: dict[str, np.ndarray]
+    run: Run,
+    subject: Subject,
+    name: str,
+    ids: list[str],
+    feeds: dict[str, np.ndarray],
+    reference: str = "ort_cpu",
 ) -> dict[str, Any]:
-    """Compile the runtimes ``ids`` for ``subject``, check they agree, time them interleaved."""
+    """Compile the runtimes ``ids`` for ``subject``, check they agree with ``reference``'s outputs, time
+    them interleaved."""
     settings = run.settings
     prepared: dict[str, runtimes.Prepared] = {}
     errors: dict[str, str] = {}
@@ -231,8 +237,8 @@ def latency_group(
             continue
         if rid.startswith("split_k"):
             splits[int(rid[7:])] = prepared[rid]
-    reference = prepared["ort_cpu"].outputs() if "ort_cpu" in prepared else None
-    diffs = {rid: _max_abs_diff(p.outputs(), reference) if reference else None for rid, p in prepared.items()}
+    expected = prepared[reference].outputs() if reference in prepared else None
+    diffs = {rid: _max_abs_diff(p.outputs(), expected) if expected else None for rid, p in prepared.items()}
     if subject.kind == "chain":
         budget, lo, hi = settings.chain_budget_s, settings.chain_lo, settings.chain_hi
     elif name == "splits":
@@ -260,7 +266,7 @@ def latency_group(
             "boundaries": p.boundaries,
             "compile_s": p.compile_s,
             "stats": stats[rid].to_dict(),
-            "max_abs_diff_vs_ort_cpu": diffs[rid],
+            f"max_abs_diff_vs_{reference}": diffs[rid],
             "baseline": list(spec.baseline),
             "ratio": None,
         }
@@ -293,8 +299,11 @@ def paired_ratio(candidate: list[float], baselines: list[list[float]]) -> dict[s
     return {"p25": q[0], "median": q[1], "p75": q[2]}
 
 
-def latency(run: Run, subject: Subject) -> dict[str, Any]:
-    """Every runtime group of ``subject``, one after the other, on the same seeded inputs."""
+def latency(
+    run: Run, subject: Subject, groups: dict[str, list[str]] | None = None, reference: str = "ort_cpu"
+) -> dict[str, Any]:
+    """Every runtime group of ``subject`` (``groups``, default its own), one after the other, on the same
+    seeded inputs; outputs are compared with ``reference``'s."""
     feeds = graphs.random_feeds(runtimes.model_inputs(subject.path), seed=0)
     entry: dict[str, Any] = {
         "path": str(subject.path) if subject.kind == "light" else subject.path.name,
@@ -303,11 +312,11 @@ def latency(run: Run, subject: Subject) -> dict[str, Any]:
         "threads": run.settings.threads if subject.threads is None else subject.threads,
         "groups": {},
     }
-    for name, ids in subject.groups(run.settings).items():
+    for name, ids in (groups or subject.groups(run.settings)).items():
         run.progress(f"latency: {subject.name}, {name}: {', '.join(ids)}")
         try:
             with runtimes.threads_set(subject.threads):
-                group = latency_group(run, subject, name, ids, feeds)
+                group = latency_group(run, subject, name, ids, feeds, reference)
         except Exception as exc:
             group = {"error": run.error(f"latency {subject.name} {name}", exc)}
         entry["groups"][name] = group
@@ -544,18 +553,38 @@ def busy_warnings(results: dict[str, Any]) -> list[str]:
     return out
 
 
-def parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    """Command-line options."""
+def base_parser(doc: str, results: str) -> argparse.ArgumentParser:
+    """A harness script's parser with the options every one has: --quick, --out (default ``results``),
+    --models; ``doc`` is the script's docstring."""
     parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+        description=doc.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="a few iterations on 2 models (for tests)")
-    parser.add_argument(
-        "--out", type=Path, help="results folder (default bench/results, --quick: bench/results/tmp)"
-    )
+    parser.add_argument("--out", type=Path, help=f"results folder (default {results}, --quick: {results}/tmp)")
     parser.add_argument(
         "--models", help=f"comma-separated light/ models (default: all of {','.join(graphs.LIGHT_MODELS)})"
     )
+    return parser
+
+
+def light_models(args: argparse.Namespace) -> tuple[str, ...]:
+    """The light/ models of a run: ``--models``, else SqueezeNet for ``--quick``, else all; SystemExit(2)
+    naming the choices when one is unknown."""
+    default = ("squeezenet",) if args.quick else graphs.LIGHT_MODELS
+    light = tuple(m.strip() for m in args.models.split(",")) if args.models else default
+    bad = [m for m in light if m not in graphs.LIGHT_MODELS]
+    if bad:
+        print(
+            f"unknown light/ model(s) {', '.join(bad)}: choose from {', '.join(graphs.LIGHT_MODELS)}",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+    return light
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Command-line options."""
+    parser = base_parser(__doc__, "bench/results")
     parser.add_argument(
         "--sections",
         default=",".join(SECTIONS),
@@ -585,15 +614,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         print(f"unknown section(s) {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
-    default_light = ("squeezenet",) if args.quick else graphs.LIGHT_MODELS
-    light = tuple(m.strip() for m in args.models.split(",")) if args.models else default_light
-    bad = [m for m in light if m not in graphs.LIGHT_MODELS]
-    if bad:
-        print(
-            f"unknown light/ model(s) {', '.join(bad)}: choose from {', '.join(graphs.LIGHT_MODELS)}",
-            file=sys.stderr,
-        )
-        return 2
+    light = light_models(args)
     if args.threads < 0:
         print("--threads must be 0 (defaults) or more", file=sys.stderr)
         return 2

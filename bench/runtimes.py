@@ -5,7 +5,10 @@
 * ``split_k<N>``: hetero-cli with manual affinities cutting the model into N chunks, alternating CPU and
   OPENVINO; ``chain_k<N>``: the very sessions of that split, chained by a minimal loop (the floor any
   hetero engine can reach with ORT sessions);
-* ``openvino``: native OpenVINO (``openvino.Core().compile_model(path, "CPU")``) on the same file, at f32.
+* ``openvino``: native OpenVINO (``openvino.Core().compile_model(path, "CPU")``) on the same file, at f32;
+* CUDA rows (bench/gpu.py): ``ort_cuda``, one ORT session with providers [CUDA, CPU]; ``hetero_gpu``,
+  automatic ``HETERO:GPU,CPU``; ``gsplit_k<N>``, manual affinities cutting the model into N chunks
+  alternating GPU and CPU.
 
 All runtimes read the model from an ONNX file, the way a user gives it.
 """
@@ -30,6 +33,7 @@ from hetero_cli.model import Model
 # Native OpenVINO picks bf16 on CPUs with AMX/AVX512-BF16; every runtime here computes in f32.
 OPENVINO_CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
 SPLIT_DEVICES = ("CPU", "OPENVINO")
+GPU_SPLIT_DEVICES = ("GPU", "CPU")
 THREADS_ENV = "HETERO_BENCH_THREADS"
 _threads = int(os.environ.get(THREADS_ENV, "0") or 0)
 
@@ -56,13 +60,14 @@ def threads_set(n: int | None) -> Iterator[None]:
 
 
 def provider_list(kind: str) -> list[Any]:
-    """ORT providers for "CPU" or "OPENVINO,CPU" (the OpenVINO EP on its CPU device)."""
+    """ORT providers for "CPU", "OPENVINO,CPU" (the OpenVINO EP on its CPU device) or "CUDA,CPU"."""
     ov_options = {"device_type": "CPU"}
     if _threads:
         ov_options["num_of_threads"] = str(_threads)
     return {
         "CPU": ["CPUExecutionProvider"],
         "OPENVINO,CPU": [("OpenVINOExecutionProvider", ov_options), "CPUExecutionProvider"],
+        "CUDA,CPU": ["CUDAExecutionProvider", "CPUExecutionProvider"],
     }[kind]
 
 
@@ -87,9 +92,12 @@ SPECS: dict[str, Spec] = {
     "ort_ov": Spec("ORT [OpenVINO, CPU]"),
     "hetero_ov": Spec("hetero HETERO:OPENVINO,CPU auto", ("ort_ov",)),
     "openvino": Spec("native OpenVINO CPU f32", ("ort_ov",)),
+    "ort_cuda": Spec("ORT [CUDA, CPU]"),
+    "hetero_gpu": Spec("hetero HETERO:GPU,CPU auto", ("ort_cuda",)),
 }
 # A forced split runs half of the model on each EP: its compute-matched baseline is the mean of both sessions.
 MIX = ("ort_cpu", "ort_ov")
+GPU_MIX = ("ort_cuda", "ort_cpu")
 
 
 def spec(runtime: str) -> Spec:
@@ -100,6 +108,8 @@ def spec(runtime: str) -> Spec:
         return Spec(f"hetero split k={runtime[7:]} CPU/OPENVINO", MIX)
     if runtime.startswith("chain_k"):
         return Spec(f"same k={runtime[7:]} sessions, bare loop", MIX)
+    if runtime.startswith("gsplit_k"):
+        return Spec(f"hetero split k={runtime[8:]} GPU/CPU", GPU_MIX)
     raise KeyError(runtime)
 
 
@@ -152,33 +162,42 @@ def read(path: Path) -> Model:
     return hetero_cli.Core().read_model(path)
 
 
-def split_affinities(model: Model, k: int) -> dict[str, str]:
+def split_affinities(model: Model, k: int, devices: tuple[str, str] = SPLIT_DEVICES) -> dict[str, str]:
     """Manual affinities: the non-constant nodes in ``k`` contiguous topological chunks alternating
-    CPU / OPENVINO; constant-only nodes (copied into each subgraph that reads them) get CPU."""
+    ``devices`` (CPU / OPENVINO by default); constant-only nodes (copied into each subgraph that reads them)
+    get the first device."""
     active = [n.friendly_name for n in model.get_ops() if not n.is_constant]
-    affinities = {n.friendly_name: SPLIT_DEVICES[0] for n in model.get_ops() if n.is_constant}
+    affinities = {n.friendly_name: devices[0] for n in model.get_ops() if n.is_constant}
     n = len(active)
     for i, name in enumerate(active):
-        affinities[name] = SPLIT_DEVICES[(i * min(k, n) // n) % 2]
+        affinities[name] = devices[(i * min(k, n) // n) % 2]
     return affinities
 
 
-def compile_hetero(path: Path, device: str, split: int | None = None) -> hetero_cli.CompiledModel:
-    """``Core().compile_model`` from the file; with ``split`` = k, manual affinities cut it into k chunks."""
+def compile_hetero(
+    path: Path, device: str, split: int | None = None, devices: tuple[str, str] = SPLIT_DEVICES
+) -> hetero_cli.CompiledModel:
+    """``Core().compile_model`` from the file; with ``split`` = k, manual affinities cut it into k chunks
+    alternating ``devices``."""
     core = hetero_cli.Core()
     if split is None:
         return core.compile_model(str(path), device, hetero_config())
     model = core.read_model(path)
-    model.set_affinities(split_affinities(model, split))
+    model.set_affinities(split_affinities(model, split, devices))
     return core.compile_model(model, device, hetero_config())
 
 
 def prepare_hetero(
-    runtime: str, path: Path, feeds: Mapping[str, np.ndarray], device: str, split: int | None = None
+    runtime: str,
+    path: Path,
+    feeds: Mapping[str, np.ndarray],
+    device: str,
+    split: int | None = None,
+    devices: tuple[str, str] = SPLIT_DEVICES,
 ) -> Prepared:
     """A hetero-cli compiled model and one infer request (reused, as a serving loop would)."""
     start = time.perf_counter()
-    compiled = compile_hetero(path, device, split)
+    compiled = compile_hetero(path, device, split, devices)
     compile_s = time.perf_counter() - start
     request = compiled.create_infer_request()
     feeds = dict(feeds)
@@ -310,6 +329,13 @@ def prepare(
         return prepare_hetero(runtime, path, feeds, "HETERO:OPENVINO,CPU")
     if runtime == "openvino":
         return prepare_openvino(runtime, path, feeds)
+    if runtime == "ort_cuda":
+        return prepare_ort(runtime, path, feeds, "CUDA,CPU")
+    if runtime == "hetero_gpu":
+        return prepare_hetero(runtime, path, feeds, "HETERO:GPU,CPU")
+    if runtime.startswith("gsplit_k"):
+        k = int(runtime[8:])
+        return prepare_hetero(runtime, path, feeds, "HETERO:GPU,CPU", split=k, devices=GPU_SPLIT_DEVICES)
     if runtime.startswith("split_k"):
         return prepare_hetero(runtime, path, feeds, "HETERO:OPENVINO,CPU", split=int(runtime[7:]))
     if runtime.startswith("chain_k"):

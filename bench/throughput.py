@@ -59,7 +59,9 @@ class Subject:
 
     name: str
     path: Path
-    split: int | None  # None: automatic HETERO:OPENVINO,CPU; k: manual affinities in k chunks
+    split: int | None  # None: automatic placement; k: manual affinities in k chunks alternating ``devices``
+    device: str = "HETERO:OPENVINO,CPU"
+    devices: tuple[str, str] = runtimes.SPLIT_DEVICES
 
 
 def subjects(models: Sequence[Any]) -> list[Subject]:
@@ -72,7 +74,7 @@ def subjects(models: Sequence[Any]) -> list[Subject]:
 def measure_subject(subject: Subject, plan: Plan, threads: int = 0, seed: int = 0) -> dict[str, Any]:
     """Throughput of one subject: sync, then every nireq, ``plan.repeats`` times in random order."""
     with runtimes.threads_set(threads):
-        compiled = runtimes.compile_hetero(subject.path, "HETERO:OPENVINO,CPU", subject.split)
+        compiled = runtimes.compile_hetero(subject.path, subject.device, subject.split, subject.devices)
     feeds = graphs.random_feeds(runtimes.model_inputs(subject.path), seed=seed)
     batch = benchmark.batch_size({k: v.shape for k, v in feeds.items()})
     sets = [feeds] * max(NIREQ)
@@ -95,7 +97,7 @@ def measure_subject(subject: Subject, plan: Plan, threads: int = 0, seed: int = 
         "model": subject.name,
         "threads": threads,
         "path": subject.path.name,
-        "device": "HETERO:OPENVINO,CPU",
+        "device": subject.device,
         "split": subject.split,
         "subgraphs": len(compiled.subgraphs),
         "devices": [s.device for s in compiled.subgraphs],

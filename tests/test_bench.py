@@ -123,3 +123,52 @@ def test_quick_run_draws_the_boundary_plot(quick_run):
     png = out / "boundary_overhead.png"
     assert png.exists()
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+GPU = ROOT / "bench" / "gpu.py"
+
+
+def _gpu_quick(out: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(GPU), "--quick", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+@pytest.mark.skipif(
+    "CUDAExecutionProvider" in ort.get_available_providers(),
+    reason="this machine has CUDA: the gpu test runs",
+)
+def test_cuda_rows_without_cuda_say_so_and_write_nothing(tmp_path):
+    done = _gpu_quick(tmp_path / "gpu")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("no CUDA device here, nothing measured: ")
+    assert not (tmp_path / "gpu").exists()
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.skipif(
+    "CUDAExecutionProvider" not in ort.get_available_providers(),
+    reason="needs an NVIDIA GPU and onnxruntime-gpu (make FLAVOUR=gpu test)",
+)
+def test_cuda_rows_measure_the_automatic_split_the_forced_splits_and_pipelining(tmp_path):
+    done = _gpu_quick(tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:] or done.stdout[-3000:]
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert not results.get("errors"), results["errors"]
+    assert results["machine"]["gpu"]
+    for name in ("squeezenet", "mlp_sanitised"):
+        groups = results["latency"][name]["groups"]
+        assert set(groups["auto"]["runtimes"]) == {"ort_cuda", "hetero_gpu"}
+        assert groups["auto"]["runtimes"]["hetero_gpu"]["ratio"] > 0
+        assert set(results["splits"][name]["per_k"]) == {"2", "4"}
+    # mlp_sanitised's outputs are not uniform: every runtime, split or not, computes the same numbers
+    rows = results["latency"]["mlp_sanitised"]["groups"]["splits"]["runtimes"].values()
+    assert all(row["max_abs_diff_vs_ort_cuda"] < 1e-2 for row in rows)
+    [run] = results["throughput"]["runs"]
+    assert run["devices"] == ["GPU", "CPU"] and set(run["configs"]) == {"sync", "1", "2", "4"}

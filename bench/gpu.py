@@ -1,0 +1,201 @@
+"""CUDA rows of the harness: hetero-cli against one ORT session with [CUDA, CPU], on an NVIDIA GPU.
+
+    make FLAVOUR=gpu bench-gpu          # where onnxruntime-gpu sees a GPU: bench/results/gpu/
+    python bench/gpu.py --quick         # SqueezeNet + mlp_sanitised, a few iterations: bench/results/gpu/tmp/
+
+Timed as run.py's latency section is (interleaved short blocks, bench/measure.py), on the light/ models
+and mlp_sanitised, every session with its runtime's default threads (a GPU machine has cores to spare):
+
+1. auto: one ORT session [CUDA, CPU] with automatic HETERO:GPU,CPU (query, partition, compile for the
+   GPU). The ratio is reported, not judged: issue 6 sets its 1.05 limit for the OpenVINO analogue.
+2. splits: forced splits into k = 2 and 4 chunks alternating GPU and CPU (manual affinities) with ORT
+   [CUDA, CPU] and ORT [CPU]: what a crossing between GPU and host memory costs, its copies included.
+3. throughput: a light/ model cut in two, GPU then CPU: async requests overlapping on two real devices
+   (nireq 1, 2, 4: ``hetero benchmark -api async``'s loop, bench/throughput.py).
+
+Without a CUDA device it says so and exits 0, writing nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import report
+import run as harness
+import runtimes
+import throughput
+from rich.table import Table
+
+from hetero_cli import registry
+
+HERE = Path(__file__).resolve().parent
+SPLITS = (2, 4)
+GROUPS = {
+    "auto": ["ort_cuda", "hetero_gpu"],
+    "splits": ["ort_cuda", "ort_cpu", *(f"gsplit_k{k}" for k in SPLITS)],
+}
+PIPELINED = ("squeezenet", "resnet50")  # cut in two for the throughput rows, when in the run
+# GPU runtimes take a millisecond or two: shorter budgets than run.py's still give hundreds of iterations
+FULL = {"budget_s": 4.0, "heavy_budget_s": 6.0, "split_budget_s": 6.0, "split_lo": 10, "split_hi": 400}
+
+
+def gpu_description() -> str | None:
+    """The GPU, its driver and memory as nvidia-smi reports them (None without nvidia-smi)."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    done = subprocess.run(
+        ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout.strip() or None
+
+
+def split_rows(entry: dict[str, Any]) -> dict[str, Any]:
+    """Per forced split: boundaries, (median - mean of the two one-session medians) per boundary, and the
+    slope between the splits (what one more crossing adds, the compute on each device about the same)."""
+    rts = entry["groups"].get("splits", {}).get("runtimes", {})
+    if "ort_cuda" not in rts or "ort_cpu" not in rts:
+        return {}
+    mix = statistics.fmean([rts["ort_cuda"]["stats"]["median_ms"], rts["ort_cpu"]["stats"]["median_ms"]])
+    points = []
+    out: dict[str, Any] = {"baseline_ms": mix, "per_k": {}}
+    for k in SPLITS:
+        row = rts.get(f"gsplit_k{k}")
+        if row is None or not row["boundaries"]:
+            continue
+        median = row["stats"]["median_ms"]
+        out["per_k"][str(k)] = {
+            "subgraphs": row["subgraphs"],
+            "boundaries": row["boundaries"],
+            "median_ms": median,
+            "us_per_boundary_vs_mix": (median - mix) * 1e3 / row["boundaries"],
+        }
+        points.append((row["boundaries"], median * 1e3))
+    if len({b for b, _ in points}) > 1:
+        (b0, t0), (b1, t1) = points[0], points[-1]
+        out["slope_us"] = (t1 - t0) / (b1 - b0)
+    return out
+
+
+def summary_table(results: dict[str, Any]) -> Table:
+    """One line per model: automatic split against ORT's, and what a GPU <-> CPU crossing costs."""
+    table = Table(title="CUDA rows: hetero-cli against one ORT session [CUDA, CPU]", title_justify="left")
+    for column in (
+        "model",
+        "ORT [CUDA, CPU] ms",
+        "HETERO:GPU,CPU ms",
+        "subgraphs",
+        "ratio (paired)",
+        "k=2 / k=4 split ms",
+        "us per extra boundary",
+    ):
+        table.add_column(column, justify="left" if column == "model" else "right")
+    for name, entry in results["latency"].items():
+        auto = entry.get("groups", {}).get("auto", {}).get("runtimes", {})
+        ort, hetero = auto.get("ort_cuda"), auto.get("hetero_gpu")
+        splits = results["splits"].get(name, {})
+        per_k = splits.get("per_k", {})
+        table.add_row(
+            name,
+            f"{ort['stats']['median_ms']:.3f}" if ort else "-",
+            f"{hetero['stats']['median_ms']:.3f}" if hetero else "-",
+            str(hetero["subgraphs"]) if hetero else "-",
+            f"{hetero['paired_ratio']['median']:.3f}" if hetero and "paired_ratio" in hetero else "-",
+            " / ".join(f"{per_k[k]['median_ms']:.3f}" for k in per_k) or "-",
+            f"{splits['slope_us']:.0f}" if "slope_us" in splits else "-",
+        )
+    return table
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CUDA rows; 0 also where there is no CUDA device (nothing is measured then)."""
+    args = harness.base_parser(__doc__, "bench/results/gpu").parse_args(argv)
+    gpu = registry.lookup("GPU")
+    if not registry.is_available(gpu):
+        print(f"no CUDA device here, nothing measured: {registry.unavailable_reason(gpu)}")
+        return 0
+    light = harness.light_models(args)
+    sections = ("latency", "throughput")
+    if args.quick:
+        settings = harness.Settings.fast(light, sections)
+    else:
+        settings = dataclasses.replace(harness.Settings.full(light, sections), **FULL)
+    out = args.out or (HERE / "results" / "gpu" / "tmp" if args.quick else HERE / "results" / "gpu")
+    out.mkdir(parents=True, exist_ok=True)
+    run = harness.Run(settings, out, report.console())
+    machine = report.machine() | {"gpu": gpu_description()}
+    run.results.update(
+        {
+            "schema": 1,
+            "command": " ".join([Path(sys.executable).name, *sys.argv]),
+            "quick": settings.quick,
+            "started": report.now(),
+            "machine": machine,
+            "settings": dataclasses.asdict(settings),
+        }
+    )
+    run.console.print(
+        f"[bold]hetero-cli bench, CUDA rows[/bold] on {machine['gpu']}; {machine['cpu']}, "
+        f"{machine['usable_cpus']} CPUs; ORT {machine['onnxruntime']}; threads per session: runtime defaults",
+        soft_wrap=True,
+    )
+    with tempfile.TemporaryDirectory(prefix="hetero_bench_gpu_") as tmp:
+        models = [s for s in harness.subjects(settings, Path(tmp)) if s.kind != "chain"]
+        run.results["latency"] = {}
+        for subject in models:
+            try:
+                run.results["latency"][subject.name] = harness.latency(run, subject, GROUPS, "ort_cuda")
+            except Exception as exc:  # one model failing is a result, not the end of the run
+                run.results["latency"][subject.name] = {"error": run.error(subject.name, exc)}
+        run.results["splits"] = {
+            name: split_rows(entry) for name, entry in run.results["latency"].items() if "groups" in entry
+        }
+        run.results["throughput"] = pipelining(run, models)
+    run.console.print(report.throughput_table(run.results["throughput"]))
+    run.console.print(summary_table(run.results))
+    run.results["finished"] = report.now()
+    run.results["duration_s"] = time.perf_counter() - run.began
+    path = out / "results.json"
+    report.write_json(run.results, path)
+    run.console.print(
+        f"\n{len(run.results.get('errors', []))} error(s) in {run.results['duration_s']:.0f} s; wrote {path}"
+    )
+    return 0
+
+
+def pipelining(run: harness.Run, models: Sequence[harness.Subject]) -> dict[str, Any]:
+    """Async throughput of light/ models cut in two, GPU then CPU, with each session's default threads."""
+    plan = throughput.Plan.of(run.settings.quick)
+    section: dict[str, Any] = {
+        "settings": {"nireq": list(throughput.NIREQ), "repeats": plan.repeats, "budget_s": plan.budget_s},
+        "runs": [],
+    }
+    for m in models:
+        if m.name not in PIPELINED:
+            continue
+        subject = throughput.Subject(
+            f"{m.name}_gpu_cpu", m.path, 2, "HETERO:GPU,CPU", runtimes.GPU_SPLIT_DEVICES
+        )
+        run.progress(f"throughput: {subject.name}, sync and nireq {', '.join(map(str, throughput.NIREQ))}")
+        try:
+            section["runs"].append(throughput.measure_subject(subject, plan))
+        except Exception as exc:
+            section["runs"].append(
+                {"model": subject.name, "threads": 0, "error": run.error(subject.name, exc)}
+            )
+    return section
+
+
+if __name__ == "__main__":
+    sys.exit(main())
