@@ -45,6 +45,7 @@ import graphs
 import measure
 import numpy as np
 import onnx
+import onnxruntime as ort
 import phases
 import report
 import rss
@@ -523,14 +524,28 @@ def section_partition(run: Run) -> None:
     run.console.print(report.scaling_table(run.results["partition_scaling"]))
 
 
+def skipped_without_openvino(run: Run, name: str) -> bool:
+    """Record section ``name`` as skipped, saying why, when this ORT has no OpenVINO EP (its splits need it)."""
+    if "OpenVINOExecutionProvider" in ort.get_available_providers():
+        return False
+    why = "needs the OpenVINO execution provider (onnxruntime-openvino): its splits are CPU / OPENVINO"
+    run.results[name] = {"skipped": why}
+    run.console.print(f"[yellow]{name}: skipped, {why}[/yellow]", soft_wrap=True)
+    return True
+
+
 def section_crossing(run: Run) -> None:
     """A forced split against ORT's own split of the same model: the cost of a crossing (crossing.py)."""
+    if skipped_without_openvino(run, "crossing"):
+        return
     run.results["crossing"] = crossing.section(run)
     run.console.print(report.crossing_table(run.results["crossing"]))
 
 
 def section_throughput(run: Run, models: list[Subject]) -> None:
     """Async throughput with 1, 2 and 4 requests in flight on the split models (bench/throughput.py)."""
+    if skipped_without_openvino(run, "throughput"):
+        return
     run.results["throughput"] = throughput.section(run, models)
     run.console.print(report.throughput_table(run.results["throughput"]))
 

@@ -80,13 +80,38 @@ class _Step:
     buffers: tuple[tuple[Shape, int], ...] | None
 
     output_list: list[str]  # the outputs as the list ORT's run call takes, built once
+    # per output of a device-memory (CUDA) subgraph: the device id to keep it on, or None to copy it to
+    # host memory (a host session cannot read device memory, and the caller gets numpy arrays)
+    placement: tuple[int | None, ...] = ()
+
+
+def _device_id(s: CompiledSubgraph) -> int:
+    return int(s.target.provider_options.get("device_id", 0))
+
+
+def _placement(
+    s: CompiledSubgraph, readers: dict[str, list[CompiledSubgraph]], keep: set[str]
+) -> tuple[int | None, ...]:
+    """Where each output of device subgraph ``s`` goes: its device when only subgraphs on that same
+    device read it, else host memory (ORT copies it there within the run)."""
+    if s.on_host:
+        return ()
+    here = _device_id(s)
+    return tuple(
+        here
+        if name not in keep and all(not r.on_host and _device_id(r) == here for r in readers.get(name, ()))
+        else None
+        for name in s.outputs
+    )
 
 
 def _steps(compiled: CompiledModel) -> list[_Step]:
     last_use: dict[str, int] = {}
+    readers: dict[str, list[CompiledSubgraph]] = {}
     for s in compiled.subgraphs:
         for t in s.inputs:
             last_use[t] = s.index
+            readers.setdefault(t, []).append(s)
     keep = set(compiled.plan.outputs)
     steps = []
     for position, s in enumerate(compiled.subgraphs):
@@ -103,6 +128,7 @@ def _steps(compiled: CompiledModel) -> list[_Step]:
                 release=tuple(t for t, last in last_use.items() if last == s.index and t not in keep),
                 buffers=_static_outputs(s) if not overridable else None,
                 output_list=list(s.outputs),
+                placement=_placement(s, readers, keep),
             )
         )
     return steps
@@ -889,8 +915,10 @@ def _run(step: _Step, session: Any, feeds: dict[str, Any]) -> list[Any]:
     binding = session.io_binding()
     for name, value in feeds.items():
         binding.bind_ortvalue_input(name, ort.OrtValue(value))
-    device_id = int(compiled.target.provider_options.get("device_id", 0))
-    for name in step.outputs:
-        binding.bind_output(name, "cuda", device_id)
+    for name, device_id in zip(step.outputs, step.placement, strict=True):
+        if device_id is None:
+            binding.bind_output(name, "cpu")
+        else:
+            binding.bind_output(name, "cuda", device_id)
     session.run_with_iobinding(binding)
     return [v._get_c_value() for v in binding.get_outputs()]

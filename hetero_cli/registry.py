@@ -90,8 +90,13 @@ def _session_runs_on(ep: str, options_items: tuple[tuple[str, str], ...]) -> boo
     )
     model = h.make_model(graph, ir_version=9, opset_imports=[h.make_opsetid("", 17)])
     try:
+        # no fallback: ORT would print the EP's failure to stdout and quietly retry on the CPU EP (a
+        # TensorRT EP without its libraries)
         sess = ort.InferenceSession(
-            model.SerializeToString(), session_options(), providers=[(ep, dict(options_items))]
+            model.SerializeToString(),
+            session_options(),
+            providers=[(ep, dict(options_items))],
+            enable_fallback=0,
         )
     except Exception:
         return False

@@ -97,6 +97,11 @@ def test_quick_run_writes_results_json(quick_run):
         assert "per_k" in results["boundaries"]["chain_small"]
     assert set(results["partition_scaling"]["kinds"]) == {"chain", "ladder", "dag"}
 
+    if not HAS_OPENVINO_EP:  # the splits of crossing and throughput are CPU / OPENVINO
+        assert "onnxruntime-openvino" in results["crossing"]["skipped"]
+        assert "onnxruntime-openvino" in results["throughput"]["skipped"]
+        assert status["async_throughput"] == status["boundary_overhead"] == "SKIP"
+        return
     # async throughput: the synthetic split and the light/ model cut in two, default threads and one
     # thread per session, sync and nireq 1, 2, 4
     throughput = results["throughput"]

@@ -278,6 +278,7 @@ def test_a_loop_the_openvino_ep_would_abort_on_is_refused_by_hand_and_run_on_cpu
     np.testing.assert_allclose(compiled({"x": x})["y"], ort_run(proto, {"x": x})["y"], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.skipif(not HAS_OPENVINO, reason="a split needs the OpenVINO execution provider")
 def test_outer_values_of_a_nested_body_reach_its_subgraph():
     model = hc.Core().read_model(nested_model())
     for node in model.get_ops():
