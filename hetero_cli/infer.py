@@ -83,6 +83,7 @@ class _Step:
     # per output of a device-memory (CUDA) subgraph: the device id to keep it on, or None to copy it to
     # host memory (a host session cannot read device memory, and the caller gets numpy arrays)
     placement: tuple[int | None, ...] = ()
+    on_device: bool = False  # any output stays in device memory (the IOBinding path)
 
 
 def _device_id(s: CompiledSubgraph) -> int:
@@ -117,6 +118,7 @@ def _steps(compiled: CompiledModel) -> list[_Step]:
     for position, s in enumerate(compiled.subgraphs):
         declared = {i.name for i in (*s.session.get_inputs(), *s.session.get_overridable_initializers())}
         overridable = tuple(sorted(declared & compiled.model.overridable_initializers))
+        placement = _placement(s, readers, keep)
         steps.append(
             _Step(
                 compiled=s,
@@ -128,7 +130,8 @@ def _steps(compiled: CompiledModel) -> list[_Step]:
                 release=tuple(t for t, last in last_use.items() if last == s.index and t not in keep),
                 buffers=_static_outputs(s) if not overridable else None,
                 output_list=list(s.outputs),
-                placement=_placement(s, readers, keep),
+                placement=placement,
+                on_device=any(p is not None for p in placement),
             )
         )
     return steps
@@ -907,8 +910,8 @@ def _shape_text(shape: Sequence[Any]) -> str:
 
 
 def _run(step: _Step, session: Any, feeds: dict[str, Any]) -> list[Any]:
-    compiled = step.compiled
-    if compiled.on_host:
+    if not step.on_device:
+        # ORT hands outputs it allocates itself over in host memory, whatever the EP (CUDA copies them)
         # index the OrtValueVector: iterating it (list(...)) costs ~10x the run of a small subgraph
         vector = session._sess.run_with_ort_values(feeds, step.output_list, _RUN_OPTIONS)
         return [vector[i] for i in range(len(step.output_list))]
