@@ -11,6 +11,9 @@ import onnx
 import onnx.helper as h
 import onnxruntime as ort
 import pytest
+from conftest import reference
+from graphs import Case, cases
+from hypothesis import HealthCheck, given, settings
 from onnx import TensorProto as T
 
 import hetero_cli as hc
@@ -100,3 +103,37 @@ def test_gpu_counters_never_print_launch_time_as_execute_time() -> None:
         mine = [i for i in infos if i.subgraph == sub.index + 1]
         assert any(i.node_name.endswith("(synchronised run)") and i.real_time_us > 0 for i in mine)
         assert all(i.real_time_us == 0 for i in mine if i.exec_type.endswith("(launch)"))
+
+
+RANDOM = settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,  # the same examples on every run and machine
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+F32 = {"GPU": {"use_tf32": "0"}}  # the GPU computes MatMul in f32, as the CPU reference does
+
+
+@RANDOM
+@given(cases(("GPU", "CPU"), max_steps=12))
+def test_random_graphs_cut_between_gpu_and_cpu_give_the_whole_models_results(case: Case) -> None:
+    """Random DAGs with random GPU / CPU affinities (tests/graphs.py): tensors cross both ways, some stay
+    on the GPU between GPU subgraphs, and every output is the one plain ORT session's."""
+    want = reference(case.model, case.feeds)
+    model = hc.Core().read_model(case.model)
+    case.apply_affinities(model)
+    got = hc.Core().compile_model(model, "HETERO:GPU,CPU", F32).create_infer_request().infer(case.feeds)
+    assert list(got) == [o.name for o in case.model.graph.output]
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, err_msg=name, **case.tolerance(name))
+
+
+@RANDOM
+@given(cases(max_steps=10, refused=True))
+def test_automatic_gpu_cpu_split_of_random_graphs_gives_the_whole_models_results(case: Case) -> None:
+    """Automatic HETERO:GPU,CPU on random DAGs with ops some EPs refuse (Hardmax has no CUDA kernel)."""
+    want = reference(case.model, case.feeds)
+    got = hc.Core().compile_model(case.model, "HETERO:GPU,CPU", F32).create_infer_request().infer(case.feeds)
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, err_msg=name, **case.tolerance(name))
