@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
@@ -28,6 +29,18 @@ IR_VERSION = 9
 LIMIT = 20.0  # operands above this bound go through Tanh first, so values stay well-conditioned
 MAX_ROWS = 8
 MAX_COLS = 8
+
+
+# Hypothesis settings for the random graphs: the same examples on every run and machine, no deadline
+# (a compile takes tens of milliseconds), big models and slow draws allowed.
+PLAN_ONLY = settings(
+    max_examples=250,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+WITH_SESSIONS = settings(PLAN_ONLY, max_examples=50)
 
 
 @dataclass

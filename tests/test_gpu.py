@@ -12,8 +12,8 @@ import onnx.helper as h
 import onnxruntime as ort
 import pytest
 from conftest import reference
-from graphs import Case, cases
-from hypothesis import HealthCheck, given, settings
+from graphs import WITH_SESSIONS, Case, cases
+from hypothesis import given, settings
 from onnx import TensorProto as T
 
 import hetero_cli as hc
@@ -105,13 +105,7 @@ def test_gpu_counters_never_print_launch_time_as_execute_time() -> None:
         assert all(i.real_time_us == 0 for i in mine if i.exec_type.endswith("(launch)"))
 
 
-RANDOM = settings(
-    max_examples=40,
-    deadline=None,
-    derandomize=True,  # the same examples on every run and machine
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+RANDOM = settings(WITH_SESSIONS, max_examples=40)
 F32 = {"GPU": {"use_tf32": "0"}}  # the GPU computes MatMul in f32, as the CPU reference does
 
 

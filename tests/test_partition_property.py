@@ -13,8 +13,8 @@ import numpy as np
 import onnx
 import pytest
 from conftest import reference, requires_openvino
-from graphs import IR_VERSION, OPSET, Case, cases, check_plan, constant_nodes
-from hypothesis import HealthCheck, event, given, settings
+from graphs import IR_VERSION, OPSET, PLAN_ONLY, WITH_SESSIONS, Case, cases, check_plan, constant_nodes
+from hypothesis import event, given, settings
 from onnx import TensorProto, helper
 
 import hetero_cli
@@ -23,14 +23,6 @@ from hetero_cli.model import Model
 from hetero_cli.partition import partition
 
 HETERO = "HETERO:OPENVINO,CPU"
-PLAN_ONLY = settings(
-    max_examples=250,
-    deadline=None,
-    derandomize=True,  # the same examples on every run and machine
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-WITH_SESSIONS = settings(PLAN_ONLY, max_examples=50)
 
 # value-exact ops: any EP gives the same bits, so a split that puts only these on OpenVINO is bit-exact
 EXACT_OPS = frozenset({"Relu", "Neg", "Abs", "Identity", "Concat", "Split", "Max", "Clip"})
