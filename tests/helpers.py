@@ -29,6 +29,24 @@ OPENVINO_ONLY = [pytest.mark.openvino, SKIP_NO_OPENVINO]
 FLOAT = TensorProto.FLOAT
 
 
+def _gpu_answers() -> bool:
+    from hetero_cli import registry
+
+    return registry.is_available(registry.lookup("GPU"))
+
+
+HAS_GPU = _gpu_answers()
+# A split's second device: OPENVINO (onnxruntime-openvino) or GPU (onnxruntime-gpu on an NVIDIA GPU);
+# None with the CPU flavour, where the split tests run on CPU alone.
+ACCELERATOR = "OPENVINO" if HAS_OPENVINO else "GPU" if HAS_GPU else None
+SPLIT_DEVICES: tuple[str, ...] = (ACCELERATOR, "CPU") if ACCELERATOR else ("CPU",)
+SPLIT = "HETERO:" + ",".join(SPLIT_DEVICES)
+# A split's results against one CPU session: the GPU computes MatMul and Conv in TF32 by default (ORT's
+# CUDA EP as a user gets it; 10-bit mantissas), so they agree to about 1e-3 there, to 1e-4 elsewhere.
+# tests/test_gpu.py turns TF32 off and checks random graphs to the tight tolerance.
+SPLIT_TOLERANCE = {"rtol": 5e-3, "atol": 5e-3} if ACCELERATOR == "GPU" else {"rtol": 1e-4, "atol": 1e-5}
+
+
 def needs_openvino(obj):
     """Decorator: mark ``openvino`` and skip cleanly where the OpenVINO EP is not installed."""
     return pytest.mark.openvino(SKIP_NO_OPENVINO(obj))

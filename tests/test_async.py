@@ -17,6 +17,8 @@ import onnx
 import pytest
 from click.testing import CliRunner
 from helpers import (
+    ACCELERATOR,
+    SPLIT,
     assert_same,
     const,
     cpu_split,
@@ -35,7 +37,6 @@ from hetero_cli import benchmark as bench
 from hetero_cli import cli
 from hetero_cli.pipeline import pipeline_of
 
-HAS_OPENVINO = "OPENVINO" in hc.Core().available_devices
 TIMEOUT_S = 30
 
 
@@ -71,10 +72,10 @@ def cpu_compiled():
 
 @pytest.fixture(scope="module")
 def split_compiled():
-    """The samples' model under automatic HETERO:OPENVINO,CPU (OPENVINO -> CPU -> OPENVINO) where the
-    OpenVINO EP is installed; a CPU-only three-way split elsewhere."""
-    if HAS_OPENVINO:
-        return hc.Core().compile_model(hardmax_model(), "HETERO:OPENVINO,CPU")
+    """The samples' model under automatic HETERO:OPENVINO,CPU or HETERO:GPU,CPU (accelerator -> CPU ->
+    accelerator: neither EP has Hardmax) where one is installed; a CPU-only three-way split elsewhere."""
+    if ACCELERATOR:
+        return hc.Core().compile_model(hardmax_model(), SPLIT)
     return cpu_split(hardmax_model())
 
 
@@ -480,7 +481,7 @@ def test_measure_async_raises_a_failed_inference():
 def test_cli_benchmark_async_on_a_split_model(tmp_path):
     path = tmp_path / "hardmax.onnx"
     onnx.save(hardmax_model(), path)
-    device = "HETERO:OPENVINO,CPU" if HAS_OPENVINO else "HETERO:CPU"
+    device = SPLIT
     result = CliRunner().invoke(
         cli.benchmark, ["-m", str(path), "-d", device, "-api", "async", "-nireq", "2", "-niter", "9"]
     )

@@ -2,7 +2,7 @@
 
 The bodies read outer-scope values (computed by nodes of the main graph) and initializers of the outer
 graph; one model nests an If inside a Loop body, its branch reading a value two scopes up. Every
-placement of the top-level nodes on OPENVINO and CPU is tried (a fixed sample of 16 for five nodes), and each result is
+placement of the top-level nodes on the split's devices (OPENVINO or GPU, and CPU) is tried (a fixed sample of 16 for five nodes), and each result is
 compared with one plain ONNX Runtime session over the whole model.
 """
 
@@ -14,14 +14,13 @@ import random
 import numpy as np
 import onnx
 import pytest
-from helpers import HAS_OPENVINO, const, make_model, ort_run, vi
+from helpers import HAS_OPENVINO, SPLIT, SPLIT_DEVICES, SPLIT_TOLERANCE, const, make_model, ort_run, vi
 from onnx import TensorProto
 from onnx import helper as h
 
 import hetero_cli as hc
 
-DEVICES = ("OPENVINO", "CPU") if HAS_OPENVINO else ("CPU",)
-SPLIT = "HETERO:" + ",".join(DEVICES)
+DEVICES = SPLIT_DEVICES
 BOOL, INT64 = TensorProto.BOOL, TensorProto.INT64
 
 
@@ -201,7 +200,7 @@ def test_every_placement_gives_the_whole_models_result(kind):
             got = request.infer(f)
             for name in w:
                 np.testing.assert_allclose(
-                    got[name], w[name], rtol=1e-4, atol=1e-5, err_msg=f"{placement} {name}"
+                    got[name], w[name], err_msg=f"{placement} {name}", **SPLIT_TOLERANCE
                 )
         ran += 1
     assert ran + refused == len(tried)
@@ -217,7 +216,7 @@ def test_automatic_mode(kind):
     want = ort_run(proto, f)
     got = compiled(f)
     for name in want:
-        np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(got[name], want[name], **SPLIT_TOLERANCE)
 
 
 def loop_holding_an_if() -> onnx.ModelProto:

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import HAS_OPENVINO, const, make_model, ort_run, vi
+from helpers import HAS_OPENVINO, SPLIT, SPLIT_DEVICES, SPLIT_TOLERANCE, const, make_model, ort_run, vi
 from onnx import TensorProto
 from onnx import helper as h
 
 import hetero_cli as hc
 
-SPLIT = "HETERO:OPENVINO,CPU" if HAS_OPENVINO else "HETERO:CPU"
 SHAPES = [(1, 1), (2, 5), (3, 7), (1, 16), (4, 2), (2, 5), (5, 1)]
 
 
@@ -63,7 +62,7 @@ def check(got, want) -> None:
     assert list(got) == list(want)
     for name, w in want.items():
         assert got[name].shape == w.shape, name
-        np.testing.assert_allclose(got[name], w, rtol=1e-4, atol=1e-5, err_msg=name)
+        np.testing.assert_allclose(got[name], w, err_msg=name, **SPLIT_TOLERANCE)
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +93,7 @@ def test_one_compiled_model_serves_shapes_one_after_another(proto):
 
 def test_shapes_one_after_another_with_every_node_forced_across(proto):
     model = hc.Core().read_model(proto)
-    devices = ["OPENVINO", "CPU"] if HAS_OPENVINO else ["CPU"]
+    devices = SPLIT_DEVICES
     for k, node in enumerate(model.get_ops()):
         node.get_rt_info()["affinity"] = devices[k % len(devices)]
     compiled = hc.Core().compile_model(model, SPLIT)
@@ -126,7 +125,7 @@ def test_dynamic_rank_boundary_from_an_op_onnx_cannot_type():
     ]
     proto = make_model(nodes, [vi("x", ["N", 4])], [vi("y", [1, 1])])
     model = hc.Core().read_model(proto)
-    devices = ["OPENVINO", "CPU"] if HAS_OPENVINO else ["CPU"]
+    devices = SPLIT_DEVICES
     for k, node in enumerate(model.get_ops()):
         node.get_rt_info()["affinity"] = devices[k % len(devices)]
     compiled = hc.Core().compile_model(model, SPLIT)

@@ -14,15 +14,14 @@ import onnx
 import onnxruntime as ort
 import pytest
 from click.testing import CliRunner
-from helpers import HAS_OPENVINO, run_threads
+from helpers import SPLIT, SPLIT_DEVICES, SPLIT_TOLERANCE, run_threads
 from robust import external_model, nothing_left_behind
 
 import hetero_cli as hc
 from hetero_cli import cli
 from hetero_cli.export import subgraph_model
 
-SPLIT = "HETERO:OPENVINO,CPU" if HAS_OPENVINO else "HETERO:CPU"
-DEVICES = ("OPENVINO", "CPU") if HAS_OPENVINO else ("CPU",)
+DEVICES = SPLIT_DEVICES
 
 
 def reference(path, x: np.ndarray) -> np.ndarray:
@@ -71,7 +70,7 @@ def test_subgraph_models_point_at_the_original_weight_file(tmp_path):
             assert proto.ByteSize() < 4000
         assert pointers == {"w": original["w"]}
         x = x_of()
-        np.testing.assert_allclose(compiled({"x": x})["y"], reference(path, x), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(compiled({"x": x})["y"], reference(path, x), **SPLIT_TOLERANCE)
 
 
 def test_sessions_find_the_weights_from_any_current_directory(tmp_path, monkeypatch):
@@ -84,7 +83,7 @@ def test_sessions_find_the_weights_from_any_current_directory(tmp_path, monkeypa
         assert set(affinities) == {"matmul", "add", "relu"}
         compiled = hc.Core().compile_model(str(path), SPLIT)
         x = x_of(1)
-        np.testing.assert_allclose(compiled({"x": x})["y"], reference(path, x), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(compiled({"x": x})["y"], reference(path, x), **SPLIT_TOLERANCE)
 
 
 def test_two_external_models_compiled_in_two_threads(tmp_path):
@@ -96,7 +95,7 @@ def test_two_external_models_compiled_in_two_threads(tmp_path):
         for _ in range(3):
             compiled = hc.Core().compile_model(str(paths[i]), SPLIT)
             x = x_of(2)
-            np.testing.assert_allclose(compiled({"x": x})["y"], reference(paths[i], x), rtol=1e-4, atol=1e-4)
+            np.testing.assert_allclose(compiled({"x": x})["y"], reference(paths[i], x), **SPLIT_TOLERANCE)
 
     run_threads(work, len(paths))
 
@@ -111,7 +110,7 @@ def test_save_beside_the_original_shares_its_data_file(tmp_path):
     assert again.affinities() == model.affinities()
     x = x_of(3)
     np.testing.assert_allclose(
-        hc.Core().compile_model(again, SPLIT)({"x": x})["y"], reference(path, x), rtol=1e-4
+        hc.Core().compile_model(again, SPLIT)({"x": x})["y"], reference(path, x), **SPLIT_TOLERANCE
     )
 
 
@@ -152,5 +151,5 @@ def test_query_save_of_an_external_model_on_the_command_line(tmp_path):
     assert saved.affinities()["relu"] == DEVICES[-1]
     x = x_of(5)
     np.testing.assert_allclose(
-        hc.Core().compile_model(saved, SPLIT)({"x": x})["y"], reference(path, x), rtol=1e-4
+        hc.Core().compile_model(saved, SPLIT)({"x": x})["y"], reference(path, x), **SPLIT_TOLERANCE
     )

@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 import pytest
 from graphs import IR_VERSION, OPSET
-from helpers import HAS_OPENVINO, ort_run
+from helpers import SPLIT, SPLIT_DEVICES, SPLIT_TOLERANCE, ort_run
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, numpy_helper
@@ -32,8 +32,7 @@ from hetero_cli.partition import partition
 
 FLOAT, BOOL, INT64 = TensorProto.FLOAT, TensorProto.BOOL, TensorProto.INT64
 WIDTH = 4
-DEVICES = ("OPENVINO", "CPU") if HAS_OPENVINO else ("CPU",)
-SPLIT = "HETERO:" + ",".join(DEVICES)
+DEVICES = SPLIT_DEVICES
 CPU_ONLY = frozenset({"Loop", "Scan"})
 UNARY = ("Relu", "Neg", "Tanh", "Sigmoid", "Abs")
 BINARY = ("Add", "Mul", "Sub")
@@ -287,7 +286,7 @@ def check(got, want) -> None:
     assert list(got) == list(want)
     for name, w in want.items():
         assert got[name].shape == w.shape, name
-        np.testing.assert_allclose(got[name], w, rtol=1e-4, atol=1e-5, err_msg=name)
+        np.testing.assert_allclose(got[name], w, err_msg=name, **SPLIT_TOLERANCE)
 
 
 @pytest.fixture(autouse=True)

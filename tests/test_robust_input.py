@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 import pytest
 from click.testing import CliRunner
-from helpers import HAS_OPENVINO, hardmax_model, make_model, vi
+from helpers import HAS_OPENVINO, SPLIT, SPLIT_TOLERANCE, hardmax_model, make_model, vi
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import helper as h
@@ -33,7 +33,6 @@ from hetero_cli import cli, image
 ROOT = Path(__file__).resolve().parent.parent
 DIGITS = ROOT / "models" / "digits.onnx"
 DIGIT = ROOT / "samples" / "images" / "digit_3.png"
-SPLIT = "HETERO:OPENVINO,CPU" if HAS_OPENVINO else "HETERO:CPU"
 
 
 def fuzz(examples: int) -> settings:
@@ -290,7 +289,7 @@ def test_external_data_model_reads_and_runs(tmp_path):
     want = _reference_from_path(path, x)
     with nothing_left_behind(tmp_path):
         compiled = hc.Core().compile_model(str(path), SPLIT)
-        np.testing.assert_allclose(compiled({"x": x})["y"], want, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(compiled({"x": x})["y"], want, **SPLIT_TOLERANCE)
 
 
 def _reference_from_path(path: Path, x: np.ndarray) -> np.ndarray:

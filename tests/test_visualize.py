@@ -10,6 +10,7 @@ from pathlib import Path
 import onnx
 import onnx.helper as h
 import pytest
+from helpers import ACCELERATOR
 from onnx import TensorProto as T
 
 import hetero_cli as hc
@@ -44,7 +45,7 @@ def _odd_model() -> onnx.ModelProto:
 
 
 # a plan names devices of this machine: the second one is whichever accelerator this flavour of ORT has
-OTHER = next((d for d in ("OPENVINO", "GPU") if d in hc.Core().available_devices), None)
+OTHER = ACCELERATOR
 needs_two_devices = pytest.mark.skipif(
     OTHER is None, reason="a split needs a second device: OPENVINO (onnxruntime-openvino) or GPU (CUDA)"
 )
