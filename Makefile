@@ -2,8 +2,6 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
-BENCH_STAMP := $(VENV)/.installed-bench
 # The OpenVINO flavour of ONNX Runtime gives two real devices (OPENVINO and CPU) on x86-64; elsewhere the CPU one.
 ARCH := $(shell uname -m)
 ifeq ($(ARCH),x86_64)
@@ -11,6 +9,15 @@ FLAVOUR ?= openvino
 else
 FLAVOUR ?= cpu
 endif
+# One stamp per flavour: `make FLAVOUR=gpu test` after a plain `make test` installs the GPU flavour.
+STAMP := $(VENV)/.installed-$(FLAVOUR)
+BENCH_STAMP := $(VENV)/.installed-bench-$(FLAVOUR)
+# The flavours' wheels all install the one onnxruntime module: the others go before this one comes in.
+ORT_WHEELS := onnxruntime onnxruntime-openvino onnxruntime-gpu
+WHEEL_cpu := onnxruntime
+WHEEL_openvino := onnxruntime-openvino
+WHEEL_gpu := onnxruntime-gpu
+OTHER_WHEELS := $(filter-out $(WHEEL_$(FLAVOUR)),$(ORT_WHEELS))
 
 .PHONY: install demo test lint clean bench bench-gpu
 
@@ -19,7 +26,10 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	if $(PY) -m pip show --quiet $(OTHER_WHEELS) >/dev/null 2>&1; then \
+		$(PY) -m pip uninstall --quiet --yes $(ORT_WHEELS); fi
 	$(PY) -m pip install --quiet -e ".[$(FLAVOUR),dev]"
+	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
 # hello_classification on the default model: GPU with CPU fallback (GPU skipped where absent), then the split
