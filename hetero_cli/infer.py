@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -334,10 +335,7 @@ def _allocate(
 
 
 def _nbytes(shape: Shape, element: int) -> int:
-    count = 1
-    for d in shape:
-        count *= d
-    return count * _ELEMENT_BYTES[element]
+    return math.prod(shape) * _ELEMENT_BYTES[element]
 
 
 def _run_bound(binding: _Binding, step: _Step, values: dict[str, Any]) -> None:

@@ -29,6 +29,8 @@ AFFINITY = "affinity"
 SMALL_INITIALIZER = 1024
 # read_model skips the weights' bytes of files from this size on (smaller ones are parsed whole)
 SKELETON_MIN_BYTES = 1 << 20
+# attribute types that hold subgraphs (If, Loop, Scan bodies)
+_GRAPH, _GRAPHS = onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS
 NONDETERMINISTIC = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
 )
@@ -118,9 +120,6 @@ def node_outer_refs(node: onnx.NodeProto) -> list[str]:
             for g in [attr.g] if kind == _GRAPH else attr.graphs:
                 refs.update(dict.fromkeys(graph_outer_refs(g)))
     return list(refs)
-
-
-_GRAPH, _GRAPHS = onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS
 
 
 def _friendly_names(nodes: list[onnx.NodeProto]) -> list[str]:

@@ -34,18 +34,22 @@ TARGET_KEYS = {
 }
 
 
-@pytest.fixture(scope="module")
-def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
-    out = tmp_path_factory.mktemp("bench")
-    done = subprocess.run(
-        [sys.executable, str(RUN), "--quick", "--out", str(out)],
+def _quick(script: Path, out: Path, timeout: int) -> subprocess.CompletedProcess[str]:
+    """A harness script's ``--quick`` run writing into ``out``."""
+    return subprocess.run(
+        [sys.executable, str(script), "--quick", "--out", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout,
         check=False,
     )
-    return done, out
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    out = tmp_path_factory.mktemp("bench")
+    return _quick(RUN, out, timeout=300), out
 
 
 @pytest.mark.slow
@@ -134,14 +138,7 @@ GPU = ROOT / "bench" / "gpu.py"
 
 
 def _gpu_quick(out: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(GPU), "--quick", "--out", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    return _quick(GPU, out, timeout=600)
 
 
 @pytest.mark.skipif(
