@@ -15,10 +15,13 @@ For one model and device string, each repetition (after one untimed warm-up per 
 * ``export_s``: ``export.subgraph_model`` for every subgraph of the plan (the first one also infers the
   model's tensor types, as it does inside a compile);
 * ``ep_compile_s``: ``compile_s`` minus read, query, partition and export (medians): the subgraph sessions;
-  ``probe_reused``: the plan is one subgraph on the probed device and the compile used the probe session
-  itself (nothing exported, nothing compiled twice): ``ep_compile_s`` is then what is left of the compile;
-* ``serial_sessions_s`` (split plans only): creating each subgraph's session one after the other from the
-  exported models - what ``ep_compile_s`` would be if the subgraph sessions were compiled serially.
+  ``probe_reused``: the compile used the probe session itself (nothing exported, nothing compiled twice):
+  a plan of one subgraph on the probed device, or ``one_session``, a split plan the probe placed as the plan
+  does, run in that one session (PERFORMANCE_HINT=LATENCY); ``ep_compile_s`` is then what is left of the
+  compile;
+* ``serial_sessions_s`` (split plans with a session per subgraph only): creating each subgraph's session
+  one after the other from the exported models - what ``ep_compile_s`` would be if the subgraph sessions
+  were compiled serially.
 
 Medians over the repetitions are reported.
 """
@@ -50,7 +53,9 @@ def _providers(dev: registry.Device) -> list[Any]:
     return runtimes.provider_list("CPU" if dev.is_cpu else "OPENVINO,CPU")
 
 
-def _one(path: Path, device: str, providers: str, serial: bool, first_ort: bool = True) -> dict[str, float]:
+def _one(
+    path: Path, device: str, providers: str, serial: bool, first_ort: bool = True, hint: str | None = None
+) -> dict[str, float]:
     devices = _devices(device)
     out: dict[str, float] = {}
 
@@ -58,9 +63,10 @@ def _one(path: Path, device: str, providers: str, serial: bool, first_ort: bool 
         gc.collect()
         with spans.record() as seen:
             out["compile_s"], compiled = timed(
-                lambda: hetero_cli.Core().compile_model(str(path), device, runtimes.hetero_config())
+                lambda: hetero_cli.Core().compile_model(str(path), device, runtimes.hetero_config(hint))
             )
         out["probe_reused"] = float(any(s.from_probe for s in compiled.subgraphs))
+        out["one_session"] = float(compiled.one_session)
         return seen
 
     def ort_session() -> None:
@@ -93,7 +99,7 @@ def _one(path: Path, device: str, providers: str, serial: bool, first_ort: bool 
     out["partition_s"], plan = timed(lambda: partition.partition(model, affinities))
     out["export_s"], protos = timed(lambda: [export.subgraph_model(model, s) for s in plan.subgraphs])
     out["subgraphs"] = len(plan.subgraphs)
-    if serial and len(plan.subgraphs) > 1:
+    if serial and len(plan.subgraphs) > 1 and not out["one_session"]:
         by_name = {d.name: d for d in devices}
         options = runtimes.session_options()
         if model.external_dir is not None:  # exported subgraphs read their weights from the model's file
@@ -153,9 +159,12 @@ def warm_up(path: Path) -> None:
         _one(path, device, providers, serial=False)
 
 
-def phases(path: Path, device: str, providers: str, repeats: int, serial: bool = True) -> dict[str, Any]:
-    """Median phase times of compiling ``path`` for ``device`` over ``repeats`` repetitions."""
-    runs = [_one(path, device, providers, serial, k % 2 == 0) for k in range(max(1, repeats))]
+def phases(
+    path: Path, device: str, providers: str, repeats: int, serial: bool = True, hint: str | None = None
+) -> dict[str, Any]:
+    """Median phase times of compiling ``path`` for ``device`` (PERFORMANCE_HINT ``hint``) over
+    ``repeats`` repetitions."""
+    runs = [_one(path, device, providers, serial, k % 2 == 0, hint) for k in range(max(1, repeats))]
     keys = dict.fromkeys(k for run in runs for k in run)
 
     def med(key: str) -> float:
@@ -165,6 +174,9 @@ def phases(path: Path, device: str, providers: str, repeats: int, serial: bool =
     for key in ("subgraphs", "sessions_created", "max_concurrent_sessions"):
         result[key] = int(max(r[key] for r in runs))
     result["probe_reused"] = bool(max(r["probe_reused"] for r in runs))
+    result["one_session"] = bool(max(r["one_session"] for r in runs))
+    if hint is not None:
+        result["hint"] = hint
     # a compile that used the probe session as its own exported nothing and created no other session
     spent = ("read_s", "query_s", "partition_s") + (() if result["probe_reused"] else ("export_s",))
     result["ep_compile_s"] = max(0.0, result["compile_s"] - sum(result[k] for k in spent))

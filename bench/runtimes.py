@@ -1,7 +1,9 @@
 """The runtimes the harness compares, each prepared once and then called for one inference at a time.
 
 * ``ort_cpu`` / ``ort_ov``: one ONNX Runtime session with providers [CPU] / [OpenVINO, CPU] (the baselines);
-* ``hetero_cpu``: hetero-cli ``HETERO:CPU``; ``hetero_ov``: automatic ``HETERO:OPENVINO,CPU``;
+* ``hetero_cpu``: hetero-cli ``HETERO:CPU``; ``hetero_ov``: automatic ``HETERO:OPENVINO,CPU`` (the default
+  PERFORMANCE_HINT=LATENCY: one session may run several subgraphs); ``hetero_ov_stages``: the same with
+  PERFORMANCE_HINT=THROUGHPUT, one session per subgraph (reported beside it on the synthetic model);
 * ``split_k<N>``: hetero-cli with manual affinities cutting the model into N chunks, alternating CPU and
   OPENVINO; ``chain_k<N>``: the very sessions of that split, chained by a minimal loop (the floor any
   hetero engine can reach with ORT sessions);
@@ -71,11 +73,19 @@ def provider_list(kind: str) -> list[Any]:
     }[kind]
 
 
-def hetero_config() -> dict[str, Any] | None:
-    """hetero-cli's config for the thread setting (None: defaults)."""
-    if not _threads:
-        return None
-    return {"CPU": {"INFERENCE_NUM_THREADS": _threads}, "OPENVINO": {"INFERENCE_NUM_THREADS": _threads}}
+THROUGHPUT = "THROUGHPUT"
+
+
+def hetero_config(hint: str | None = None) -> dict[str, Any] | None:
+    """hetero-cli's config for the thread setting and PERFORMANCE_HINT ``hint`` (None: defaults)."""
+    config: dict[str, Any] = {}
+    if _threads:
+        config.update(
+            {"CPU": {"INFERENCE_NUM_THREADS": _threads}, "OPENVINO": {"INFERENCE_NUM_THREADS": _threads}}
+        )
+    if hint is not None:
+        config["PERFORMANCE_HINT"] = hint
+    return config or None
 
 
 @dataclass(frozen=True)
@@ -91,6 +101,7 @@ SPECS: dict[str, Spec] = {
     "hetero_cpu": Spec("hetero HETERO:CPU", ("ort_cpu",)),
     "ort_ov": Spec("ORT [OpenVINO, CPU]"),
     "hetero_ov": Spec("hetero HETERO:OPENVINO,CPU auto", ("ort_ov",)),
+    "hetero_ov_stages": Spec("hetero HETERO:OPENVINO,CPU auto, a session per subgraph", ("ort_ov",)),
     "openvino": Spec("native OpenVINO CPU f32", ("ort_ov",)),
     "ort_cuda": Spec("ORT [CUDA, CPU]"),
     "hetero_gpu": Spec("hetero HETERO:GPU,CPU auto", ("ort_cuda",)),
@@ -175,16 +186,20 @@ def split_affinities(model: Model, k: int, devices: tuple[str, str] = SPLIT_DEVI
 
 
 def compile_hetero(
-    path: Path, device: str, split: int | None = None, devices: tuple[str, str] = SPLIT_DEVICES
+    path: Path,
+    device: str,
+    split: int | None = None,
+    devices: tuple[str, str] = SPLIT_DEVICES,
+    hint: str | None = None,
 ) -> hetero_cli.CompiledModel:
     """``Core().compile_model`` from the file; with ``split`` = k, manual affinities cut it into k chunks
-    alternating ``devices``."""
+    alternating ``devices``; ``hint``: PERFORMANCE_HINT (None: the default, LATENCY)."""
     core = hetero_cli.Core()
     if split is None:
-        return core.compile_model(str(path), device, hetero_config())
+        return core.compile_model(str(path), device, hetero_config(hint))
     model = core.read_model(path)
     model.set_affinities(split_affinities(model, split, devices))
-    return core.compile_model(model, device, hetero_config())
+    return core.compile_model(model, device, hetero_config(hint))
 
 
 def prepare_hetero(
@@ -194,10 +209,11 @@ def prepare_hetero(
     device: str,
     split: int | None = None,
     devices: tuple[str, str] = SPLIT_DEVICES,
+    hint: str | None = None,
 ) -> Prepared:
     """A hetero-cli compiled model and one infer request (reused, as a serving loop would)."""
     start = time.perf_counter()
-    compiled = compile_hetero(path, device, split, devices)
+    compiled = compile_hetero(path, device, split, devices, hint)
     compile_s = time.perf_counter() - start
     request = compiled.create_infer_request()
     feeds = dict(feeds)
@@ -327,6 +343,8 @@ def prepare(
         return prepare_hetero(runtime, path, feeds, "HETERO:CPU")
     if runtime == "hetero_ov":
         return prepare_hetero(runtime, path, feeds, "HETERO:OPENVINO,CPU")
+    if runtime == "hetero_ov_stages":
+        return prepare_hetero(runtime, path, feeds, "HETERO:OPENVINO,CPU", hint=THROUGHPUT)
     if runtime == "openvino":
         return prepare_openvino(runtime, path, feeds)
     if runtime == "ort_cuda":

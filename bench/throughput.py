@@ -74,7 +74,10 @@ def subjects(models: Sequence[Any]) -> list[Subject]:
 def measure_subject(subject: Subject, plan: Plan, threads: int = 0, seed: int = 0) -> dict[str, Any]:
     """Throughput of one subject: sync, then every nireq, ``plan.repeats`` times in random order."""
     with runtimes.threads_set(threads):
-        compiled = runtimes.compile_hetero(subject.path, subject.device, subject.split, subject.devices)
+        # THROUGHPUT: a session per subgraph, the pipeline stages requests in flight overlap on
+        compiled = runtimes.compile_hetero(
+            subject.path, subject.device, subject.split, subject.devices, runtimes.THROUGHPUT
+        )
     feeds = graphs.random_feeds(runtimes.model_inputs(subject.path), seed=seed)
     batch = benchmark.batch_size({k: v.shape for k, v in feeds.items()})
     sets = [feeds] * max(NIREQ)

@@ -418,6 +418,11 @@ def compile_setup(setup: Setup) -> Any:
     compiled = setup.core.compile_model(setup.model, setup.device)
     for sub in compiled.subgraphs:
         info(f"  {sub.description}")
+    if compiled.one_session:
+        info(
+            f"  the {len(compiled.subgraphs)} subgraphs run in one ONNX Runtime session: the query's, which "
+            "placed every node as this plan does (PERFORMANCE_HINT=THROUGHPUT gives each its own)"
+        )
     report_dots(setup.model, setup.dot_dir, setup.render)
     return compiled
 
@@ -851,7 +856,10 @@ def _configuration(compiled: Any, hint: str, nireq: int, api: str) -> list[tuple
 
 
 def _hint_threads(setup: Setup, hint: str, nireq: int) -> None:
-    """-hint throughput with several requests: share the cores between them, unless threads were set."""
+    """-hint as HETERO's PERFORMANCE_HINT (none: the config's, else LATENCY); -hint throughput with several
+    requests also shares the cores between them, unless threads were set."""
+    if hint != "none":
+        setup.core.set_property("HETERO", {cfg.PERFORMANCE_HINT: hint.upper()})
     if hint != "throughput" or nireq <= 1:
         return
     cores = os.cpu_count() or 1

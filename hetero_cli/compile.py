@@ -1,4 +1,6 @@
-"""Compile: one ONNX Runtime session per subgraph of a plan, each checked to really run on its device."""
+"""Compile: one ONNX Runtime session per subgraph of a plan, each checked to really run on its device; or,
+under PERFORMANCE_HINT=LATENCY, the query's one session of the whole model where it placed every node as
+the plan does (whole_plan_probe)."""
 
 from __future__ import annotations
 
@@ -22,11 +24,11 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ._ort import assignment, ort, record_assignment, session_options
-from .config import SplitConfig
+from .config import LATENCY, SplitConfig
 from .errors import CompileError, ConfigError
 from .export import extract, subgraph_model
 from .model import Model, TensorInfo
-from .partition import CONSTANT, Plan, Subgraph
+from .partition import CONSTANT, INPUT, Plan, Subgraph
 from .profiling import SessionProfile
 from .query import KNOWN_FAILURES, Probe, known_to_fail
 from .registry import Device
@@ -282,16 +284,26 @@ class CompiledModel:
         subgraphs: list[CompiledSubgraph],
         config: SplitConfig,
         device_name: str,
+        runs: list[CompiledSubgraph] | None = None,
     ):
         self.model = model
         self.plan = plan
         self.subgraphs = subgraphs
+        # what an inference runs, in order: the subgraphs, or one entry standing for the whole plan where
+        # one ORT session runs every subgraph (one_session)
+        self.runs = subgraphs if runs is None else runs
         self.config = config
         self.device_name = device_name
         self.constants = constant_outputs(model, plan)
         self.dot_files: tuple[Path, ...] = ()  # .dot files the compile wrote (OPENVINO_HETERO_VISUALIZE)
         self.inputs: list[TensorInfo] = model.inputs
         self.outputs: list[TensorInfo] = model.outputs
+
+    @property
+    def one_session(self) -> bool:
+        """True when one ONNX Runtime session runs all of several subgraphs (PERFORMANCE_HINT=LATENCY, where
+        the query's session of the whole model placed every node as the plan does)."""
+        return len(self.runs) < len(self.subgraphs)
 
     @property
     def execution_devices(self) -> list[str]:
@@ -309,7 +321,8 @@ class CompiledModel:
         return self.create_infer_request().infer(inputs)
 
     def get_property(self, name: str) -> Any:
-        """EXECUTION_DEVICES, NUMBER_OF_SUBGRAPHS, DEVICE_PROPERTIES, MULTI_DEVICE_PRIORITIES."""
+        """EXECUTION_DEVICES, NUMBER_OF_SUBGRAPHS, OPTIMAL_NUMBER_OF_INFER_REQUESTS, PERFORMANCE_HINT,
+        DEVICE_PROPERTIES, MULTI_DEVICE_PRIORITIES."""
         key = str(name).upper()
         if key == "EXECUTION_DEVICES":
             return self.execution_devices
@@ -317,14 +330,16 @@ class CompiledModel:
             return len(self.subgraphs)
         if key == "OPTIMAL_NUMBER_OF_INFER_REQUESTS":
             # one request per pipeline stage keeps every device busy (OpenVINO: the max over submodels)
-            return max(1, len(self.execution_devices))
+            return max(1, len({r.device for r in self.runs}))
+        if key == "PERFORMANCE_HINT":
+            return self.config.performance_mode
         if key == "DEVICE_PROPERTIES":
             return {k: dict(v) for k, v in self.config.devices.items()}
         if key == "MULTI_DEVICE_PRIORITIES":
             return self.device_name.partition(":")[2] or self.config.priorities
         raise ConfigError(
-            f"unknown compiled-model property {name!r}: use EXECUTION_DEVICES, NUMBER_OF_SUBGRAPHS, OPTIMAL_NUMBER_OF_INFER_REQUESTS, "
-            "DEVICE_PROPERTIES or MULTI_DEVICE_PRIORITIES"
+            f"unknown compiled-model property {name!r}: use EXECUTION_DEVICES, NUMBER_OF_SUBGRAPHS, "
+            "OPTIMAL_NUMBER_OF_INFER_REQUESTS, PERFORMANCE_HINT, DEVICE_PROPERTIES or MULTI_DEVICE_PRIORITIES"
         )
 
     def __repr__(self) -> str:
@@ -342,12 +357,20 @@ def compile_plan(
     """Create every subgraph's session; the plan must only name devices in ``devices``.
 
     ``probes``: whole-model probe sessions by device (query.keep_probes); a plan of one subgraph on such a
-    device uses its probe rather than compiling the model again. Sessions are created in parallel
+    device uses its probe rather than compiling the model again, and so does a plan of several under
+    PERFORMANCE_HINT=LATENCY where the probe placed every node as the plan does (whole_plan_probe). Probes
+    not used are dropped from ``probes`` before any session is created. Sessions are created in parallel
     (``compile_workers`` threads) while this thread exports the next subgraphs.
     """
+    kept = probes if probes is not None else {}
+    whole = whole_plan_probe(model, plan, devices, config, kept)
+    if whole is not None:
+        return _one_session(model, plan, devices, config, device_name, *whole)
+    if len(plan.subgraphs) != 1:
+        kept.clear()  # only a plan of one subgraph can use one now; the rest must not stay in memory
     profiled = any(config.settings(devices[s.device]).profiling for s in plan.subgraphs)
     profile_dir = Path(tempfile.mkdtemp(prefix="hetero_profile_")) if profiled else None
-    probe = (probes or {}).get(plan.subgraphs[0].device) if len(plan.subgraphs) == 1 else None
+    probe = kept.get(plan.subgraphs[0].device) if len(plan.subgraphs) == 1 else None
     shared = len(plan.subgraphs) > 1
     try:
         compiled = _in_parallel(
@@ -386,6 +409,87 @@ def compile_plan(
     if profile_dir is not None:
         weakref.finalize(result, shutil.rmtree, profile_dir, True)
     return result
+
+
+def whole_plan_probe(
+    model: Model, plan: Plan, devices: Mapping[str, Device], config: SplitConfig, probes: Mapping[str, Probe]
+) -> tuple[Device, Probe] | None:
+    """The kept probe session (and its device) that can run all of a plan of several subgraphs, or None.
+
+    ONNX Runtime splits a session between its EP and the CPU EP just as HETERO:<EP>,CPU does, so where the
+    probe of the first device, created with the compile's settings for both devices, ran exactly the
+    plan's CPU nodes on the CPU EP and every other node on its own, it already is the plan compiled: one
+    session, with none of the per-subgraph sessions' runs and boundaries. Only under PERFORMANCE_HINT=
+    LATENCY (the throughput modes keep one session per subgraph: the pipeline stages requests overlap on)
+    and without profiling (PERF_COUNT counts each subgraph's own session).
+    """
+    if len(plan.subgraphs) < 2 or config.performance_mode != LATENCY:
+        return None
+    used = [devices[name] for name in plan.devices]
+    if any(config.settings(d).profiling for d in used):
+        return None
+    for device in used:
+        probe = probes.get(device.name)
+        host = [d for d in used if d is not device]
+        if probe is None or len(host) != 1 or not host[0].is_cpu:
+            continue
+        mine, cpu = config.settings(device), config.settings(host[0])
+        threads = mine.intra_op_num_threads or None
+        if (
+            probe.providers != device.providers(mine.provider_options)
+            or probe.intra_op_num_threads != threads
+            or cpu.provider_options  # the probe's CPU EP has no options
+            or (cpu.intra_op_num_threads or None) != threads
+        ):
+            continue
+        placed = assignment(probe.session)
+        if {ep for ep, _ in placed} - {device.ep, host[0].ep}:
+            continue
+        on_cpu = {name for ep, nodes in placed if ep == host[0].ep for name, _ in nodes}
+        planned = {name for s in plan.subgraphs if s.device == host[0].name for name in s.nodes}
+        if on_cpu == planned:
+            return device, probe
+    return None
+
+
+def _one_session(
+    model: Model,
+    plan: Plan,
+    devices: Mapping[str, Device],
+    config: SplitConfig,
+    device_name: str,
+    device: Device,
+    probe: Probe,
+) -> CompiledModel:
+    """A compiled model whose subgraphs all run in ``probe``'s session (whole_plan_probe said it may)."""
+    session = probe.session
+    subgraphs = [
+        CompiledSubgraph(
+            s,
+            devices[s.device],
+            session,
+            [(devices[s.device].ep, [(n, model.node(n).get_type_name()) for n in s.nodes])],
+            from_probe=True,
+        )
+        for s in plan.subgraphs
+    ]
+    outputs = tuple(t for t in plan.outputs if plan.output_sources[t] not in (INPUT, CONSTANT))
+    whole = Subgraph(
+        index=0,
+        device=device.name,
+        nodes=tuple(n for s in plan.subgraphs for n in s.nodes),
+        constant_nodes=(),
+        inputs=tuple(i.name for i in session.get_inputs()),
+        outputs=tuple(dict.fromkeys(outputs)),
+    )
+    # model outputs that are all inputs or constants leave the session nothing to compute
+    runs = [CompiledSubgraph(whole, device, session, assignment(session), from_probe=True)] if outputs else []
+    log.info(
+        "%d subgraphs run in one ONNX Runtime session: the query's, which placed every node as the plan does "
+        "(PERFORMANCE_HINT=THROUGHPUT gives each subgraph its own)",
+        len(subgraphs),
+    )
+    return CompiledModel(model, plan, subgraphs, config, device_name, runs=runs)
 
 
 def _contradicted_types(

@@ -22,8 +22,15 @@ DUMP_GRAPH_DOT = "HETERO_DUMP_GRAPH_DOT"
 DOT_DIR = "HETERO_DOT_DIR"
 NUM_THREADS = "INFERENCE_NUM_THREADS"
 PRECISION = "INFERENCE_PRECISION_HINT"
+PERFORMANCE_HINT = "PERFORMANCE_HINT"
 
-HETERO_KEYS = (PRIORITIES, DEVICE_PROPERTIES, PERF_COUNT, DUMP_GRAPH_DOT, DOT_DIR)
+HETERO_KEYS = (PRIORITIES, DEVICE_PROPERTIES, PERF_COUNT, PERFORMANCE_HINT, DUMP_GRAPH_DOT, DOT_DIR)
+
+# PERFORMANCE_HINT's values (OpenVINO's ov::hint::PerformanceMode). LATENCY, the default, lets one ONNX Runtime
+# session run several subgraphs where it places every node as the plan does; the throughput modes keep one
+# session per subgraph, the stages that requests in flight overlap on.
+LATENCY = "LATENCY"
+PERFORMANCE_MODES = (LATENCY, "THROUGHPUT", "CUMULATIVE_THROUGHPUT")
 
 
 @dataclass
@@ -55,6 +62,14 @@ def _parse_threads(key: str, value: Any) -> int:
     if n < 0 or isinstance(value, bool):
         raise ConfigError(f"bad value {value!r} for {key}: use a whole number >= 0 (0 = the default)")
     return n
+
+
+def parse_performance_mode(value: Any) -> str:
+    """LATENCY, THROUGHPUT or CUMULATIVE_THROUGHPUT, from any case or a PerformanceMode member."""
+    text = (value.value if isinstance(value, enum.Enum) else str(value)).strip().upper()
+    if text not in PERFORMANCE_MODES:
+        raise ConfigError(f"bad value {value!r} for {PERFORMANCE_HINT}: use {', '.join(PERFORMANCE_MODES)}")
+    return text
 
 
 def _parse_precision(key: str, value: Any) -> str:
@@ -161,6 +176,11 @@ class SplitConfig:
         return parse_bool(DUMP_GRAPH_DOT, self.hetero.get(DUMP_GRAPH_DOT, False))
 
     @property
+    def performance_mode(self) -> str:
+        """PERFORMANCE_HINT, LATENCY unless set."""
+        return parse_performance_mode(self.hetero.get(PERFORMANCE_HINT, LATENCY))
+
+    @property
     def dot_dir(self) -> str | None:
         """Where .dot files go (HETERO_DOT_DIR), None for the current directory."""
         value = self.hetero.get(DOT_DIR)
@@ -196,9 +216,11 @@ def split(config: Mapping[str, Any] | None, *, target: str | None = None) -> Spl
             _add_device(out, key, value)
         elif upper == "HETERO":
             raise ConfigError("HETERO's own keys go at the top level of the config, not under 'HETERO'")
-        elif target is not None and upper != PRIORITIES:
+        elif target is not None and upper not in (PRIORITIES, PERFORMANCE_HINT):
             out.devices.setdefault(target, {})[key] = value
         elif upper in HETERO_KEYS:
+            if upper == PERFORMANCE_HINT:
+                parse_performance_mode(value)  # a bad value fails when set, not at compile time
             out.hetero[upper] = value
         else:
             raise ConfigError(

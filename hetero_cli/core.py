@@ -143,8 +143,6 @@ class Core:
         }
         with external_data_dir(model.external_dir), query.keep_probes(settings) as probes:
             plan = partition(model, _affinities(model, request, devices))
-        if len(plan.subgraphs) != 1:
-            probes.clear()  # only a plan of one subgraph can use one; the rest must not stay in memory
         dot_files = visualize.dump(model, plan, merged.dot_dir) if visualize.wanted(merged.dump_dot) else ()
         by_name: dict[str, Device] = {d.name: d for d in devices}
         try:

@@ -2,10 +2,30 @@
 
 import hetero_cli.hint as hints
 core.set_property("CPU", {hints.inference_precision: hetero_cli.Type.f32})
+core.set_property("HETERO", {hints.performance_mode: hints.PerformanceMode.THROUGHPUT})
 """
 
 from __future__ import annotations
 
+import enum
+
 from .properties import Property
 
 inference_precision = Property("INFERENCE_PRECISION_HINT")
+performance_mode = Property("PERFORMANCE_HINT")
+
+
+class PerformanceMode(enum.Enum):
+    """PERFORMANCE_HINT's values, shaped like ``openvino.hint.PerformanceMode``.
+
+    LATENCY (the default) may run several subgraphs in one ONNX Runtime session (CompiledModel.one_session);
+    THROUGHPUT and CUMULATIVE_THROUGHPUT keep one session per subgraph, the pipeline stages that requests
+    in flight overlap on.
+    """
+
+    LATENCY = "LATENCY"
+    THROUGHPUT = "THROUGHPUT"
+    CUMULATIVE_THROUGHPUT = "CUMULATIVE_THROUGHPUT"
+
+    def __str__(self) -> str:
+        return self.value

@@ -110,13 +110,13 @@ def _placement(
 def _steps(compiled: CompiledModel) -> list[_Step]:
     last_use: dict[str, int] = {}
     readers: dict[str, list[CompiledSubgraph]] = {}
-    for s in compiled.subgraphs:
+    for s in compiled.runs:
         for t in s.inputs:
             last_use[t] = s.index
             readers.setdefault(t, []).append(s)
     keep = set(compiled.plan.outputs)
     steps = []
-    for position, s in enumerate(compiled.subgraphs):
+    for position, s in enumerate(compiled.runs):
         declared = {i.name for i in (*s.session.get_inputs(), *s.session.get_overridable_initializers())}
         overridable = tuple(sorted(declared & compiled.model.overridable_initializers))
         placement = _placement(s, readers, keep)

@@ -197,14 +197,16 @@ def test_constant_only_nodes_are_copied_not_owned():
 # --- full runs ----------------------------------------------------------------------------------------------
 
 
-def _compile_and_check(case: Case, *, manual: bool) -> tuple[hetero_cli.CompiledModel, dict]:
-    """Compile (manual affinities or automatic), check the plan and every exported subgraph, and return
-    the compiled model with its results."""
+def _compile_and_check(
+    case: Case, *, manual: bool, hint: str | None = None
+) -> tuple[hetero_cli.CompiledModel, dict]:
+    """Compile (manual affinities or automatic; ``hint``: PERFORMANCE_HINT, None for the default), check the
+    plan and every exported subgraph, and return the compiled model with its results."""
     core = hetero_cli.Core()
     model = core.read_model(case.model)
     if manual:
         case.apply_affinities(model)
-    compiled = core.compile_model(model, HETERO)
+    compiled = core.compile_model(model, HETERO, {"PERFORMANCE_HINT": hint} if hint else None)
     affinities = case.affinity_map(model) if manual else dict(compiled.plan.affinities)
     check_plan(model, compiled.plan, affinities)
     for sub in compiled.plan.subgraphs:
@@ -254,13 +256,20 @@ def test_split_with_only_exact_ops_on_openvino_is_bit_exact(case: Case):
 
 
 @requires_openvino
+@pytest.mark.parametrize("hint", ["LATENCY", "THROUGHPUT"])
 @settings(WITH_SESSIONS, max_examples=40)
 @given(cases(max_steps=10, refused=True))
-def test_automatic_split_around_refused_ops(case: Case):
+def test_automatic_split_around_refused_ops(hint: str, case: Case):
     """IsInf, IsNaN and Hardmax have no OpenVINO kernel: automatic mode puts them on CPU, the rest where
-    OpenVINO takes it, and the results are the model's."""
+    OpenVINO takes it, and the results are the model's, whether the split runs in the query's one session
+    (LATENCY, where it placed every node as the plan does) or a session per subgraph (THROUGHPUT)."""
     ref = reference(case.model, case.feeds)
-    compiled, got = _compile_and_check(case, manual=False)
+    compiled, got = _compile_and_check(case, manual=False, hint=hint)
+    if hint == "THROUGHPUT":
+        assert not compiled.one_session
+    elif compiled.one_session:
+        event("run in the query's one session")
+        assert all(s.from_probe for s in compiled.subgraphs)
     model = compiled.model
     consts = constant_nodes(model)
     refused = [

@@ -1,0 +1,151 @@
+"""PERFORMANCE_HINT=LATENCY (the default): an automatic split whose plan the query's whole-model session
+already placed node for node runs in that one session; THROUGHPUT, profiling, other settings or another
+placement keep one session per subgraph."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+from helpers import assert_same, hardmax_model, isinf_model, needs_openvino, ort_run, seeded
+
+import hetero_cli as hc
+import hetero_cli.hint as hints
+from hetero_cli import cli, compile, query
+from hetero_cli.config import SplitConfig
+from hetero_cli.partition import partition
+from hetero_cli.registry import lookup
+
+SPLIT = "HETERO:OPENVINO,CPU"
+OV_CPU = [("OpenVINOExecutionProvider", {"device_type": "CPU"}), "CPUExecutionProvider"]
+
+
+def ort_ov(proto: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """One ORT session with providers [OpenVINO, CPU]: ORT's own split of the model."""
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=OV_CPU)
+    return dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds), strict=True))
+
+
+@pytest.fixture
+def no_subgraph_sessions(monkeypatch):
+    """Fail the test if the compile creates a session for any subgraph."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a subgraph session was created")
+
+    monkeypatch.setattr(compile, "prepare_subgraph", refuse)
+
+
+@needs_openvino
+def test_latency_runs_an_automatic_split_in_the_query_session(no_subgraph_sessions):
+    proto = hardmax_model()
+    compiled = hc.Core().compile_model(proto, SPLIT)
+    assert [s.device for s in compiled.subgraphs] == ["OPENVINO", "CPU", "OPENVINO"]
+    assert compiled.one_session and len(compiled.runs) == 1
+    assert compiled.get_property("NUMBER_OF_SUBGRAPHS") == 3
+    assert compiled.get_property("PERFORMANCE_HINT") == "LATENCY"
+    assert compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS") == 1
+    (session,) = {id(s.session) for s in compiled.subgraphs}
+    assert session == id(compiled.runs[0].session)
+    assert all(s.from_probe and not s.fallback_nodes for s in compiled.subgraphs)
+    x = seeded((2, 4))
+    got = compiled.create_infer_request().infer({"x": x})
+    assert_same(got, ort_ov(proto, {"x": x}), exact=True)  # ORT's own split, bit for bit
+    assert_same(got, ort_run(proto, {"x": x}), exact=False)
+
+
+@needs_openvino
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"PERFORMANCE_HINT": "THROUGHPUT"},
+        {hints.performance_mode: hints.PerformanceMode.CUMULATIVE_THROUGHPUT},
+        {"PERF_COUNT": "YES"},
+        {"OPENVINO": {"INFERENCE_NUM_THREADS": 1}},  # the CPU's part would run on the OpenVINO's threads
+    ],
+    ids=["throughput", "cumulative", "profiling", "threads_differ"],
+)
+def test_a_session_per_subgraph_otherwise(config):
+    proto = hardmax_model()
+    compiled = hc.Core().compile_model(proto, SPLIT, config)
+    assert not compiled.one_session
+    assert compiled.runs == compiled.subgraphs
+    assert not any(s.from_probe for s in compiled.subgraphs)
+    assert len({id(s.session) for s in compiled.subgraphs}) == 3
+    x = seeded((2, 4))
+    assert_same(compiled({"x": x}), ort_run(proto, {"x": x}), exact=False)
+
+
+@needs_openvino
+def test_the_same_threads_for_both_devices_keep_one_session(no_subgraph_sessions):
+    config = {"OPENVINO": {"INFERENCE_NUM_THREADS": 1}, "CPU": {"INFERENCE_NUM_THREADS": 1}}
+    compiled = hc.Core().compile_model(hardmax_model(), SPLIT, config)
+    assert compiled.one_session
+    assert compiled.runs[0].session.get_session_options().intra_op_num_threads == 1
+
+
+@needs_openvino
+def test_manual_affinities_keep_a_session_per_subgraph():
+    core = hc.Core()
+    automatic = core.plan(hardmax_model(), SPLIT).affinities
+    model = core.read_model(hardmax_model())
+    model.set_affinities(dict(automatic))  # the very placement, but by hand: no query, no probe
+    compiled = core.compile_model(model, SPLIT)
+    assert not compiled.one_session and len(compiled.runs) == 3
+
+
+@needs_openvino
+def test_a_plan_the_probe_did_not_place_is_not_run_in_it():
+    model = hc.Core().read_model(isinf_model())
+    devices = {"OPENVINO": lookup("OPENVINO"), "CPU": lookup("CPU")}
+    with query.keep_probes() as probes:
+        affinities = query.greedy(model, list(devices.values()))
+        plan = partition(model, affinities)
+        assert len(plan.subgraphs) > 1
+        assert compile.whole_plan_probe(model, plan, devices, SplitConfig(), probes) is not None
+        moved = dict(affinities, relu="CPU" if affinities["relu"] == "OPENVINO" else "OPENVINO")
+        other = partition(model, moved)
+        assert compile.whole_plan_probe(model, other, devices, SplitConfig(), probes) is None
+
+
+@needs_openvino
+def test_requests_in_flight_on_one_session_give_each_its_results():
+    proto = hardmax_model()
+    compiled = hc.Core().compile_model(proto, SPLIT)
+    assert compiled.one_session
+    xs = [seeded((2, 4), seed=i) for i in range(6)]
+    got: dict[int, np.ndarray] = {}
+    queue = hc.AsyncInferQueue(compiled, 3)
+    queue.set_callback(lambda request, k: got.__setitem__(k, request.results["y"].copy()))
+    for k, x in enumerate(xs):
+        queue.start_async({"x": x}, userdata=k)
+    queue.wait_all()
+    for k, x in enumerate(xs):
+        np.testing.assert_array_equal(got[k], ort_ov(proto, {"x": x})["y"])
+
+
+def test_performance_hint_values():
+    core = hc.Core()
+    core.set_property("HETERO", {"performance_hint": "throughput"})
+    assert core.get_property("HETERO", "PERFORMANCE_HINT") == "throughput"
+    assert "PERFORMANCE_HINT" in core.get_property("HETERO", "SUPPORTED_PROPERTIES")
+    with pytest.raises(hc.ConfigError, match="PERFORMANCE_HINT: use LATENCY, THROUGHPUT"):
+        core.set_property("HETERO", {"PERFORMANCE_HINT": "FAST"})
+    compiled = hc.Core().compile_model(hardmax_model(), "CPU", {"PERFORMANCE_HINT": "THROUGHPUT"})
+    assert compiled.get_property("PERFORMANCE_HINT") == "THROUGHPUT"  # a plain device takes it too
+
+
+@needs_openvino
+@pytest.mark.parametrize("hint", ["latency", "throughput"])
+def test_benchmark_says_when_one_session_runs_the_split(tmp_path, hint):
+    path = tmp_path / "hardmax.onnx"
+    onnx.save(hardmax_model(), path)
+    args = ["-m", str(path), "-d", SPLIT, "-niter", "5", "-api", "sync", "-hint", hint]
+    result = CliRunner().invoke(cli.benchmark, args)
+    assert result.exit_code == 0, result.stderr
+    said = "the 3 subgraphs run in one ONNX Runtime session" in result.stdout
+    assert said == (hint == "latency")
+    assert f"PERFORMANCE_HINT: {hint.upper()}" in result.stdout
