@@ -53,6 +53,7 @@ class CompiledSubgraph:
     placement: list[tuple[str, list[tuple[str, str]]]]
     profiler: SessionProfile | None = None
     from_probe: bool = False  # the session is the query's probe of the whole model (compiled only once)
+    label: str = ""  # what the session runs where that is several subgraphs (CompiledModel.one_session)
 
     @property
     def index(self) -> int:
@@ -68,6 +69,11 @@ class CompiledSubgraph:
     def device(self) -> str:
         """Canonical name of the device this subgraph was compiled for."""
         return self.target.name
+
+    @property
+    def where(self) -> str:
+        """``subgraph<N> on <device>``, or the label of a session that runs several subgraphs (messages)."""
+        return self.label or f"{self.name} on {self.device}"
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -483,7 +489,12 @@ def _one_session(
         outputs=tuple(dict.fromkeys(outputs)),
     )
     # model outputs that are all inputs or constants leave the session nothing to compute
-    runs = [CompiledSubgraph(whole, device, session, assignment(session), from_probe=True)] if outputs else []
+    label = f"the one session of subgraph1-subgraph{len(subgraphs)} ({' and '.join(plan.devices)})"
+    runs = (
+        [CompiledSubgraph(whole, device, session, assignment(session), from_probe=True, label=label)]
+        if outputs
+        else []
+    )
     log.info(
         "%d subgraphs run in one ONNX Runtime session: the query's, which placed every node as the plan does "
         "(PERFORMANCE_HINT=THROUGHPUT gives each subgraph its own)",

@@ -389,7 +389,7 @@ class _Run:
 def _failure(step: _Step, exc: BaseException) -> InferenceError:
     text = str(exc).strip().splitlines()
     return InferenceError(
-        f"{step.compiled.name} on {step.compiled.device} failed: {text[0][:300] if text else exc}"
+        f"{step.compiled.where} failed: {text[0][:300] if text else exc}"
     )
 
 
@@ -778,7 +778,7 @@ class InferRequest:
             self._generation += 1
             self._pool.clear()
         log.debug(
-            "%s: output shapes differ from the declared ones; allocated per inference", step.compiled.name
+            "%s: output shapes differ from the declared ones; allocated per inference", step.compiled.where
         )
 
     # --- helpers -------------------------------------------------------------------------------------

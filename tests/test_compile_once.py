@@ -74,7 +74,9 @@ def test_the_probe_is_made_with_the_compiles_device_settings_and_serves_it(mlp_f
 
 @needs_openvino
 def test_a_split_plan_with_a_session_per_subgraph_keeps_no_probe_session():
-    compiled = hc.Core().compile_model(hardmax_model(), "HETERO:OPENVINO,CPU", {"PERFORMANCE_HINT": "THROUGHPUT"})
+    compiled = hc.Core().compile_model(
+        hardmax_model(), "HETERO:OPENVINO,CPU", {"PERFORMANCE_HINT": "THROUGHPUT"}
+    )
     assert len(compiled.subgraphs) == 3
     assert not any(s.from_probe for s in compiled.subgraphs)
 

@@ -149,3 +149,21 @@ def test_benchmark_says_when_one_session_runs_the_split(tmp_path, hint):
     said = "the 3 subgraphs run in one ONNX Runtime session" in result.stdout
     assert said == (hint == "latency")
     assert f"PERFORMANCE_HINT: {hint.upper()}" in result.stdout
+
+
+@needs_openvino
+def test_a_failure_in_the_one_session_names_it():
+    proto = hardmax_model()
+    graph = proto.graph
+    graph.node.append(onnx.helper.make_node("Reshape", ["y", "s"], ["z"], name="reshape"))
+    graph.input.append(onnx.helper.make_tensor_value_info("s", onnx.TensorProto.INT64, [2]))
+    graph.output.pop()
+    graph.output.append(onnx.helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None))
+    compiled = hc.Core().compile_model(proto, SPLIT)
+    assert compiled.one_session
+    x = seeded((2, 4))
+    assert compiled({"x": x, "s": np.array([4, 2], np.int64)})["z"].shape == (4, 2)
+    with pytest.raises(
+        hc.InferenceError, match=r"^the one session of subgraph1-subgraph3 \(OPENVINO and CPU\) failed: "
+    ):
+        compiled({"x": x, "s": np.array([5, 5], np.int64)})
