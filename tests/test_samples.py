@@ -25,6 +25,7 @@ EXPECTED: dict[str, list[str]] = {
     "query_then_fix.py": ["query_model: {"],
     "device_properties.py": [],
     "hetero_demo.py": ["== automatic HETERO:GPU,OPENVINO,CPU", "== forced split", "plan of "],
+    "performance_hint.py": [],
 }
 # Without CUDA, GPU is skipped: HETERO:GPU,CPU is the CPU alone.
 EXPECTED_NO_CUDA: dict[str, list[str]] = {
@@ -42,6 +43,11 @@ EXPECTED_CUDA: dict[str, list[str]] = {
     "device_properties.py": [
         "HETERO:GPU,CPU: 3 subgraph(s)",
         "subgraph1: GPU execute time (synchronised run) EXECUTED",
+    ],
+    # only a probe of an EP that compiles the graph (OpenVINO) is kept to run a split in one session
+    "performance_hint.py": [
+        "LATENCY: 3 subgraph(s) on GPU, CPU in 3 ONNX Runtime session(s)",
+        "THROUGHPUT: 3 subgraph(s) on GPU, CPU in 3 ONNX Runtime session(s)",
     ],
 }
 # With the OpenVINO EP (onnxruntime-openvino, which has no CUDA EP).
@@ -67,6 +73,10 @@ EXPECTED_OPENVINO: dict[str, list[str]] = {
         "subgraph1: 2. OPENVINO execute time EXECUTED",
     ],
     "hetero_demo.py": ["OPENVINO (OpenVINOExecutionProvider)"],
+    "performance_hint.py": [
+        "LATENCY: 3 subgraph(s) on OPENVINO, CPU in 1 ONNX Runtime session(s)",
+        "THROUGHPUT: 3 subgraph(s) on OPENVINO, CPU in 3 ONNX Runtime session(s)",
+    ],
 }
 MATCHES = {
     "automatic_mode.py": 3,
@@ -74,6 +84,7 @@ MATCHES = {
     "query_then_fix.py": 1,
     "device_properties.py": 2,
     "hetero_demo.py": 2,
+    "performance_hint.py": 2,
 }
 
 
