@@ -73,9 +73,10 @@ def cpu_compiled():
 @pytest.fixture(scope="module")
 def split_compiled():
     """The samples' model under automatic HETERO:OPENVINO,CPU or HETERO:GPU,CPU (accelerator -> CPU ->
-    accelerator: neither EP has Hardmax) where one is installed; a CPU-only three-way split elsewhere."""
+    accelerator: neither EP has Hardmax) where one is installed, a session per subgraph (THROUGHPUT: the
+    pipeline stages; test_one_session covers LATENCY's one session); a CPU-only three-way split elsewhere."""
     if ACCELERATOR:
-        return hc.Core().compile_model(hardmax_model(), SPLIT)
+        return hc.Core().compile_model(hardmax_model(), SPLIT, {"PERFORMANCE_HINT": "THROUGHPUT"})
     return cpu_split(hardmax_model())
 
 

@@ -63,9 +63,20 @@ def test_the_model_is_really_split_three_ways(proto):
     assert [s.device for s in compiled.subgraphs][:3] == ["OPENVINO", "CPU", "OPENVINO"]
 
 
-def test_requests_on_many_threads_at_once_give_correct_results(proto, inputs):
+# LATENCY (the default) runs this split in the query's one session, THROUGHPUT in a session per subgraph
+HINTS = pytest.mark.parametrize("hint", ["LATENCY", "THROUGHPUT"])
+
+
+def compiled_with(proto, hint: str) -> hc.CompiledModel:
+    compiled = hc.Core().compile_model(proto, "HETERO:OPENVINO,CPU", {"PERFORMANCE_HINT": hint})
+    assert compiled.one_session == (hint == "LATENCY")
+    return compiled
+
+
+@HINTS
+def test_requests_on_many_threads_at_once_give_correct_results(proto, inputs, hint):
     xs, want = inputs
-    compiled = hc.Core().compile_model(proto, "HETERO:OPENVINO,CPU")
+    compiled = compiled_with(proto, hint)
 
     def work(i: int) -> None:
         request = compiled.create_infer_request()
@@ -77,9 +88,10 @@ def test_requests_on_many_threads_at_once_give_correct_results(proto, inputs):
     run_threads(work, THREADS)
 
 
-def test_results_stay_the_callers_while_other_threads_infer(proto, inputs):
+@HINTS
+def test_results_stay_the_callers_while_other_threads_infer(proto, inputs, hint):
     xs, want = inputs
-    compiled = hc.Core().compile_model(proto, "HETERO:OPENVINO,CPU")
+    compiled = compiled_with(proto, hint)
     kept: dict[int, list[dict[str, np.ndarray]]] = {}
 
     def work(i: int) -> None:
@@ -112,10 +124,11 @@ def test_one_compiled_model_with_profiling_on_many_threads(proto, inputs):
     run_threads(work, THREADS)
 
 
-def test_one_request_shared_by_threads_returns_each_caller_its_own_results(proto, inputs):
+@HINTS
+def test_one_request_shared_by_threads_returns_each_caller_its_own_results(proto, inputs, hint):
     # OpenVINO's InferRequest is one-at-a-time; here each infer() call still returns its own outputs
     xs, want = inputs
-    request = hc.Core().compile_model(proto, "HETERO:OPENVINO,CPU").create_infer_request()
+    request = compiled_with(proto, hint).create_infer_request()
 
     def work(i: int) -> None:
         for _ in range(ROUNDS):

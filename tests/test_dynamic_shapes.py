@@ -69,6 +69,10 @@ def check(got, want) -> None:
 def proto():
     return sequence_model()
 
+# LATENCY (the default) may run an automatic split in the query's one session; THROUGHPUT keeps a session per
+# subgraph: both must hold
+HINTS = pytest.mark.parametrize("hint", ["LATENCY", "THROUGHPUT"])
+
 
 def test_symbolic_dimensions_cross_the_cuts(proto):
     compiled = hc.Core().compile_model(proto, SPLIT)
@@ -83,8 +87,9 @@ def test_symbolic_dimensions_cross_the_cuts(proto):
         assert info.shape is not None, name
 
 
-def test_one_compiled_model_serves_shapes_one_after_another(proto):
-    compiled = hc.Core().compile_model(proto, SPLIT)
+@HINTS
+def test_one_compiled_model_serves_shapes_one_after_another(proto, hint):
+    compiled = hc.Core().compile_model(proto, SPLIT, {"PERFORMANCE_HINT": hint})
     request = compiled.create_infer_request()
     for n, s in SHAPES:
         f = feeds(n, s)
@@ -103,8 +108,9 @@ def test_shapes_one_after_another_with_every_node_forced_across(proto):
         check(requests[k % 2].infer(f), ort_run(proto, f))
 
 
-def test_a_wrong_fixed_dimension_among_symbolic_ones_is_refused(proto):
-    compiled = hc.Core().compile_model(proto, SPLIT)
+@HINTS
+def test_a_wrong_fixed_dimension_among_symbolic_ones_is_refused(proto, hint):
+    compiled = hc.Core().compile_model(proto, SPLIT, {"PERFORMANCE_HINT": hint})
     f = feeds(2, 3)
     f["x"] = np.zeros((2, 3, 5), np.float32)
     with pytest.raises(hc.InferenceError, match="'x'"):

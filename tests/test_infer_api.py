@@ -216,9 +216,10 @@ def test_returned_arrays_are_the_callers(compiled_chain):
 
 
 @needs_openvino
-def test_model_input_feeds_several_subgraphs():
+@pytest.mark.parametrize("hint", ["LATENCY", "THROUGHPUT"])  # one session, or a session per subgraph
+def test_model_input_feeds_several_subgraphs(hint):
     proto = isinf_model()
-    compiled = hc.Core().compile_model(proto, "HETERO:OPENVINO,CPU")
+    compiled = hc.Core().compile_model(proto, "HETERO:OPENVINO,CPU", {"PERFORMANCE_HINT": hint})
     readers = [s for s in compiled.subgraphs if "x" in s.inputs]
     assert len(readers) >= 2
     assert len({s.device for s in readers}) == 2
@@ -240,10 +241,10 @@ def test_model_input_feeds_several_cpu_only_subgraphs_when_forced():
 # --- reuse ----------------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def compiled_split():
+@pytest.fixture(scope="module", params=["LATENCY", "THROUGHPUT"])
+def compiled_split(request):
     device = "HETERO:OPENVINO,CPU" if "OPENVINO" in hc.Core().available_devices else "HETERO:CPU"
-    return hc.Core().compile_model(hardmax_model(), device)
+    return hc.Core().compile_model(hardmax_model(), device, {"PERFORMANCE_HINT": request.param})
 
 
 def test_repeated_infer_on_one_request(compiled_split):

@@ -645,8 +645,9 @@ def test_corrupt_images_are_one_line_errors(tmp_path, damage):
     assert path.name in one_error_line(result)
 
 
-def test_wrong_inputs_at_infer_time_on_a_split_model():
-    compiled = hc.Core().compile_model(hardmax_model(), SPLIT)
+@pytest.mark.parametrize("hint", ["LATENCY", "THROUGHPUT"])  # one session, or a session per subgraph
+def test_wrong_inputs_at_infer_time_on_a_split_model(hint):
+    compiled = hc.Core().compile_model(hardmax_model(), SPLIT, {"PERFORMANCE_HINT": hint})
     request = compiled.create_infer_request()
     for feeds, words in [
         ({"nosuch": np.zeros((2, 4), np.float32)}, ["'nosuch'", "x"]),
