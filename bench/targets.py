@@ -149,9 +149,7 @@ def _hetero_ov(results: dict[str, Any]) -> Target:
         cases,
     )
     # the same split with a session per subgraph (PERFORMANCE_HINT=THROUGHPUT), shown beside it, not judged
-    for model, value, note in _latency_ratio(
-        {m: e for m, e in latency.items() if e.get("kind") == "synthetic"}, "hetero_ov_stages", ("synthetic",)
-    ):
+    for model, value, note in _latency_ratio(latency, "hetero_ov_stages", ("synthetic",)):
         shown = f"{value:.3f}x " if value is not None else ""
         target.details.append(
             f"{model} with a session per subgraph (PERFORMANCE_HINT=THROUGHPUT, not judged): {shown}{note}"

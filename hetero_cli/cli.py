@@ -738,7 +738,7 @@ def benchmark(
     t0 = time.perf_counter()
     setup = prepare(model, device, announce=False, **_shared(shared))
     read_ms = (time.perf_counter() - t0) * 1000.0
-    _hint_threads(setup, hint, nireq)
+    _apply_hint(setup, hint, nireq)
     step(4, "Reading model files")
     info(f"Read model {setup.model_path} took {read_ms:.2f} ms")
     _print_io(setup.model)
@@ -855,7 +855,7 @@ def _configuration(compiled: Any, hint: str, nireq: int, api: str) -> list[tuple
     return rows
 
 
-def _hint_threads(setup: Setup, hint: str, nireq: int) -> None:
+def _apply_hint(setup: Setup, hint: str, nireq: int) -> None:
     """-hint as HETERO's PERFORMANCE_HINT (none: the config's, else LATENCY); -hint throughput with several
     requests also shares the cores between them, unless threads were set."""
     if hint != "none":

@@ -429,33 +429,29 @@ def whole_plan_probe(
     LATENCY (the throughput modes keep one session per subgraph: the pipeline stages requests overlap on)
     and without profiling (PERF_COUNT counts each subgraph's own session).
     """
-    if len(plan.subgraphs) < 2 or config.performance_mode != LATENCY:
+    if len(plan.subgraphs) < 2 or config.performance_mode != LATENCY or len(plan.devices) != 2:
         return None
-    used = [devices[name] for name in plan.devices]
-    if any(config.settings(d).profiling for d in used):
+    cpu, device = sorted((devices[name] for name in plan.devices), key=lambda d: not d.is_cpu)
+    probe = probes.get(device.name)
+    if not cpu.is_cpu or probe is None:
         return None
-    for device in used:
-        probe = probes.get(device.name)
-        host = [d for d in used if d is not device]
-        if probe is None or len(host) != 1 or not host[0].is_cpu:
-            continue
-        mine, cpu = config.settings(device), config.settings(host[0])
-        threads = mine.intra_op_num_threads or None
-        if (
-            probe.providers != device.providers(mine.provider_options)
-            or probe.intra_op_num_threads != threads
-            or cpu.provider_options  # the probe's CPU EP has no options
-            or (cpu.intra_op_num_threads or None) != threads
-        ):
-            continue
-        placed = assignment(probe.session)
-        if {ep for ep, _ in placed} - {device.ep, host[0].ep}:
-            continue
-        on_cpu = {name for ep, nodes in placed if ep == host[0].ep for name, _ in nodes}
-        planned = {name for s in plan.subgraphs if s.device == host[0].name for name in s.nodes}
-        if on_cpu == planned:
-            return device, probe
-    return None
+    mine, theirs = config.settings(device), config.settings(cpu)
+    threads = mine.intra_op_num_threads or None
+    if (
+        mine.profiling
+        or theirs.profiling
+        or probe.providers != device.providers(mine.provider_options)
+        or probe.intra_op_num_threads != threads
+        or theirs.provider_options  # the probe's CPU EP has no options
+        or (theirs.intra_op_num_threads or None) != threads
+    ):
+        return None
+    placed = assignment(probe.session)
+    if {ep for ep, _ in placed} - {device.ep, cpu.ep}:
+        return None
+    on_cpu = {name for ep, nodes in placed if ep == cpu.ep for name, _ in nodes}
+    planned = {name for s in plan.subgraphs if s.device == cpu.name for name in s.nodes}
+    return (device, probe) if on_cpu == planned else None
 
 
 def _one_session(
