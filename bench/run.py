@@ -83,7 +83,9 @@ class Settings:
     heavy_budget_s: float = 14.0  # models whose rotation takes over a second (VGG-19, ResNet-50)
     lo: int = 10
     heavy_lo: int = 16  # VGG-19's rotation takes 1.6 s: 10 pairs left its paired ratio at the noise's mercy
-    hi: int = 400  # fast models (a split MLP of 0.6 ms) fill their budget rather than stop at a few hundred ms
+    hi: int = (
+        400  # fast models (a split MLP of 0.6 ms) fill their budget rather than stop at a few hundred ms
+    )
     split_budget_s: float = 8.0  # the forced-split group of a light/ model
     split_lo: int = 5
     split_hi: int = 30
@@ -585,7 +587,9 @@ def base_parser(doc: str, results: str) -> argparse.ArgumentParser:
         description=doc.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="a few iterations on 2 models (for tests)")
-    parser.add_argument("--out", type=Path, help=f"results folder (default {results}, --quick: {results}/tmp)")
+    parser.add_argument(
+        "--out", type=Path, help=f"results folder (default {results}, --quick: {results}/tmp)"
+    )
     parser.add_argument(
         "--models", help=f"comma-separated light/ models (default: all of {','.join(graphs.LIGHT_MODELS)})"
     )

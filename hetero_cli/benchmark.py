@@ -28,7 +28,7 @@ from . import image
 from .compile import CompiledModel
 from .errors import HeteroError, InferenceError
 from .infer import InferRequest
-from .model import Model
+from .model import Model, shape_text
 from .pipeline import AsyncInferQueue
 from .profiling import NOT_RUN, ProfilingInfo
 
@@ -104,14 +104,14 @@ def data_shapes(
             if len(given) != len(dims):
                 raise BenchmarkError(
                     f"{option} gives {info.name!r} rank {len(given)} but the model's input is "
-                    f"{_shape(dims)} (rank {len(dims)}): give {len(dims)} dimensions"
+                    f"{shape_text(dims)} (rank {len(dims)}): give {len(dims)} dimensions"
                 )
             merged = []
             for k, (want, have) in enumerate(zip(given, dims, strict=True)):
                 if want is not None and isinstance(have, int) and have > 0 and want != have:
                     raise BenchmarkError(
-                        f"{option} gives {info.name!r} {_shape(given)} but dimension {k} of the model's input "
-                        f"{_shape(dims)} is fixed at {have}: hetero-cli does not reshape models; only dynamic "
+                        f"{option} gives {info.name!r} {shape_text(given)} but dimension {k} of the model's input "
+                        f"{shape_text(dims)} is fixed at {have}: hetero-cli does not reshape models; only dynamic "
                         f"dimensions can be set"
                     )
                 merged.append(want if want is not None else have)
@@ -128,17 +128,11 @@ def data_shapes(
                 concrete.append(1)
         if concrete != list(dims):
             notes.append(
-                f"input {info.name!r} is {_shape(info.shape or dims)}: dynamic dimensions set to 1 "
-                f"(-data_shape {info.name}{_shape(concrete)} to choose)"
+                f"input {info.name!r} is {shape_text(info.shape or dims)}: dynamic dimensions set to 1 "
+                f"(-data_shape {info.name}{shape_text(concrete)} to choose)"
             )
         out[info.name] = tuple(concrete)
     return out, notes
-
-
-def _shape(dims: Sequence[Any] | None) -> str:
-    if dims is None:
-        return "[?]"
-    return "[" + ",".join(str(d) if isinstance(d, int) and d > 0 else "?" for d in dims) + "]"
 
 
 def batch_size(shapes: Mapping[str, Sequence[int]]) -> int:
@@ -230,7 +224,7 @@ def _file_tensor(
             if arr.size != int(np.prod(shape)):
                 raise BenchmarkError(
                     f"-i {path}: shape {tuple(arr.shape)} does not fit input {name!r} {list(shape)}: "
-                    f"give -data_shape {name}{_shape(arr.shape)} if the input is dynamic"
+                    f"give -data_shape {name}{shape_text(arr.shape)} if the input is dynamic"
                 )
             arr = arr.reshape(shape)
         return arr

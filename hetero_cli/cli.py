@@ -33,7 +33,7 @@ from . import device_string, image, registry, visualize
 from ._ort import QUIET, ort
 from .core import Core
 from .errors import AffinityError, ConfigError, DeviceError, HeteroError, ModelError
-from .model import Model
+from .model import Model, shape_text
 from .profiling import format_counters
 
 log = logging.getLogger("hetero_cli")
@@ -880,20 +880,10 @@ def _apply_hint(setup: Setup, hint: str, nireq: int) -> None:
 def _print_io(model: Model) -> None:
     info("Model inputs:")
     for t in model.inputs:
-        info(f"    {t.name} : {t.dtype} / {_dims(t.shape)}")
+        info(f"    {t.name} : {t.dtype} / {shape_text(t.shape)}")
     info("Model outputs:")
     for t in model.outputs:
-        info(f"    {t.name} : {t.dtype} / {_dims(t.shape)}")
-
-
-def _dims(shape: Any) -> str:
-    if shape is None:
-        return "[...]"
-    return (
-        "["
-        + ",".join(str(d) if isinstance(d, int) and d > 0 else (str(d) if d else "?") for d in shape)
-        + "]"
-    )
+        info(f"    {t.name} : {t.dtype} / {shape_text(t.shape)}")
 
 
 def _measure(

@@ -27,7 +27,7 @@ from ._ort import assignment, ort, record_assignment, session_options
 from .config import LATENCY, SplitConfig
 from .errors import CompileError, ConfigError
 from .export import extract, subgraph_model
-from .model import Model, TensorInfo
+from .model import Model, TensorInfo, shape_text, type_shape
 from .partition import CONSTANT, INPUT, Plan, Subgraph
 from .profiling import SessionProfile
 from .query import KNOWN_FAILURES, Probe, known_to_fail
@@ -393,7 +393,7 @@ def compile_plan(
                 "the model's value_info contradicts what ONNX Runtime infers for %s: using ONNX Runtime's "
                 "shapes at these subgraph boundaries (fix or drop that value_info)",
                 ", ".join(
-                    f"{name} ({_dims(model.value_type(name))} declared, {_dims(t)} inferred)"
+                    f"{name} ({shape_text(type_shape(model.value_type(name)))} declared, {shape_text(type_shape(t))} inferred)"
                     for name, t in contradicted.items()
                 ),
             )
@@ -524,18 +524,6 @@ def _contradicted_types(
                 kept = [s if isinstance(s, int) else None for s in seen]
                 out[arg.name] = helper.make_tensor_type_proto(tensor.elem_type, kept)
     return out
-
-
-def _dims(value_type: onnx.TypeProto | None) -> str:
-    if value_type is None or not value_type.tensor_type.HasField("shape"):
-        return "[?]"
-    return (
-        "["
-        + ", ".join(
-            str(d.dim_value) if d.HasField("dim_value") else "?" for d in value_type.tensor_type.shape.dim
-        )
-        + "]"
-    )
 
 
 def compile_workers(subgraphs: int) -> int:

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import HeteroError
-from .model import Model, TensorInfo
+from .model import Model, TensorInfo, shape_text
 
 LAYOUTS = ("NCHW", "NHWC")
 COLORS = ("GRAY", "RGB", "BGR")
@@ -128,7 +128,7 @@ def _analyse(info: TensorInfo, layout: str | None) -> ImageInput:
     shape = list(info.shape)
     if len(shape) not in (3, 4):
         raise ImageError(
-            f"{where} has shape {_shape(shape)} (rank {len(shape)}): an image needs rank 4 "
+            f"{where} has shape {shape_text(shape)} (rank {len(shape)}): an image needs rank 4 "
             f"([N,C,H,W] or [N,H,W,C]) or rank 3 ([C,H,W] or [H,W,C])"
         )
     has_batch = len(shape) == 4
@@ -138,7 +138,7 @@ def _analyse(info: TensorInfo, layout: str | None) -> ImageInput:
     channels = c if isinstance(c, int) and c > 0 else None
     if channels is not None and channels not in (1, 3):
         raise ImageError(
-            f"{where} has {channels} channels ({layout} {_shape(shape)}): an image has 1 (grey) or 3 (colour)"
+            f"{where} has {channels} channels ({layout} {shape_text(shape)}): an image has 1 (grey) or 3 (colour)"
         )
     batch = shape[0] if has_batch and isinstance(shape[0], int) and shape[0] > 0 else None
     return ImageInput(
@@ -170,14 +170,10 @@ def _layout(where: str, body: list, wanted: str | None, has_batch: bool) -> str:
         return "NCHW"
     if isinstance(first, int) and isinstance(last, int):
         raise ImageError(
-            f"{where} has no channel dimension of 1 or 3 in {_shape(body)}: it does not take an image "
+            f"{where} has no channel dimension of 1 or 3 in {shape_text(body)}: it does not take an image "
             f"(give --layout if it does)"
         )
     return "NCHW"
-
-
-def _shape(shape: Sequence) -> str:
-    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
 
 
 # --- preprocessing ---------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from onnx import helper
 from ._ort import ort
 from .compile import CompiledModel, CompiledSubgraph
 from .errors import InferenceError
+from .model import shape_text
 from .partition import CONSTANT, INPUT
 from .pipeline import Pipeline, pipeline_of
 from .profiling import ProfilingInfo, subgraph_counters
@@ -388,9 +389,7 @@ class _Run:
 
 def _failure(step: _Step, exc: BaseException) -> InferenceError:
     text = str(exc).strip().splitlines()
-    return InferenceError(
-        f"{step.compiled.where} failed: {text[0][:300] if text else exc}"
-    )
+    return InferenceError(f"{step.compiled.where} failed: {text[0][:300] if text else exc}")
 
 
 class InferRequest:
@@ -882,13 +881,13 @@ def _check_tensor(name: str, arr: np.ndarray, dtype: np.dtype | None, shape: Any
         return
     if arr.ndim != len(shape):
         raise InferenceError(
-            f"input {name!r} has shape {tuple(arr.shape)} but the model takes rank {len(shape)} "
-            f"{_shape_text(shape)}: reshape it"
+            f"input {name!r} has shape {shape_text(arr.shape)} but the model takes rank {len(shape)} "
+            f"{shape_text(shape)}: reshape it"
         )
     for got, want in zip(arr.shape, shape, strict=True):
         if isinstance(want, int) and want > 0 and got != want:
             raise InferenceError(
-                f"input {name!r} has shape {tuple(arr.shape)} but the model takes {_shape_text(shape)}: "
+                f"input {name!r} has shape {shape_text(arr.shape)} but the model takes {shape_text(shape)}: "
                 "resize or reshape it"
             )
 
@@ -901,10 +900,6 @@ def _c_strides(shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
         strides.append(step)
         step *= dim
     return tuple(reversed(strides))
-
-
-def _shape_text(shape: Sequence[Any]) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
 def _run(step: _Step, session: Any, feeds: dict[str, Any]) -> list[Any]:

@@ -12,7 +12,7 @@ import functools
 import os
 import shutil
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
 from typing import Any
@@ -450,12 +450,7 @@ class Model:
                 dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type))
             except (KeyError, TypeError):
                 dtype = None
-        shape = None
-        if tt.HasField("shape"):
-            shape = tuple(
-                d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim
-            )
-        return TensorInfo(name, dtype, shape)
+        return TensorInfo(name, dtype, type_shape(t))
 
     # --- construction helpers ------------------------------------------------------------------------
 
@@ -607,6 +602,30 @@ def _fill_control_flow_ranks(node: onnx.NodeProto, types: dict[str, onnx.TypePro
         rank = len(declared.tensor_type.shape.dim) + (0 if k < carried else 1)
         elem = known.tensor_type.elem_type if known is not None else declared.tensor_type.elem_type
         types[name] = helper.make_tensor_type_proto(elem, [f"{name}_dim{i}" for i in range(rank)])
+
+
+def type_shape(t: onnx.TypeProto | None) -> tuple[int | str | None, ...] | None:
+    """A tensor type's shape as TensorInfo holds it: ints, dimension names, None where unknown; None without rank."""
+    if t is None or not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
+        return None
+    return tuple(
+        d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.tensor_type.shape.dim
+    )
+
+
+def shape_text(shape: Sequence[int | str | None] | None) -> str:
+    """A shape as messages print it, like OpenVINO's PartialShape: [1,3,224,224], [batch,3,?,?], [...] (rank unknown)."""
+    if shape is None:
+        return "[...]"
+    return "[" + ",".join(_dim_text(d) for d in shape) + "]"
+
+
+def _dim_text(dim: int | str | None) -> str:
+    if isinstance(dim, str) and dim:
+        return dim
+    if isinstance(dim, (int, np.integer)) and dim >= 0:
+        return str(int(dim))
+    return "?"
 
 
 def _has_shape(t: onnx.TypeProto) -> bool:

@@ -69,6 +69,7 @@ def check(got, want) -> None:
 def proto():
     return sequence_model()
 
+
 # LATENCY (the default) may run an automatic split in the query's one session; THROUGHPUT keeps a session per
 # subgraph: both must hold
 HINTS = pytest.mark.parametrize("hint", ["LATENCY", "THROUGHPUT"])

@@ -117,8 +117,8 @@ def test_overridable_initializer_listed_as_input():
         ({}, ["missing", "'x'"]),
         ({"x": np.zeros((2, 3), np.float64)}, ["'x'", "float64", "float32"]),
         ({"x": np.zeros((2, 3), np.int32)}, ["'x'", "int32", "float32"]),
-        ({"x": np.zeros((3, 3), np.float32)}, ["'x'", "(3, 3)", "2, 3"]),
-        ({"x": np.zeros((6,), np.float32)}, ["'x'", "(6,)", "rank 2"]),
+        ({"x": np.zeros((3, 3), np.float32)}, ["'x'", "[3,3]", "[2,3]"]),
+        ({"x": np.zeros((6,), np.float32)}, ["'x'", "[6]", "rank 2"]),
         ([np.zeros((2, 3), np.float32)] * 2, ["2 inputs", "1", "x"]),
     ],
 )

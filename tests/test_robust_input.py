@@ -651,7 +651,7 @@ def test_wrong_inputs_at_infer_time_on_a_split_model(hint):
     request = compiled.create_infer_request()
     for feeds, words in [
         ({"nosuch": np.zeros((2, 4), np.float32)}, ["'nosuch'", "x"]),
-        ({"x": np.zeros((2, 5), np.float32)}, ["'x'", "(2, 5)"]),
+        ({"x": np.zeros((2, 5), np.float32)}, ["'x'", "[2,5]"]),
         ({"x": np.zeros((2, 4), np.float64)}, ["'x'", "float64"]),
         ({"x": [[1, 2], [3]]}, ["'x'"]),
         ({"x": None}, ["'x'"]),
