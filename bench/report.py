@@ -149,6 +149,7 @@ def latency_table(model: str, entry: dict[str, Any]) -> Table:
     for column in (
         "runtime",
         "subgraphs",
+        "sessions",
         "boundaries",
         "median ms",
         "min ms",
@@ -163,6 +164,7 @@ def latency_table(model: str, entry: dict[str, Any]) -> Table:
         table.add_row(
             rt["label"],
             str(rt["subgraphs"]),
+            str(rt.get("sessions", "-")),
             str(rt["boundaries"]),
             _ms(stats["median_ms"]),
             _ms(stats["min_ms"]),
@@ -171,7 +173,7 @@ def latency_table(model: str, entry: dict[str, Any]) -> Table:
             rt.get("baseline_label", "-"),
         )
     for runtime, error in entry.get("errors", {}).items():
-        table.add_row(runtime, "", "", "", "", "", "error", error[:80])
+        table.add_row(runtime, "", "", "", "", "", "", "error", error[:80])
     return table
 
 

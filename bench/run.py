@@ -272,6 +272,7 @@ def latency_group(
             "label": spec.label,
             "subgraphs": p.subgraphs,
             "boundaries": p.boundaries,
+            "sessions": p.sessions,
             "compile_s": p.compile_s,
             "stats": stats[rid].to_dict(),
             f"max_abs_diff_vs_{reference}": diffs[rid],

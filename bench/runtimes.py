@@ -134,6 +134,7 @@ class Prepared:
     compile_s: float
     subgraphs: int = 1
     boundaries: int = 0
+    sessions: int = 1  # sessions run per inference: 1 where LATENCY runs a split in the query's one session
     handle: Any = None  # the session / compiled model, kept alive while the runtime is in use
 
 
@@ -231,6 +232,7 @@ def prepare_hetero(
         compile_s,
         subgraphs=len(compiled.subgraphs),
         boundaries=len(compiled.plan.crossing_tensors()),
+        sessions=len(compiled.runs),
         handle=compiled,
     )
 
@@ -298,6 +300,7 @@ def prepare_chain(runtime: str, split: Prepared, feeds: Mapping[str, np.ndarray]
         0.0,
         split.subgraphs,
         split.boundaries,
+        split.subgraphs,  # the loop runs every subgraph's own session
         handle=(compiled, held, values, bound),
     )
 
