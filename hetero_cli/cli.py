@@ -752,7 +752,7 @@ def benchmark(
     files = bench.parse_input_files(inputs, [i.name for i in setup.model.inputs])
     for name, dims in shapes.items():
         source = f"{len(files[name])} file(s)" if name in files else "seeded random values"
-        info(f"    {name}: data {list(dims)} from {source}")
+        info(f"    {name}: data {shape_text(dims)} from {source}")
     step(7, "Loading the model to the device")
     t0 = time.perf_counter()
     compiled = compile_setup(setup)
