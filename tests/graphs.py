@@ -601,3 +601,39 @@ def check_plan(model, plan, affinities: Mapping[str, str]) -> None:
             assert len(got) > len(groups)
             for piece in got:
                 assert any(piece <= g for g in groups), f"{sorted(piece)} mixes same-affinity groups"
+
+
+def assert_close(
+    got: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray], *, rtol: float = 5e-4, atol: float = 1e-6
+) -> None:
+    """Same output names in order, each within ``rtol`` and an absolute slack of ``atol`` times its scale
+    (its largest magnitude, at least 1)."""
+    assert list(got) == list(ref)
+    for name, want in ref.items():
+        scale = float(np.max(np.abs(want))) if want.size else 0.0
+        np.testing.assert_allclose(got[name], want, rtol=rtol, atol=atol * max(1.0, scale), err_msg=name)
+
+
+def split_and_run(proto, feeds, ref, device: str, affinity_of, *, rtol: float = 5e-4, atol: float = 1e-6):
+    """Set every node's affinity with ``affinity_of(index among non-constant nodes, node)``, compile for
+    ``device``, run, compare with ``ref``, and check the plan and every exported subgraph."""
+    import hetero_cli
+    from hetero_cli.export import subgraph_model
+
+    core = hetero_cli.Core()
+    model = core.read_model(proto)
+    consts = constant_nodes(model)
+    active = 0
+    affinities = {}
+    for node in model.get_ops():
+        affinity = affinity_of(active, node)
+        if node.get_friendly_name() not in consts:
+            active += 1
+        node.get_rt_info()["affinity"] = affinity
+        affinities[node.get_friendly_name()] = affinity
+    compiled = core.compile_model(model, device)
+    check_plan(model, compiled.plan, affinities)
+    for sub in compiled.plan.subgraphs:
+        onnx.checker.check_model(subgraph_model(model, sub))
+    assert_close(compiled.create_infer_request().infer(feeds), ref, rtol=rtol, atol=atol)
+    return compiled

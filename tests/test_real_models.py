@@ -20,11 +20,10 @@ import onnx
 import onnxruntime as ort
 import pytest
 from conftest import reference, requires_openvino
-from graphs import check_plan, constant_nodes
+from graphs import assert_close, check_plan, constant_nodes, split_and_run
 from onnx import numpy_helper
 
 import hetero_cli
-from hetero_cli.export import subgraph_model
 
 DATA = Path(onnx.__file__).parent / "backend" / "test" / "data"
 LIGHT = [
@@ -91,35 +90,6 @@ def _with_intermediate_outputs(original: onnx.ModelProto, count: int, seed: int)
     return proto
 
 
-def _compare(got: dict[str, np.ndarray], ref: dict[str, np.ndarray], *, rtol: float = 5e-4) -> None:
-    assert list(got) == list(ref)
-    for name, want in ref.items():
-        scale = float(np.max(np.abs(want))) if want.size else 0.0
-        np.testing.assert_allclose(got[name], want, rtol=rtol, atol=1e-6 * max(1.0, scale), err_msg=name)
-
-
-def _split_and_run(proto, feeds, ref, affinity_of) -> hetero_cli.CompiledModel:
-    """Set every node's affinity with ``affinity_of(index among non-constant nodes, node)``, compile, run,
-    compare, and check the plan and every exported subgraph."""
-    core = hetero_cli.Core()
-    model = core.read_model(proto)
-    consts = constant_nodes(model)
-    active = 0
-    affinities = {}
-    for node in model.get_ops():
-        device = affinity_of(active, node)
-        if node.get_friendly_name() not in consts:
-            active += 1
-        node.get_rt_info()["affinity"] = device
-        affinities[node.get_friendly_name()] = device
-    compiled = core.compile_model(model, HETERO)
-    check_plan(model, compiled.plan, affinities)
-    for sub in compiled.plan.subgraphs:
-        onnx.checker.check_model(subgraph_model(model, sub))
-    _compare(compiled.create_infer_request().infer(feeds), ref)
-    return compiled
-
-
 @pytest.mark.parametrize("name", LIGHT)
 def test_light_reference_matches_expected_output(name):
     """The inputs are what the models take: plain ORT reproduces the stored output."""
@@ -150,7 +120,7 @@ def test_light_alternating_blocks(name):
     model = hetero_cli.Core().read_model(proto)
     n_active = len(model.get_ops()) - len(constant_nodes(model))
     block = math.ceil(n_active / 8)
-    compiled = _split_and_run(proto, feeds, ref, lambda i, node: DEVICES[(i // block) % 2])
+    compiled = split_and_run(proto, feeds, ref, HETERO, lambda i, node: DEVICES[(i // block) % 2])
     assert len(compiled.subgraphs) >= 8
     assert set(compiled.execution_devices) == set(DEVICES)
 
@@ -171,7 +141,7 @@ def test_light_random_runs(name):
             state["device"] = "CPU" if state["device"] == "OPENVINO" else "OPENVINO"
         return state["device"]
 
-    compiled = _split_and_run(proto, feeds, ref, affinity_of)
+    compiled = split_and_run(proto, feeds, ref, HETERO, affinity_of)
     assert len(compiled.subgraphs) >= 4
 
 
@@ -186,7 +156,7 @@ def test_light_automatic(name):
     assert compiled.subgraphs
     assert set(compiled.plan.affinities.values()) <= set(DEVICES)
     check_plan(model, compiled.plan, compiled.plan.affinities)
-    _compare(compiled.create_infer_request().infer(feeds), ref)
+    assert_close(compiled.create_infer_request().infer(feeds), ref)
 
 
 # --- pytorch-converted / pytorch-operator --------------------------------------------------------------
@@ -226,7 +196,7 @@ def test_pytorch_model_alternating_split(folder):
     for (name, want), stored in zip(ref.items(), expected, strict=True):
         np.testing.assert_allclose(want, stored, rtol=1e-3, atol=1e-6, err_msg=f"plain ORT vs stored {name}")
 
-    compiled = _split_and_run(proto, feeds, ref, lambda i, node: DEVICES[(i + 1) % 2])
+    compiled = split_and_run(proto, feeds, ref, HETERO, lambda i, node: DEVICES[(i + 1) % 2])
     got = compiled.create_infer_request().infer(feeds)
     for (name, value), stored in zip(got.items(), expected, strict=True):
         np.testing.assert_allclose(value, stored, rtol=1e-3, atol=1e-6, err_msg=f"split vs stored {name}")
