@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from click.testing import CliRunner
 from helpers import const, make_model, vi
 from onnx import TensorProto
 from onnx import helper as h
@@ -43,6 +44,22 @@ def nothing_left_behind(*folders: Path) -> Iterator[None]:
     for f in folders:
         new = sorted(_listing(f) - before[f])
         assert not new, f"left in {f}: {new}"
+
+
+def one_error_line(result) -> str:
+    """The one ``[ ERROR ]`` line of a failed CLI run, checking there is no traceback and nothing else."""
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert "Traceback" not in result.stderr, result.stderr
+    assert "internal error" not in result.stderr, result.stderr
+    errors = [line for line in lines if line.startswith("[ ERROR ] ")]
+    assert len(errors) == 1, result.stderr
+    assert all(line.startswith(("[ ERROR ] ", "[ WARNING ] ")) for line in lines), result.stderr
+    return errors[0]
+
+
+def invoke(command, *args):
+    """Run a click command in-process with string arguments (click's CliRunner)."""
+    return CliRunner().invoke(command, [str(a) for a in args])
 
 
 def only_hetero_errors(call, *args, **kwargs):

@@ -19,13 +19,19 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from click.testing import CliRunner
 from helpers import HAS_OPENVINO, SPLIT, SPLIT_TOLERANCE, hardmax_model, make_model, vi
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import helper as h
 from PIL import Image
-from robust import external_model, nothing_left_behind, only_hetero_errors, set_location
+from robust import (
+    external_model,
+    invoke,
+    nothing_left_behind,
+    one_error_line,
+    only_hetero_errors,
+    set_location,
+)
 
 import hetero_cli as hc
 from hetero_cli import cli, image
@@ -64,20 +70,6 @@ def if_model() -> onnx.ModelProto:
     inits = [onnx.numpy_helper.from_array(np.array(0, np.float32), "zero")]
     inits.append(onnx.numpy_helper.from_array(np.full((2, 4), 0.5, np.float32), "k"))
     return make_model(nodes, [vi("x", [2, 4])], [vi("y", [2, 4])], inits, name="if_model")
-
-
-def one_error_line(result) -> str:
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert "Traceback" not in result.stderr, result.stderr
-    assert "internal error" not in result.stderr, result.stderr
-    errors = [line for line in lines if line.startswith("[ ERROR ] ")]
-    assert len(errors) == 1, result.stderr
-    assert all(line.startswith(("[ ERROR ] ", "[ WARNING ] ")) for line in lines), result.stderr
-    return errors[0]
-
-
-def invoke(command, *args):
-    return CliRunner().invoke(command, [str(a) for a in args])
 
 
 # --- model files: truncated, random, corrupted ----------------------------------------------------------
