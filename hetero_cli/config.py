@@ -7,6 +7,9 @@ device's part becomes ONNX Runtime provider options and session options for that
 from __future__ import annotations
 
 import enum
+import math
+import numbers
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +35,21 @@ HETERO_KEYS = (PRIORITIES, DEVICE_PROPERTIES, PERF_COUNT, PERFORMANCE_HINT, DUMP
 LATENCY = "LATENCY"
 PERFORMANCE_MODES = (LATENCY, "THROUGHPUT", "CUMULATIVE_THROUGHPUT")
 
+# The most threads INFERENCE_NUM_THREADS may ask for. ONNX Runtime's SessionOptions.intra_op_num_threads is a
+# C int (a larger number fails inside ORT with a TypeError), and its thread pool creates every thread it is
+# given: far more threads than any machine has cores only exhausts the machine.
+MAX_THREADS = 4096
+
+# Provider options that name a file or folder: ONNX Runtime takes them as given, so a number or a mapping
+# would become a path (a folder named "5" or "{'a': 1}")
+PATH_OPTIONS = frozenset({"cache_dir", "load_config", "trt_engine_cache_path"})
+
+# Provider options that are counts, with the range each takes ({family: {key: (lowest, highest)}}): the
+# OpenVINO EP fails on a number beyond a C int and quietly uses 1 for 0 or less
+COUNT_OPTIONS: dict[str, dict[str, tuple[int, int]]] = {
+    "OPENVINO": {"num_of_threads": (1, MAX_THREADS), "num_streams": (1, MAX_THREADS)},
+}
+
 
 @dataclass
 class DeviceSettings:
@@ -55,12 +73,16 @@ def parse_bool(key: str, value: Any) -> bool:
 
 
 def _parse_threads(key: str, value: Any) -> int:
-    try:
-        n = int(str(value).strip())
-    except ValueError:
-        n = -1
-    if n < 0 or isinstance(value, bool):
-        raise ConfigError(f"bad value {value!r} for {key}: use a whole number >= 0 (0 = the default)")
+    n = -1
+    if isinstance(value, str | numbers.Integral) and not isinstance(value, bool):
+        try:
+            n = int(str(value).strip())
+        except ValueError:
+            n = -1
+    if not 0 <= n <= MAX_THREADS:
+        raise ConfigError(
+            f"bad value {value!r:.60} for {key}: use a whole number from 0 to {MAX_THREADS} (0 = the default)"
+        )
     return n
 
 
@@ -89,10 +111,54 @@ def _parse_precision(key: str, value: Any) -> str:
     return aliases[text]
 
 
+def provider_option_value(device: Device, key: str, value: Any) -> str:
+    """A provider option's value as the text ONNX Runtime takes: strings as they are, numbers and true/false
+    as text; anything else (a list, a mapping, None) is refused, naming the device and the key."""
+    if isinstance(value, enum.Enum):
+        value = value.value
+    if key in PATH_OPTIONS:
+        if isinstance(value, str | os.PathLike):
+            return os.fspath(value) if not isinstance(value, str) else value
+        raise ConfigError(
+            f"bad value {value!r:.60} for {device.name}'s {key}: it is a path, give it as a string, "
+            f'e.g. {{"{device.name}": {{"{key}": "path/to/it"}}}}'
+        )
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, bool):
+        text = str(value)
+    elif isinstance(value, numbers.Integral):
+        text = str(int(value))
+    elif isinstance(value, numbers.Real) and math.isfinite(value):
+        number = float(value)
+        text = str(int(number)) if number.is_integer() else repr(number)
+    else:
+        raise ConfigError(
+            f"bad value {value!r:.60} for {device.name}'s {key}: a provider option takes a string, a number "
+            f"or true/false (passed to {device.ep} as text), not {type(value).__name__}"
+        )
+    bounds = COUNT_OPTIONS.get(device.kind.family, {}).get(key)
+    if bounds is not None:
+        try:
+            n = int(text.strip()) if not isinstance(value, bool) else None
+        except ValueError:
+            n = None
+        if n is None or not bounds[0] <= n <= bounds[1]:
+            raise ConfigError(
+                f"bad value {value!r:.60} for {device.name}'s {key}: use a whole number from {bounds[0]} to "
+                f"{bounds[1]}"
+            )
+        text = str(n)
+    return text
+
+
 def _threads(device: Device, settings: DeviceSettings, value: Any) -> None:
     n = _parse_threads(NUM_THREADS, value)
     if device.kind.family == "OPENVINO":
-        settings.provider_options["num_of_threads"] = str(n)
+        if n:
+            settings.provider_options["num_of_threads"] = str(n)
+        else:  # 0: the EP's own default (its num_of_threads=0 would mean one thread)
+            settings.provider_options.pop("num_of_threads", None)
     settings.intra_op_num_threads = n
 
 
@@ -139,7 +205,7 @@ def device_settings(device: Device, config: Mapping[str, Any]) -> DeviceSettings
         if named is not None and device.kind.family in named[1]:
             named[0](device, settings, value)
         elif key in device.kind.provider_option_names:
-            settings.provider_options[key] = str(value)
+            settings.provider_options[key] = provider_option_value(device, key, value)
         else:
             raise ConfigError(
                 f"unknown config key {key!r} for {device.name}: it knows {', '.join(known_keys(device))}"
@@ -168,7 +234,7 @@ class SplitConfig:
         value = self.hetero.get(PRIORITIES)
         if value is None:
             return None
-        return ",".join(value) if isinstance(value, list | tuple) else str(value)
+        return ",".join(check_priorities(value)) if isinstance(value, list | tuple) else str(value)
 
     @property
     def dump_dot(self) -> bool:
@@ -194,6 +260,26 @@ class SplitConfig:
         return device_settings(device, values)
 
 
+def check_priorities(value: Any) -> Any:
+    """MULTI_DEVICE_PRIORITIES as given, when it is a string ("OPENVINO,CPU") or a list of device names;
+    ConfigError saying what it takes otherwise."""
+    if isinstance(value, str) or (
+        isinstance(value, list | tuple) and all(isinstance(item, str) for item in value)
+    ):
+        return value
+    raise ConfigError(
+        f"bad value {value!r:.60} for {PRIORITIES}: use a string of device names, highest priority first, "
+        f'such as "OPENVINO,CPU", or a list of them such as ["OPENVINO", "CPU"]'
+    )
+
+
+def _knows(device_name: str, key: str) -> bool:
+    """Whether the device takes ``key`` (a named key or a provider option of its EP)."""
+    device = registry.lookup(device_name)
+    named = NAMED_KEYS.get(key.upper())
+    return (named is not None and device.kind.family in named[1]) or key in device.kind.provider_option_names
+
+
 def _device_name(key: str) -> str | None:
     try:
         return registry.lookup(key).name
@@ -212,22 +298,37 @@ def split(config: Mapping[str, Any] | None, *, target: str | None = None) -> Spl
                 raise ConfigError(f"{DEVICE_PROPERTIES} takes {{device: {{key: value}}}}, not {value!r}")
             for dev_key, dev_values in value.items():
                 _add_device(out, str(dev_key), dev_values)
-        elif isinstance(value, Mapping):
+        elif isinstance(value, Mapping) and upper not in HETERO_KEYS and not _target_key(target, key):
             _add_device(out, key, value)
         elif upper == "HETERO":
             raise ConfigError("HETERO's own keys go at the top level of the config, not under 'HETERO'")
         elif target is not None and upper not in (PRIORITIES, PERFORMANCE_HINT):
             out.devices.setdefault(target, {})[key] = value
         elif upper in HETERO_KEYS:
+            # a bad value fails when set, not at compile time
             if upper == PERFORMANCE_HINT:
-                parse_performance_mode(value)  # a bad value fails when set, not at compile time
+                parse_performance_mode(value)
+            elif upper == PRIORITIES:
+                check_priorities(value)
+            elif upper in (PERF_COUNT, DUMP_GRAPH_DOT):
+                parse_bool(upper, value)
+            elif upper == DOT_DIR and not (value is None or isinstance(value, str | os.PathLike)):
+                raise ConfigError(f"bad value {value!r:.60} for {DOT_DIR}: give a folder path as a string")
             out.hetero[upper] = value
         else:
             raise ConfigError(
                 f"unknown HETERO config key {key!r}: HETERO knows {', '.join(HETERO_KEYS)}; a device's own "
                 f'keys go under its name, e.g. {{"CPU": {{"{NUM_THREADS}": 2}}}}'
             )
+    if target is not None and target in out.devices:
+        # validate early, so a bad key or value fails before anything runs
+        device_settings(registry.lookup(target), out.devices[target])
     return out
+
+
+def _target_key(target: str | None, key: str) -> bool:
+    """Whether ``key`` is one of the plain target device's own keys rather than a device name."""
+    return target is not None and _device_name(key) is None and _knows(target, key)
 
 
 def _add_device(out: SplitConfig, key: str, values: Any) -> None:

@@ -59,8 +59,13 @@ def parse_priorities(text: str, *, whole: str | None = None) -> tuple[Device, ..
 
 def parse(text: str, default_priorities: str | None = None) -> DeviceRequest:
     """Parse a device string; ``HETERO`` alone takes ``default_priorities`` (MULTI_DEVICE_PRIORITIES)."""
-    if not isinstance(text, str) or not text.strip():
-        raise _fail(str(text), "it is empty")
+    if not isinstance(text, str):
+        raise DeviceError(
+            f'a device string must be a string such as "CPU" or "HETERO:OPENVINO,CPU" (highest priority '
+            f"first), not {type(text).__name__} {text!r:.60}; known devices are {registry.known_names_text()}"
+        )
+    if not text.strip():
+        raise _fail(text, "it is empty")
     stripped = text.strip()
     head, sep, tail = stripped.partition(":")
     if head.strip().upper() == HETERO:

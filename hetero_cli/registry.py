@@ -243,9 +243,19 @@ def known_names_text() -> str:
     return ", ".join(known_names())
 
 
+def check_name(name: object) -> str:
+    """``name`` stripped, when it is a string; DeviceError saying what a device name is otherwise."""
+    if not isinstance(name, str):
+        raise DeviceError(
+            f'a device name must be a string such as "CPU", "OPENVINO" or "HETERO", not '
+            f"{type(name).__name__} {name!r:.60}; known devices are {known_names_text()}"
+        )
+    return name.strip()
+
+
 def lookup(name: str) -> Device:
     """The device a (case-insensitive) name stands for; DeviceError naming the known names if none."""
-    key = name.strip().upper()
+    key = check_name(name).upper()
     for kind in KINDS:
         device = kind.parse(key)
         if device is not None:

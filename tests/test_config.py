@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import onnxruntime as ort
 import pytest
 from helpers import HAS_OPENVINO, OPENVINO_ONLY, chain_model, hardmax_model, needs_openvino
+from robust import invoke, one_error_line
 
 import hetero_cli as hc
 import hetero_cli.device as device
 import hetero_cli.hint as hints
 import hetero_cli.properties as properties
+from hetero_cli import cli, config, registry
+
+ROOT = Path(__file__).resolve().parent.parent
+DIGITS = ROOT / "models" / "digits.onnx"
+DIGIT_3 = ROOT / "samples" / "images" / "digit_3.png"
 
 
 class _Spy(ort.InferenceSession):
@@ -300,3 +309,156 @@ def test_doc_snippet_per_device_configuration(split_model, flavour):
     compiled = core.compile_model(model=split_model, device_name="HETERO")
     assert [s.device for s in compiled.subgraphs] == ["OPENVINO", "CPU", "OPENVINO"]
     assert HAS_OPENVINO
+
+
+# --- values of the wrong size or type ---------------------------------------------------------------------
+
+
+def classify_with(*args):
+    """``hetero classify`` of the default model and a sample image on CPU, with extra arguments."""
+    return invoke(cli.classify, "-m", DIGITS, "-i", DIGIT_3, "-d", "CPU", *args)
+
+
+def classify_with_config_file(tmp_path, doc, device="CPU"):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(doc))
+    return invoke(cli.classify, "-m", DIGITS, "-i", DIGIT_3, "-d", device, "-load_config", path)
+
+
+@pytest.mark.parametrize(
+    "value", [2**31, 2**40, "2147483648", config.MAX_THREADS + 1, "99999999999999999999"]
+)
+@pytest.mark.parametrize("name", ["CPU", "OPENVINO"])
+def test_threads_beyond_what_ort_takes_refused(chain, name, value):
+    # intra_op_num_threads is a C int: ORT raised a raw TypeError for 2**31 and more
+    with pytest.raises(hc.ConfigError) as err:
+        hc.Core().compile_model(chain, "CPU", {name: {"INFERENCE_NUM_THREADS": value}})
+    assert "INFERENCE_NUM_THREADS" in str(err.value)
+    assert f"0 to {config.MAX_THREADS}" in str(err.value)
+    with pytest.raises(hc.ConfigError):
+        hc.Core().set_property(name, {"INFERENCE_NUM_THREADS": value})
+
+
+def test_threads_beyond_what_ort_takes_refused_by_the_api_on_a_plain_device(chain):
+    with pytest.raises(hc.ConfigError, match="INFERENCE_NUM_THREADS"):
+        hc.Core().compile_model(chain, "CPU", {"INFERENCE_NUM_THREADS": 2**40})
+
+
+@pytest.mark.parametrize(
+    "option", ["CPU:INFERENCE_NUM_THREADS=2147483648", "INFERENCE_NUM_THREADS=2147483648"]
+)
+def test_threads_beyond_what_ort_takes_refused_by_the_cli(option):
+    result = classify_with("--config", option)
+    assert result.exit_code == 2
+    line = one_error_line(result)
+    assert "INFERENCE_NUM_THREADS" in line and "2147483648" in line and "whole number" in line
+
+
+def test_threads_up_to_the_limit_accepted():
+    cpu = config.device_settings(registry.lookup("CPU"), {"INFERENCE_NUM_THREADS": config.MAX_THREADS})
+    assert cpu.intra_op_num_threads == config.MAX_THREADS
+
+
+def test_zero_threads_on_openvino_leaves_the_eps_default():
+    # the OpenVINO EP reads num_of_threads=0 as one thread (with a warning); 0 means "the default"
+    settings = config.device_settings(registry.lookup("OPENVINO"), {"INFERENCE_NUM_THREADS": 0})
+    assert "num_of_threads" not in settings.provider_options
+    assert settings.intra_op_num_threads == 0
+    settings = config.device_settings(registry.lookup("OPENVINO"), {"INFERENCE_NUM_THREADS": 3})
+    assert settings.provider_options["num_of_threads"] == "3"
+
+
+BAD_PRIORITIES = [5, [1, None], ["CPU", 2], {"a": 1}, None, 1.5]
+
+
+@pytest.mark.parametrize("value", BAD_PRIORITIES)
+def test_priorities_of_the_wrong_type_refused(chain, value):
+    with pytest.raises(hc.ConfigError) as err:
+        hc.Core().compile_model(chain, "HETERO", {"MULTI_DEVICE_PRIORITIES": value})
+    message = str(err.value)
+    assert "MULTI_DEVICE_PRIORITIES" in message and '"OPENVINO,CPU"' in message and "list" in message
+    with pytest.raises(hc.ConfigError, match="MULTI_DEVICE_PRIORITIES"):
+        hc.Core().set_property("HETERO", {"MULTI_DEVICE_PRIORITIES": value})
+    with pytest.raises(hc.ConfigError, match="MULTI_DEVICE_PRIORITIES"):
+        hc.Core().set_property({"MULTI_DEVICE_PRIORITIES": value})
+
+
+def test_priorities_as_a_list_accepted(chain):
+    compiled = hc.Core().compile_model(chain, "HETERO", {"MULTI_DEVICE_PRIORITIES": ["CPU"]})
+    assert [s.device for s in compiled.subgraphs] == ["CPU"]
+
+
+@pytest.mark.parametrize("value", BAD_PRIORITIES)
+def test_priorities_of_the_wrong_type_refused_by_the_cli(tmp_path, value):
+    result = classify_with_config_file(tmp_path, {"HETERO": {"MULTI_DEVICE_PRIORITIES": value}}, "HETERO")
+    assert result.exit_code == 2
+    line = one_error_line(result)
+    assert "MULTI_DEVICE_PRIORITIES" in line and "list" in line
+    assert "unknown device" not in line
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "words"),
+    [
+        ("cache_dir", {"a": 1}, ["path", "string"]),
+        ("cache_dir", 5, ["path", "string"]),
+        ("cache_dir", None, ["path", "string"]),
+        ("cache_dir", ["x"], ["path", "string"]),
+        ("num_streams", [1], ["string", "number", "list"]),
+        ("num_streams", None, ["string", "number", "NoneType"]),
+        ("num_streams", {"a": 1}, ["string", "number", "dict"]),
+        ("num_streams", float("nan"), ["string", "number"]),
+        ("num_streams", 2**31, ["whole number from 1"]),
+        ("num_streams", 0, ["whole number from 1"]),
+        ("num_of_threads", "2147483648", ["whole number from 1"]),
+        ("num_of_threads", True, ["whole number from 1"]),
+        ("device_type", {"a": 1}, ["string", "number"]),
+    ],
+)
+def test_provider_option_values_that_are_not_scalars_refused(chain, tmp_path, monkeypatch, key, value, words):
+    # they became paths: {"cache_dir": {"a": 1}} made a folder named "{'a': 1}" in the current directory
+    monkeypatch.chdir(tmp_path)
+    for call in (
+        lambda: hc.Core().compile_model(chain, "CPU", {"OPENVINO": {key: value}}),
+        lambda: hc.Core().compile_model(chain, "OPENVINO", {key: value}),
+        lambda: hc.Core().set_property("OPENVINO", {key: value}),
+    ):
+        with pytest.raises(hc.ConfigError) as err:
+            call()
+        message = str(err.value)
+        assert f"OPENVINO's {key}" in message, message
+        for word in words:
+            assert word in message, message
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("value", [{"a": 1}, 5, [1]])
+def test_provider_option_values_that_are_not_scalars_refused_by_the_cli(tmp_path, monkeypatch, value):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    result = classify_with_config_file(tmp_path, {"OPENVINO": {"cache_dir": value}})
+    assert result.exit_code == 2
+    line = one_error_line(result)
+    assert "OPENVINO's cache_dir" in line and "string" in line
+    assert list(work.iterdir()) == []
+
+
+def test_provider_option_scalars_become_the_text_ort_takes(tmp_path):
+    openvino = registry.lookup("OPENVINO")
+    values = {
+        "num_streams": 2,
+        "num_of_threads": " 3",
+        "enable_qdq_optimizer": True,
+        "disable_dynamic_shapes": "false",
+        "cache_dir": tmp_path,
+        "model_priority": 4.0,
+    }
+    options = config.device_settings(openvino, values).provider_options
+    assert options["num_streams"] == "2"
+    assert options["num_of_threads"] == "3"
+    assert options["enable_qdq_optimizer"] == "True"
+    assert options["disable_dynamic_shapes"] == "false"
+    assert options["cache_dir"] == str(tmp_path)
+    assert options["model_priority"] == "4"
+    assert all(isinstance(v, str) for v in options.values())

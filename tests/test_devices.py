@@ -208,6 +208,34 @@ def test_empty_device_string_refused_by_compile_as_by_query(chain):
         hc.Core().compile_model(chain, "")
 
 
+@pytest.mark.parametrize("text", [5, ["CPU"], ("HETERO", "CPU"), b"CPU", 1.5])
+def test_device_strings_of_the_wrong_type_refused_saying_what_one_is(chain, text):
+    # they were reported as "bad device string '5': it is empty"
+    for call in (hc.Core().compile_model, hc.Core().query_model, hc.Core().plan):
+        with pytest.raises(hc.DeviceError) as err:
+            call(chain, text)
+        message = str(err.value)
+        assert "must be a string" in message and '"CPU"' in message and '"HETERO:OPENVINO,CPU"' in message
+        assert type(text).__name__ in message
+        assert "empty" not in message
+
+
+@pytest.mark.parametrize("name", [5, None, ["CPU"], b"CPU"])
+def test_device_names_of_the_wrong_type_refused_by_the_registry(name):
+    with pytest.raises(hc.DeviceError) as err:
+        registry.lookup(name)
+    assert "must be a string" in str(err.value) and '"CPU"' in str(err.value)
+    with pytest.raises(hc.DeviceError, match="must be a string"):
+        registry.check_name(name)
+    assert registry.check_name(" cpu ") == "cpu"
+
+
+@pytest.mark.parametrize("name", [5, None, ["CPU"]])
+def test_get_property_of_a_device_name_of_the_wrong_type_refused(name):
+    with pytest.raises(hc.DeviceError, match="must be a string"):
+        hc.Core().get_property(name, "FULL_DEVICE_NAME")
+
+
 def test_malformed_priorities_in_config_refused(chain):
     with pytest.raises(hc.DeviceError) as err:
         hc.Core().compile_model(chain, "HETERO", {"MULTI_DEVICE_PRIORITIES": "CPU,CPU"})
