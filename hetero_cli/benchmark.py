@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import time
@@ -28,7 +29,7 @@ from . import image
 from .compile import CompiledModel
 from .errors import HeteroError, InferenceError
 from .infer import InferRequest
-from .model import Model, shape_text
+from .model import Model, TensorInfo, shape_text
 from .pipeline import AsyncInferQueue
 from .profiling import NOT_RUN, ProfilingInfo
 
@@ -66,7 +67,8 @@ def parse_shapes(text: str, input_names: Sequence[str], option: str) -> dict[str
                 continue
             if not part.isdigit() or int(part) == 0:
                 raise BenchmarkError(
-                    f"bad {option} {text!r}: dimension {part!r} is not a positive whole number"
+                    f"bad {option} {text!r}: dimension {part!r} is not a positive whole number "
+                    f"(? or -1 leaves it dynamic; dimensions the model fixes, 0 included, need no {option})"
                 )
             dims.append(int(part))
         targets = [name.strip()] if name else list(input_names)
@@ -78,6 +80,12 @@ def parse_shapes(text: str, input_names: Sequence[str], option: str) -> dict[str
             out[target] = dims
         pos = m.end()
     return out
+
+
+def _fixed(dim: Any) -> bool:
+    """Whether a model dimension is fixed: a whole number, 0 included (ONNX Runtime takes dim_value 0 as a
+    fixed 0, an empty tensor); names, None and negative values are dynamic."""
+    return isinstance(dim, int) and dim >= 0
 
 
 def data_shapes(
@@ -108,7 +116,7 @@ def data_shapes(
                 )
             merged = []
             for k, (want, have) in enumerate(zip(given, dims, strict=True)):
-                if want is not None and isinstance(have, int) and have > 0 and want != have:
+                if want is not None and _fixed(have) and want != have:
                     raise BenchmarkError(
                         f"{option} gives {info.name!r} {shape_text(given)} but dimension {k} of the model's input "
                         f"{shape_text(dims)} is fixed at {have}: hetero-cli does not reshape models; only dynamic "
@@ -120,19 +128,63 @@ def data_shapes(
             raise BenchmarkError(
                 f"the model's input {info.name!r} has no known shape: give it with -data_shape {info.name}[...]"
             )
-        concrete = []
-        for d in dims:
-            if isinstance(d, int) and d > 0:
-                concrete.append(d)
-            else:
-                concrete.append(1)
+        concrete = [d if _fixed(d) else 1 for d in dims]
         if concrete != list(dims):
             notes.append(
                 f"input {info.name!r} is {shape_text(info.shape or dims)}: dynamic dimensions set to 1 "
                 f"(-data_shape {info.name}{shape_text(concrete)} to choose)"
             )
         out[info.name] = tuple(concrete)
+    check_data_size(model, out)
     return out, notes
+
+
+def _dtype(info: TensorInfo) -> np.dtype:
+    """The element type of an input's data (float32 where the model does not say)."""
+    return np.dtype(info.dtype) if info.dtype is not None else np.dtype(np.float32)
+
+
+def data_bytes(dtype: Any, shape: Sequence[int]) -> int:
+    """The bytes an array of ``dtype`` and ``shape`` takes (Python ints: no overflow for absurd shapes)."""
+    return math.prod(int(d) for d in shape) * np.dtype(dtype).itemsize
+
+
+def _smaller(info: TensorInfo) -> str:
+    """What makes an input's data smaller: the options where it has dynamic dimensions, else another model."""
+    if info.shape is None or not all(_fixed(d) for d in info.shape):
+        return "give a smaller -shape or -data_shape"
+    return (
+        f"its shape {shape_text(info.shape)} is fixed in the model (hetero-cli does not reshape models): "
+        f"use a model with a smaller input"
+    )
+
+
+def check_data_size(model: Model, shapes: Mapping[str, Sequence[int]], count: int = 1) -> None:
+    """BenchmarkError, before anything is allocated, if the inputs' data (``count`` sets of it, one per infer
+    request) would take more than image.memory_limit() bytes."""
+    limit = image.memory_limit()
+    over = f"over the limit of {image.size_text(limit)} ({image.MEMORY_LIMIT_TEXT})"
+    infos = [i for i in model.inputs if i.name in shapes]
+    sizes = {i.name: data_bytes(_dtype(i), shapes[i.name]) for i in infos}
+    for info in infos:
+        if sizes[info.name] > limit:
+            raise BenchmarkError(
+                f"input {info.name!r} data {shape_text(shapes[info.name])} {_dtype(info)} would take "
+                f"{image.size_text(sizes[info.name])}, {over}: {_smaller(info)}"
+            )
+    total = sum(sizes.values())
+    if total > limit:
+        parts = ", ".join(f"{n} {image.size_text(b)}" for n, b in sizes.items())
+        raise BenchmarkError(
+            f"the inputs' data would take {image.size_text(total)} together ({parts}), {over}: "
+            f"give a smaller -shape or -data_shape"
+        )
+    if count > 1 and total * count > limit:
+        raise BenchmarkError(
+            f"the data for {count} infer requests would take {count} x {image.size_text(total)} = "
+            f"{image.size_text(total * count)}, {over}: give fewer requests (-nireq) or a smaller -shape "
+            f"or -data_shape"
+        )
 
 
 def batch_size(shapes: Mapping[str, Sequence[int]]) -> int:
@@ -153,7 +205,22 @@ def parse_input_files(values: Sequence[str], input_names: Sequence[str]) -> dict
         for part in (p.strip() for p in value.split(",") if p.strip()):
             name, sep, path = part.partition(":")
             if sep and name in input_names:
-                target, text = name, path
+                if not path.strip():
+                    raise BenchmarkError(
+                        f"-i {part!r} names no file after {name!r}: write -i {name}:FILE (an image, .npy, .bin "
+                        f"or .raw file, or a folder of them)"
+                    )
+                target, text = name, path.strip()
+            elif sep and not Path(part).exists():  # NAME:FILE, and NAME is no input of the model
+                fix = "write -i NAME:FILE with one of them" + (
+                    f", or -i {path.strip() or 'FILE'} for its only input" if len(input_names) == 1 else ""
+                )
+                what = (
+                    f"{name!r} is not an input of the model"
+                    if name.strip()
+                    else "no input is named before ':'"
+                )
+                raise BenchmarkError(f"-i {part!r}: {what}; its inputs are {', '.join(input_names)}: {fix}")
             elif len(input_names) == 1:
                 target, text = input_names[0], part
             else:
@@ -184,16 +251,29 @@ def parse_input_files(values: Sequence[str], input_names: Sequence[str]) -> dict
 def random_tensor(rng: np.random.Generator, dtype: np.dtype, shape: Sequence[int]) -> np.ndarray:
     """Seeded random data: images get 0..255, other floats 0..1, integers 0..9, booleans either."""
     dtype = np.dtype(dtype)
+    shape = tuple(int(d) for d in shape)
+    if dtype == np.bool_ or np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating):
+        limit = image.memory_limit()
+        if data_bytes(dtype, shape) > limit:
+            raise BenchmarkError(
+                f"random data {shape_text(shape)} {dtype} would take {image.size_text(data_bytes(dtype, shape))}, "
+                f"over the limit of {image.size_text(limit)} ({image.MEMORY_LIMIT_TEXT}): give a smaller -shape "
+                f"or -data_shape"
+            )
+    # made in the target type (no float64 or int64 array first, which would take 2 to 8 times the memory)
     if dtype == np.bool_:
-        return rng.integers(0, 2, size=shape).astype(bool)
+        return rng.integers(0, 2, size=shape, dtype=np.bool_)
     if dtype == np.uint8:
         return rng.integers(0, 256, size=shape, dtype=np.uint8)
     if np.issubdtype(dtype, np.integer):
-        return rng.integers(0, 10, size=shape).astype(dtype)
+        return rng.integers(0, 10, size=shape, dtype=dtype)
     if np.issubdtype(dtype, np.floating):
         image_like = len(shape) == 4 and (shape[1] in (1, 3) or shape[3] in (1, 3))
         high = 255.0 if image_like else 1.0
-        return (rng.random(size=shape) * high).astype(dtype)
+        native = dtype if dtype in (np.dtype(np.float32), np.dtype(np.float64)) else np.dtype(np.float32)
+        out = rng.random(size=shape, dtype=native)
+        out *= native.type(high)
+        return out if native == dtype else out.astype(dtype)
     raise BenchmarkError(
         f"cannot make random data of type {dtype}: give the input's data with -i name:file.npy"
     )
@@ -240,8 +320,17 @@ def _file_tensor(
         prep = replace(prep, input=replace(spec, height=h, width=w, batch=1 if spec.has_batch else None))
         if not spec.has_batch:
             return image.load(path, prep)
-        items = [image.load(paths[(start + b) % len(paths)], prep) for b in range(shape[0])]
-        return np.ascontiguousarray(np.concatenate(items, axis=0))
+        out = np.empty(tuple(shape), dtype=spec.dtype)
+        for b in range(shape[0]):
+            item_path = paths[(start + b) % len(paths)]
+            item = image.load(item_path, prep)
+            if item.shape[1:] != out.shape[1:]:
+                raise BenchmarkError(
+                    f"-i {item_path}: the image makes {shape_text(item.shape)} but input {name!r} takes "
+                    f"{shape_text(shape)}: give a -data_shape that fits the image, or --layout"
+                )
+            out[b] = item[0]
+        return out
     data = np.fromfile(path, dtype=dtype)
     if data.size != int(np.prod(shape)):
         raise BenchmarkError(
@@ -261,13 +350,14 @@ def input_sets(
     layout: str | None = None,
 ) -> list[dict[str, np.ndarray]]:
     """``count`` input dicts (one per request): files in turn where given, seeded random data elsewhere."""
+    check_data_size(model, shapes, count)  # before anything is read or made
     rng = np.random.default_rng(seed)
     sets: list[dict[str, np.ndarray]] = []
     for k in range(count):
         feeds: dict[str, np.ndarray] = {}
         for info in model.inputs:
             shape = tuple(shapes[info.name])
-            dtype = np.dtype(info.dtype) if info.dtype is not None else np.dtype(np.float32)
+            dtype = _dtype(info)
             given = files.get(info.name)
             if given:
                 per_set = (

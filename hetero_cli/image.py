@@ -22,7 +22,9 @@ Without metadata nor options: no normalisation, no inversion, RGB order for 3 ch
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -41,6 +43,50 @@ FLOAT_TYPES = (np.float16, np.float32, np.float64)
 
 class ImageError(HeteroError, ValueError):
     """An image cannot be read, or a model's input cannot take an image, or preprocessing options are bad."""
+
+
+# --- memory limits (shared with benchmark) -------------------------------------------------------------
+
+MEMORY_LIMIT_TEXT = "half of this machine's memory"
+
+
+def memory_limit() -> int:
+    """The most bytes one command's input data may take: half the memory here (physical, or the cgroup's
+    limit where lower; 16 GiB assumed where neither can be read), so that an oversized input is refused
+    with a message instead of allocating until MemoryError."""
+    total = 0
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        total = 0
+    try:  # a container's limit (cgroup v2), when it has one
+        text = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if text.isdigit() and 0 < int(text) < (total or int(text) + 1):
+            total = int(text)
+    except OSError:
+        pass
+    if total <= 0:
+        total = 16 * 2**30
+    return total // 2
+
+
+def size_text(nbytes: int) -> str:
+    """A byte count for messages: 512 bytes, 12.0 MiB, 3.8 GiB, 745.1 TiB..."""
+    if nbytes < 1024:
+        return f"{nbytes} bytes"
+    value = float(nbytes)
+    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        value /= 1024.0
+        if value < 1024.0 or unit == "EiB":
+            return f"{value:.1f} {unit}"
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def pixel_limit() -> int | None:
+    """The most pixels an image may have, read or resized to: Pillow's MAX_IMAGE_PIXELS (None: no limit)."""
+    from PIL import Image
+
+    return Image.MAX_IMAGE_PIXELS
 
 
 @dataclass(frozen=True)
@@ -131,6 +177,11 @@ def _analyse(info: TensorInfo, layout: str | None) -> ImageInput:
             f"{where} has shape {shape_text(shape)} (rank {len(shape)}): an image needs rank 4 "
             f"([N,C,H,W] or [N,H,W,C]) or rank 3 ([C,H,W] or [H,W,C])"
         )
+    if any(isinstance(d, int) and d == 0 for d in shape):
+        raise ImageError(
+            f"{where} has shape {shape_text(shape)}: a dimension fixed at 0 makes an empty tensor, which holds "
+            f"no image: use a model whose input has a size there (or a dynamic one)"
+        )
     has_batch = len(shape) == 4
     body = shape[1:] if has_batch else shape
     layout = _layout(where, body, layout, has_batch)
@@ -179,8 +230,13 @@ def _layout(where: str, body: list, wanted: str | None, has_batch: bool) -> str:
 # --- preprocessing ---------------------------------------------------------------------------------------
 
 
-def parse_numbers(text: str | Sequence[float] | float, what: str) -> tuple[float, ...]:
-    """``"127.5"`` or ``"0.485,0.456,0.406"`` (or numbers) as a tuple of floats; ImageError if not numbers."""
+def parse_numbers(
+    text: str | Sequence[float] | float, what: str, channels: int | None = None
+) -> tuple[float, ...]:
+    """``"127.5"`` or ``"0.485,0.456,0.406"`` (or numbers) as a tuple of floats; ImageError if not numbers.
+
+    ``channels`` (the input's, where known) only words the message: a grey input takes one number.
+    """
     if isinstance(text, int | float):
         return (float(text),)
     if not isinstance(text, str):
@@ -193,6 +249,10 @@ def parse_numbers(text: str | Sequence[float] | float, what: str) -> tuple[float
                 f"bad {what} {text!r}: give one number or one per channel, e.g. 127.5 or 123,117,104"
             ) from None
     if not values or len(values) not in (1, 3) or not all(np.isfinite(values)):
+        if channels == 1:
+            raise ImageError(
+                f"bad {what} {text!r}: the input has 1 channel (grey): give one finite number, e.g. 127.5"
+            )
         raise ImageError(f"bad {what} {text!r}: give one number or one per channel (3), all finite")
     return values
 
@@ -220,15 +280,28 @@ def preprocessing(
         raise ImageError(f"unknown colour {color or meta.get('color')!r}: use GRAY, RGB or BGR")
     if not color_text:
         color_text = "GRAY" if spec.channels == 1 else "RGB"
+    declared = next((i.shape for i in model.inputs if i.name == spec.name), None)
+    if spec.channels == 1 and color_text in ("RGB", "BGR"):
+        source = f"--color {color}" if color else f"the model's metadata (color {meta.get('color')})"
+        fix = "drop --color or give --color GRAY" if color else "give --color GRAY"
+        raise ImageError(
+            f"{source} makes 3 channels but the model's input {spec.name!r} {shape_text(declared)} takes 1 "
+            f"(grey): {fix}"
+        )
     if spec.channels is None:
         spec = replace(spec, channels=1 if color_text == "GRAY" else 3)
+    if spec.height is not None and spec.width is not None:  # fixed: refuse before reading any image
+        check_size(spec, spec.height, spec.width)
 
     explicit = mean is not None or scale is not None
-    mean_v = parse_numbers(mean, "mean") if mean is not None else None
-    scale_v = parse_numbers(scale, "scale") if scale is not None else None
+    ch = spec.channels
+    mean_v = parse_numbers(mean, "mean", ch) if mean is not None else None
+    scale_v = parse_numbers(scale, "scale", ch) if scale is not None else None
     if not explicit and ("mean" in meta or "scale" in meta):
-        mean_v = parse_numbers(meta["mean"], "mean in the model's metadata") if "mean" in meta else None
-        scale_v = parse_numbers(meta["scale"], "scale in the model's metadata") if "scale" in meta else None
+        mean_v = parse_numbers(meta["mean"], "mean in the model's metadata", ch) if "mean" in meta else None
+        scale_v = (
+            parse_numbers(meta["scale"], "scale in the model's metadata", ch) if "scale" in meta else None
+        )
     mean_v = mean_v or (0.0,)
     scale_v = scale_v or (1.0,)
     if any(v == 0 for v in scale_v):
@@ -254,6 +327,34 @@ def preprocessing(
     if foreground not in (None, "light", "dark"):
         foreground = None
     return Preprocess(spec, color_text, mean_v, scale_v, normalise, invert, foreground, notes)
+
+
+def tensor_shape(spec: ImageInput, height: int, width: int, batch: int = 1) -> tuple[int, ...]:
+    """The shape of the tensor ``to_tensor`` makes for an image of ``height`` x ``width``."""
+    c = spec.channels or 3
+    body = (c, height, width) if spec.layout == "NCHW" else (height, width, c)
+    return ((spec.batch or batch), *body) if spec.has_batch else body
+
+
+def check_size(spec: ImageInput, height: int, width: int, batch: int = 1) -> None:
+    """ImageError, before anything is resized or allocated, if the input's tensor for an image of ``height``
+    x ``width`` needs more pixels than Pillow decodes (MAX_IMAGE_PIXELS) or more bytes than memory_limit()."""
+    shape = tensor_shape(spec, height, width, batch)
+    nbytes = math.prod(shape) * spec.dtype.itemsize
+    what = f"the model's input {spec.name!r} needs a {shape_text(shape)} {spec.dtype} tensor"
+    pixels = pixel_limit()
+    if pixels is not None and height * width > pixels:
+        raise ImageError(
+            f"{what}, {width}x{height} = {height * width} pixels per image ({size_text(nbytes)}), over the "
+            f"limit of {pixels} pixels (Pillow's MAX_IMAGE_PIXELS, against decompression bombs): use a model "
+            f"with a smaller input, or dynamic height and width"
+        )
+    limit = memory_limit()
+    if nbytes > limit:
+        raise ImageError(
+            f"{what} of {size_text(nbytes)}, over the limit of {size_text(limit)} ({MEMORY_LIMIT_TEXT}): "
+            f"use a model with a smaller input, or a smaller batch"
+        )
 
 
 # --- reading and converting ------------------------------------------------------------------------------
@@ -295,11 +396,13 @@ def read(path: str | os.PathLike[str]):
 
 
 def _too_large(path: Path, exc: BaseException) -> str:
-    from PIL import Image
-
+    # Pillow words its warning with MAX_IMAGE_PIXELS and its error with twice that; read() refuses both,
+    # so the limit that applies is MAX_IMAGE_PIXELS: quote only that one
+    m = re.search(r"\((\d+) pixels\)", str(exc))
+    size = f"{int(m.group(1))} pixels" if m else "its size"
     return (
-        f"{path} is too large to decode safely ({str(exc).split(',')[0]}; the limit is "
-        f"{Image.MAX_IMAGE_PIXELS} pixels, against decompression bombs): downscale it first"
+        f"{path} is too large to decode safely ({size}, over the limit of {pixel_limit()} pixels "
+        f"against decompression bombs): downscale it first"
     )
 
 
@@ -358,11 +461,14 @@ def to_tensor(img, prep: Preprocess, batch: int = 1) -> np.ndarray:
     from PIL import Image
 
     spec = prep.input
+    if spec.channels is None:
+        spec = replace(spec, channels=1 if prep.color == "GRAY" else 3)
+    width = spec.width or img.width
+    height = spec.height or img.height
+    check_size(spec, height, width, batch)  # before resizing or allocating anything
     img = _to_8bit(img)
     img = _flatten_alpha(img, 0 if prep.foreground == "light" else 255)
     img = img.convert("L") if prep.color == "GRAY" else img.convert("RGB")
-    width = spec.width or img.width
-    height = spec.height or img.height
     if img.size != (width, height):
         img = img.resize((width, height), Image.Resampling.BILINEAR)
     arr = np.asarray(img, dtype=np.uint8)
