@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import os
+import re
 from collections.abc import Iterator
 
 try:
@@ -57,6 +59,82 @@ def external_data_dir(folder: str | os.PathLike[str] | None) -> Iterator[None]:
         _external_dir.reset(token)
 
 
+# "path/file.cc:181 onnxruntime::Model::Model(onnx::ModelProto&&, ...) " in ORT's messages: where in C++ the
+# error was raised, which tells a user nothing; the cause follows it.
+_SOURCE = re.compile(r"(?:Exception from )?/?[\w./-]*\.(?:cc|cpp|h|hpp):\d+:? ")
+# errors that say the model breaks ONNX's rules or is newer than this ORT, not that an EP refused it
+_MODEL_FAULT = re.compile(
+    r"INVALID_GRAPH|This is an invalid model|Unsupported model IR version|ValidateOpsetForDomain|"
+    r"is under development|is till opset"
+)
+
+
+def failure_reason(exc: BaseException, limit: int = 400) -> str:
+    """ORT's error in one line of at most ``limit`` characters: every line of it, with the C++ source
+    locations and function signatures (the OpenVINO EP's and ORT's own) cut out."""
+    text = " ".join(str(exc).split())
+    if not text:
+        return type(exc).__name__
+    parts = []
+    rest = text
+    while (found := _SOURCE.search(rest)) is not None:
+        parts.append(rest[: found.start()])
+        rest = _after_signature(rest[found.end() :])
+    parts.append(rest)
+    reason = " ".join(" ".join(parts).split())
+    return reason if len(reason) <= limit else reason[: limit - 4].rstrip() + " ..."
+
+
+def _after_signature(text: str) -> str:
+    """``text`` after the C++ signature that leads it ("void ns::f(args) const"), if one does."""
+    opening = text.find("(")
+    if opening < 0 or "::" not in text[:opening]:
+        return text
+    tail = _balanced(text, opening, "()")
+    if tail.startswith(" const"):
+        tail = tail[len(" const") :]
+    if tail.startswith(" [with "):  # a template's arguments
+        tail = _balanced(tail, 1, "[]")
+    return tail
+
+
+def _balanced(text: str, start: int, pair: str) -> str:
+    """``text`` after the bracket opened at ``start`` closes (all of it if it never does)."""
+    depth = 0
+    for i in range(start, len(text)):
+        depth += {pair[0]: 1, pair[1]: -1}.get(text[i], 0)
+        if depth == 0:
+            return text[i + 1 :]
+    return text
+
+
+def model_fault(exc: BaseException) -> bool:
+    """Whether ORT refused a session because of the model itself (invalid graph, IR version or opset
+    this ORT does not load), whatever the EP."""
+    return _MODEL_FAULT.search(str(exc)) is not None
+
+
+@functools.cache
+def unloadable(ir_version: int, opset: int) -> str | None:
+    """Why this ORT loads no model of this IR version and default-domain opset (None if it does): checked
+    once per pair on a one-node model, so that a model ORT cannot load is refused when it is read."""
+    from onnx import TensorProto, helper
+
+    value = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "ir_and_opset_check",
+        [value],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    proto = helper.make_model(graph, ir_version=ir_version, opset_imports=[helper.make_opsetid("", opset)])
+    try:
+        ort.InferenceSession(proto.SerializeToString(), session_options(), providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        return failure_reason(exc)
+    return None
+
+
 def record_assignment(so: ort.SessionOptions) -> None:
     """Ask ORT to record which EP runs which node (read back with get_provider_graph_assignment_info)."""
     so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
@@ -75,7 +153,10 @@ __all__ = [
     "QUIET",
     "assignment",
     "external_data_dir",
+    "failure_reason",
+    "model_fault",
     "ort",
     "record_assignment",
     "session_options",
+    "unloadable",
 ]

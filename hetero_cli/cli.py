@@ -149,7 +149,7 @@ class _Main:
         except click.UsageError as exc:
             if debug:
                 traceback.print_exc()
-            path = exc.ctx.command_path if exc.ctx else (prog_name or "hetero")
+            path = exc.ctx.command_path if exc.ctx else (prog_name or Path(sys.argv[0]).name or "hetero")
             message = _one_line(exc.format_message()).rstrip(".")
             click.echo(f"[ ERROR ] {message}. See '{path} --help'", err=True)
             code = 2
@@ -204,12 +204,21 @@ class Group(_Main, click.Group):
 # --- parsing the shared options ------------------------------------------------------------------------
 
 
+def _named(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A file or folder option given as an empty string is a usage error, not "leave it out"."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("the path is empty: give a file or folder name, or leave the option out")
+    return value
+
+
 def _read_json(path: str, option: str) -> Any:
     p = Path(path)
     if not p.is_file():
         raise click.BadParameter(f"{path}: no such file", param_hint=option)
     try:
         return json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise click.BadParameter(f"cannot read {path}: {exc.strerror or exc}", param_hint=option) from None
     except UnicodeDecodeError:
         raise click.BadParameter(f"{path} is not a UTF-8 text file of JSON", param_hint=option) from None
     except json.JSONDecodeError as exc:
@@ -254,7 +263,7 @@ def apply_config(
     head = device.strip().partition(":")[0].strip().upper()
     plain_device = None if head == "HETERO" else device.strip()
     for name, values in loaded.items():
-        if isinstance(values, Mapping):
+        if isinstance(values, Mapping) and name.strip().upper() not in cfg.HETERO_KEYS:
             if name.strip().upper() == "HETERO":
                 core.set_property("HETERO", dict(values))
             else:
@@ -456,6 +465,7 @@ def shared_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--affinity-file",
             metavar="FILE",
+            callback=_named,
             help='JSON {"node": "DEVICE"} of affinities (--affinity wins over it).',
         ),
         click.option(
@@ -470,11 +480,13 @@ def shared_options(func: Callable[..., Any]) -> Callable[..., Any]:
             "--load-config",
             "load_config",
             metavar="FILE",
+            callback=_named,
             help='JSON {"DEVICE": {"KEY": "VALUE"}} of configuration ("HETERO" for its own keys); options win.',
         ),
         click.option(
             "--dot-dir",
             metavar="DIR",
+            callback=_named,
             help="Write hetero_affinity_<model>.dot and hetero_subgraphs_<model>.dot into DIR.",
         ),
         click.option(
@@ -506,7 +518,7 @@ def _positional(
         )
     if not fields["image"]:
         raise click.UsageError("no image given: hello_classification MODEL IMAGE DEVICE, or -i IMAGE")
-    return fields["model"], str(fields["image"]), fields["device"] or "CPU"
+    return fields["model"], str(fields["image"]), "CPU" if fields["device"] is None else fields["device"]
 
 
 def read_labels(path: str | None, model: Model, model_path: Path) -> list[str] | None:
@@ -679,10 +691,15 @@ def _shared(shared: Mapping[str, Any]) -> dict[str, Any]:
 @click.option(
     "-report_type", type=click.Choice(list(bench.REPORT_TYPES)), help="Write benchmark_app's CSV reports."
 )
-@click.option("-report_folder", metavar="DIR", help="Folder for the reports (default: here).")
+@click.option(
+    "-report_folder", metavar="DIR", callback=_named, help="Folder for the reports (default: here)."
+)
 @click.option("-json_stats", is_flag=True, help="Write the reports as JSON instead of CSV.")
 @click.option(
-    "-dump_config", metavar="FILE", help="Write the configuration used as JSON {device: {key: value}}."
+    "-dump_config",
+    metavar="FILE",
+    callback=_named,
+    help="Write the configuration used as JSON {device: {key: value}}.",
 )
 @click.option(
     "--layout", type=click.Choice(["NCHW", "NHWC"], case_sensitive=False), help="Layout of image inputs."
@@ -723,6 +740,8 @@ def benchmark(
     if (json_stats or report_folder) and not report_type:
         report_type = "no_counters"
     step(1, "Parsing and validating input arguments")
+    _check_writable(report_folder, "-report_folder", folder=True)
+    _check_writable(dump_config, "-dump_config", folder=False)
     duration = time_s if time_s is not None else (None if niter else 60)
     hint_given = hint is not None
     if hint is None:
@@ -744,6 +763,7 @@ def benchmark(
     _print_io(setup.model)
     step(5, "Resizing model to match image sizes and given batch")
     shapes, notes = bench.data_shapes(setup.model, shape, data_shape)
+    bench.check_data_size(setup.model, shapes, nireq)  # every request's inputs, before any compile
     for note in notes:
         info(note)
     batch = bench.batch_size(shapes)
@@ -945,6 +965,24 @@ def _profile(
     return per_request, history
 
 
+def _check_writable(path: str | None, option: str, *, folder: bool) -> None:
+    """Refuse now an output the command could only fail to write at its end, after the whole run."""
+    if not path:
+        return
+    given = Path(path)
+    if folder and given.exists() and not given.is_dir():
+        raise click.BadParameter(f"{path} is a file: give a folder", param_hint=option)
+    if not folder and given.is_dir():
+        raise click.BadParameter(f"{path} is a folder: give a file name", param_hint=option)
+    existing = given if folder else given.parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise click.BadParameter(f"{existing} is a file, so {path} cannot be written", param_hint=option)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise click.BadParameter(f"cannot write into {existing}: permission denied", param_hint=option)
+
+
 def _write_json(path: str, doc: Any) -> None:
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -978,7 +1016,10 @@ def crossing(plan: Any) -> dict[int, tuple[list[str], list[str]]]:
 @click.option("-m", "model", metavar="MODEL", help="ONNX model (default: models/digits.onnx).")
 @click.option("-d", "device", required=True, metavar="DEVICE", help="HETERO:<dev>,<dev>,... or one device.")
 @click.option(
-    "--save", metavar="OUT.onnx", help="Write the model with these affinities (compile it in manual mode)."
+    "--save",
+    metavar="OUT.onnx",
+    callback=_named,
+    help="Write the model with these affinities (compile it in manual mode).",
 )
 @click.option(
     "--json",

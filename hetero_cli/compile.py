@@ -23,9 +23,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ._ort import assignment, ort, record_assignment, session_options
+from ._ort import assignment, failure_reason, model_fault, ort, record_assignment, session_options
 from .config import LATENCY, SplitConfig
-from .errors import CompileError, ConfigError
+from .errors import CompileError, ConfigError, ModelError
 from .export import extract, subgraph_model
 from .model import Model, TensorInfo, shape_text, type_shape
 from .partition import CONSTANT, INPUT, Plan, Subgraph
@@ -176,10 +176,17 @@ def prepare_subgraph(
         try:
             session = create()
         except Exception as exc:
+            where = (
+                f"{subgraph.name} ({len(subgraph.nodes)} node(s) on {device.name}: {_ops(model, subgraph)})"
+            )
+            if model_fault(exc):
+                raise ModelError(
+                    f"ONNX Runtime refuses the model ({where}): {failure_reason(exc)}; the model itself is at "
+                    "fault: check it with onnx.checker.check_model and fix or re-export it"
+                ) from None
             raise CompileError(
-                f"{subgraph.name} ({len(subgraph.nodes)} node(s) on {device.name}: {_ops(model, subgraph)}) "
-                f"could not be compiled by {device.ep}: {failure_reason(exc)}. Move its nodes to another "
-                "device (affinities) or change its config"
+                f"{where} could not be compiled by {device.ep}: {failure_reason(exc)}; move its nodes to "
+                "another device (affinities) or change its config"
             ) from None
         if device.ep not in session.get_providers():
             raise CompileError(
@@ -229,20 +236,6 @@ def refuse_known_failures(model: Model, subgraph: Subgraph, device: Device) -> N
             f"{subgraph.name} ({len(subgraph.nodes)} node(s) on {device.name}) holds {names}: "
             f"{KNOWN_FAILURES[device.kind.family][1]}. Move these nodes to another device (affinities), e.g. CPU"
         )
-
-
-def failure_reason(exc: BaseException, limit: int = 300) -> str:
-    """ORT's error in one line: its first line, and where that is a C++ signature (the OpenVINO EP's
-    exceptions), the last line too, which holds the cause ("... node not found in graph cache")."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    if not lines:
-        return type(exc).__name__
-    first = lines[0]
-    if len(lines) > 1 and ("::" in first or len(first) > limit):
-        head = first.split(" : ")
-        first = " : ".join(head[:3]) if len(head) > 3 else first[:120]
-        return f"{first} ... {lines[-1][:limit]}"
-    return first[:limit]
 
 
 def _ops(model: Model, subgraph: Subgraph) -> str:

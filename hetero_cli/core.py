@@ -52,7 +52,7 @@ class Core:
             self._properties = cfg.split(device_name).merged_over(self._properties)
             return
         _check_mapping(properties, "set_property's properties")
-        name = str(device_name).strip()
+        name = registry.check_name(device_name)
         if name.upper() == "HETERO":
             update = cfg.split(properties)
         else:
@@ -62,7 +62,8 @@ class Core:
     def get_property(self, device_name: str, name: str) -> Any:
         """A property set with set_property, or a device's read-only one (FULL_DEVICE_NAME, ...)."""
         key = str(name).upper()
-        if device_name.strip().upper() == "HETERO":
+        device_name = registry.check_name(device_name)
+        if device_name.upper() == "HETERO":
             if key == "SUPPORTED_PROPERTIES":
                 return list(cfg.HETERO_KEYS)
             if key in self._properties.hetero:
@@ -116,8 +117,8 @@ class Core:
         Never raises for unsupported nodes: they are simply absent from the map.
         """
         model = self.read_model(model)
-        _, request, devices = self._devices(device_name, config)
-        with external_data_dir(model.external_dir):
+        merged, request, devices = self._devices(device_name, config)
+        with external_data_dir(model.external_dir), query.keep_probes(_probe_settings(merged, devices)):
             if not request.hetero:
                 return query.query_device(model, devices[0])
             return query.greedy(model, devices)
@@ -125,8 +126,8 @@ class Core:
     def plan(self, model: ModelSource, device_name: str, config: Mapping[str, Any] | None = None) -> Plan:
         """The partition plan a compile would use, without creating any inference session."""
         model = self.read_model(model)
-        _, request, devices = self._devices(device_name, config)
-        with external_data_dir(model.external_dir):
+        merged, request, devices = self._devices(device_name, config)
+        with external_data_dir(model.external_dir), query.keep_probes(_probe_settings(merged, devices)):
             return partition(model, _affinities(model, request, devices))
 
     def compile_model(
@@ -136,14 +137,11 @@ class Core:
         model = self.read_model(model)
         device_name = "CPU" if device_name is None else device_name
         merged, request, devices = self._devices(device_name, config)
-        settings = {
-            d.name: (s.provider_options, s.intra_op_num_threads or None)
-            for d in devices
-            for s in (merged.settings(d),)
-        }
-        with external_data_dir(model.external_dir), query.keep_probes(settings) as probes:
+        with (
+            external_data_dir(model.external_dir),
+            query.keep_probes(_probe_settings(merged, devices)) as probes,
+        ):
             plan = partition(model, _affinities(model, request, devices))
-        dot_files = visualize.dump(model, plan, merged.dot_dir) if visualize.wanted(merged.dump_dot) else ()
         by_name: dict[str, Device] = {d.name: d for d in devices}
         try:
             compiled = compile_plan(model, plan, by_name, merged, str(request), probes)
@@ -153,8 +151,20 @@ class Core:
                     query.check_supported(model, devices)  # names the nodes the CPU EP lacks
             raise
         probes.clear()
-        compiled.dot_files = tuple(dot_files)
+        # written once the compile succeeded: a failed one leaves nothing behind (hetero query draws any plan)
+        if visualize.wanted(merged.dump_dot):
+            compiled.dot_files = visualize.dump(model, plan, merged.dot_dir)
         return compiled
+
+
+def _probe_settings(config: cfg.SplitConfig, devices: Sequence[Device]) -> dict[str, query.SessionSettings]:
+    """By device name, the provider options and threads its sessions get: the query's probes use them
+    too, so that a query answers for the sessions a compile creates."""
+    return {
+        d.name: (s.provider_options, s.intra_op_num_threads or None)
+        for d in devices
+        for s in (config.settings(d),)
+    }
 
 
 def _affinities(model: Model, request: DeviceRequest, devices: Sequence[Device]) -> dict[str, str]:

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from onnx import helper
 
-from ._ort import ort
+from ._ort import failure_reason, ort
 from .compile import CompiledModel, CompiledSubgraph
 from .errors import InferenceError
 from .model import shape_text
@@ -86,6 +86,10 @@ class _Step:
     # host memory (a host session cannot read device memory, and the caller gets numpy arrays)
     placement: tuple[int | None, ...] = ()
     on_device: bool = False  # any output stays in device memory (the IOBinding path)
+    # reads or makes what an OrtValue cannot wrap (string tensors, sequences, maps): run as ORT's
+    # InferenceSession.run does, on Python values (numpy arrays, lists, dicts) it converts itself
+    plain: bool = False
+    reads_plain: bool = False  # reads a value a plain step made: OrtValues are made of them for the run
 
 
 def _device_id(s: CompiledSubgraph) -> int:
@@ -117,10 +121,15 @@ def _steps(compiled: CompiledModel) -> list[_Step]:
             readers.setdefault(t, []).append(s)
     keep = set(compiled.plan.outputs)
     steps = []
+    made_plain: set[str] = set()
     for position, s in enumerate(compiled.runs):
         declared = {i.name for i in (*s.session.get_inputs(), *s.session.get_overridable_initializers())}
         overridable = tuple(sorted(declared & compiled.model.overridable_initializers))
         placement = _placement(s, readers, keep)
+        plain = _plain(s)
+        reads_plain = not plain and bool(made_plain.intersection(s.inputs))
+        if plain:
+            made_plain.update(s.outputs)
         steps.append(
             _Step(
                 compiled=s,
@@ -130,13 +139,24 @@ def _steps(compiled: CompiledModel) -> list[_Step]:
                 outputs=s.outputs,
                 overridable=overridable,
                 release=tuple(t for t, last in last_use.items() if last == s.index and t not in keep),
-                buffers=_static_outputs(s) if not overridable else None,
+                buffers=_static_outputs(s) if not (overridable or plain or reads_plain) else None,
                 output_list=list(s.outputs),
                 placement=placement,
                 on_device=any(p is not None for p in placement),
+                plain=plain,
+                reads_plain=reads_plain,
             )
         )
     return steps
+
+
+def _plain(s: CompiledSubgraph) -> bool:
+    """Whether a subgraph reads or makes a value that is not a numeric tensor (ORT's own types)."""
+    args = [
+        *(i for i in s.session.get_inputs() if i.name in s.inputs),
+        *(o for o in s.session.get_outputs() if o.name in s.outputs),
+    ]
+    return any(not a.type.startswith("tensor(") or a.type == "tensor(string)" for a in args)
 
 
 def _static_outputs(s: CompiledSubgraph) -> tuple[tuple[Shape, int], ...] | None:
@@ -388,8 +408,7 @@ class _Run:
 
 
 def _failure(step: _Step, exc: BaseException) -> InferenceError:
-    text = str(exc).strip().splitlines()
-    return InferenceError(f"{step.compiled.where} failed: {text[0][:300] if text else exc}")
+    return InferenceError(f"{step.compiled.where} failed: {failure_reason(exc)}")
 
 
 class InferRequest:
@@ -704,7 +723,7 @@ class InferRequest:
         buffers.fed.clear()  # this inference binds its inputs itself: the direct path must bind them again
         values = dict(buffers.tensors)
         for name, arr in feeds.items():
-            values[name] = _C.OrtValue.ortvalue_from_numpy(arr, _CPU)
+            values[name] = arr if arr.dtype.hasobject else _C.OrtValue.ortvalue_from_numpy(arr, _CPU)
         return values
 
     def _run_direct(self, buffers: _Buffers, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -744,6 +763,8 @@ class InferRequest:
             for t in step.overridable:
                 if t in values:
                     step_feeds[t] = values[t]
+            if step.reads_plain:
+                step_feeds = {t: _ort_value(v) for t, v in step_feeds.items()}
             try:
                 if step.compiled.profiler is None:
                     produced = _run(step, step.compiled.session, step_feeds)
@@ -849,6 +870,8 @@ class InferRequest:
                     "numpy array of the input's shape"
                 ) from None
             info = self._inputs.get(name)
+            if info is not None and info.dtype == np.dtype(object) and arr.dtype.kind in "US":
+                arr = arr.astype(object)  # numpy's fixed-width str: ORT takes str objects
             if info is not None:
                 _check_tensor(name, arr, info.dtype, info.shape)
             out[name] = arr
@@ -867,12 +890,18 @@ class InferRequest:
             elif name in views:
                 results[name] = views[name].copy()
             else:
-                results[name] = values[name].numpy()
+                value = values[name]
+                results[name] = value.numpy() if isinstance(value, _C.OrtValue) else value
         return results
 
 
 def _check_tensor(name: str, arr: np.ndarray, dtype: np.dtype | None, shape: Any) -> None:
     if dtype is not None and arr.dtype != dtype:
+        if dtype == np.dtype(object):
+            raise InferenceError(
+                f"input {name!r} has dtype {arr.dtype} but the model takes strings: give a numpy array of "
+                "str objects, e.g. numpy.array(value, dtype=object)"
+            )
         raise InferenceError(
             f"input {name!r} has dtype {arr.dtype} but the model takes {dtype}: convert it, "
             f"e.g. value.astype(numpy.{dtype})"
@@ -885,11 +914,16 @@ def _check_tensor(name: str, arr: np.ndarray, dtype: np.dtype | None, shape: Any
             f"{shape_text(shape)}: reshape it"
         )
     for got, want in zip(arr.shape, shape, strict=True):
-        if isinstance(want, int) and want > 0 and got != want:
+        if isinstance(want, int) and want >= 0 and got != want:  # ORT holds a 0 dimension fixed, too
             raise InferenceError(
                 f"input {name!r} has shape {shape_text(arr.shape)} but the model takes {shape_text(shape)}: "
                 "resize or reshape it"
             )
+
+
+def _ort_value(value: Any) -> Any:
+    """A numpy array a plain step made as an OrtValue over its memory (``values`` keeps the array)."""
+    return value if isinstance(value, _C.OrtValue) else _C.OrtValue.ortvalue_from_numpy(value, _CPU)
 
 
 def _c_strides(shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
@@ -903,6 +937,9 @@ def _c_strides(shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
 
 
 def _run(step: _Step, session: Any, feeds: dict[str, Any]) -> list[Any]:
+    if step.plain:
+        given = {t: v.numpy() if isinstance(v, _C.OrtValue) else v for t, v in feeds.items()}
+        return session.run(step.output_list, given, _RUN_OPTIONS)
     if not step.on_device:
         # ORT hands outputs it allocates itself over in host memory, whatever the EP (CUDA copies them)
         # index the OrtValueVector: iterating it (list(...)) costs ~10x the run of a small subgraph

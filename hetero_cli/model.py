@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from ._ort import ort, unloadable
 from ._wire import raw_data_spans, skeleton_bytes
 from .errors import HeteroError, ModelError
 
@@ -313,16 +315,22 @@ class Model:
                 props.add(key=key, value=value)
             if node.affinity is not None:
                 props.add(key=AFFINITY, value=node.affinity)
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
+        path = _target(path)
+        tmp: Path | None = None
         written: list[Path] = []
         try:
             if self.external_dir is not None:
-                written = _place_external_files(self.proto, self.external_dir, path.absolute().parent)
-            onnx.save(self.proto, str(tmp))
+                written = _place_external_files(self.proto, self.external_dir, path.parent)
+            # a name of its own beside the target: replaced into place whole, never clobbering a file
+            handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            os.close(handle)
+            tmp = Path(name)
+            onnx.save(self.proto, name)
+            os.chmod(name, path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask())
             tmp.replace(path)
         except Exception as exc:
-            tmp.unlink(missing_ok=True)
+            if tmp is not None:
+                tmp.unlink(missing_ok=True)
             for file in written:
                 file.unlink(missing_ok=True)
             if isinstance(exc, HeteroError):
@@ -659,7 +667,26 @@ def _topological(deps: list[list[int]]) -> list[int] | None:
     return order if len(order) == n else None
 
 
-def read_model(source: str | os.PathLike[str] | bytes | onnx.ModelProto) -> Model:
+def _target(path: str | os.PathLike[str]) -> Path:
+    """Where ``save`` writes ``path``: through symbolic links; ModelError for what is not a file to write."""
+    if not str(path):
+        raise ModelError("the output path is empty: give a file name such as model.affinities.onnx")
+    target = Path(os.path.realpath(path))
+    if target.is_dir():
+        raise ModelError(f"cannot write {path}: it is a directory; give a file name inside it")
+    if target.exists() and not target.is_file():
+        raise ModelError(f"cannot write {path}: it is not a regular file; give the path of an .onnx file")
+    return target
+
+
+def _umask() -> int:
+    """The process's umask (os.umask can only be read by setting it), for a new file's permissions."""
+    mask = os.umask(0o22)
+    os.umask(mask)
+    return mask
+
+
+def read_model(source: str | os.PathLike[str] | bytes | memoryview | onnx.ModelProto) -> Model:
     """Load an ONNX model from a path, serialized bytes or a ModelProto, with one clear error if it cannot.
 
     Weights stored in external data files are checked (inside the model's folder, present, long enough)
@@ -674,6 +701,13 @@ def read_model(source: str | os.PathLike[str] | bytes | onnx.ModelProto) -> Mode
         except Exception as exc:
             raise ModelError(f"these bytes are not an ONNX model ({_short(exc)})") from None
         return _checked(proto, None, "these bytes")
+    if isinstance(source, memoryview):
+        return read_model(source.tobytes())
+    if not isinstance(source, str | os.PathLike):
+        raise ModelError(
+            f"cannot read a model from {type(source).__name__}: give a file path, the model's bytes or an "
+            "onnx.ModelProto"
+        )
     path = Path(source)
     if not path.exists():
         raise ModelError(f"model file not found: {path}: check the path")
@@ -715,6 +749,14 @@ def _checked(proto: onnx.ModelProto, path: Path | None, where: str) -> Model:
     if not proto.graph.node and not proto.graph.output:
         raise ModelError(f"{where} holds no ONNX graph: is it an ONNX model file?")
     check_structure(proto, where)
+    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+    refused = unloadable(proto.ir_version, opset) if opset is not None else None
+    if refused is not None:
+        raise ModelError(
+            f"{where}: ONNX Runtime {ort.__version__} loads no model of IR version {proto.ir_version} and "
+            f"opset {opset} ({refused}): convert it to an IR version and opset this ONNX Runtime supports "
+            "(onnx.version_converter), or re-export it"
+        )
     external = [t for t in all_tensors(proto) if _is_external(t)]
     if external:
         if path is None:
@@ -978,11 +1020,18 @@ def check_external(tensor: onnx.TensorProto, folder: Path, model_path: Path) -> 
             f"{where} keeps its data in {location!r}, which leads outside the model's folder {folder}: "
             "external data must stay beside the model; refused"
         )
+    if target.is_dir():
+        raise ModelError(
+            f"{where} keeps its data in {location!r}, which is a folder in {folder}, not a data file: the "
+            "model is corrupt, or the data file was replaced by a folder"
+        )
     if not target.is_file():
         raise ModelError(
             f"{where} keeps its data in {location!r}, which is missing from {folder}: copy the data file "
             "beside the model"
         )
+    if not os.access(target, os.R_OK):
+        raise ModelError(f"{where} keeps its data in {target}, which cannot be read: permission denied")
     try:
         offset = int(info.get("offset", "0") or 0)
         length = int(info["length"]) if info.get("length") else None

@@ -18,9 +18,9 @@ from typing import Any
 
 import onnx
 
-from ._ort import assignment, ort, record_assignment, session_options
+from ._ort import assignment, failure_reason, model_fault, ort, record_assignment, session_options
 from .device_string import DeviceRequest
-from .errors import AffinityError, ModelError, UnsupportedNodesError
+from .errors import AffinityError, ConfigError, ModelError, UnsupportedNodesError
 from .export import extract
 from .model import Model, Node
 from .registry import Device, lookup
@@ -152,6 +152,8 @@ def _claims(model: Model, device: Device, nodes: list[Node], *, whole: bool = Fa
             return answer
     try:
         sess = _probe_session(proto, model, device)
+    except ConfigError:
+        raise
     except Exception as exc:
         missing = _NO_KERNEL.search(str(exc))
         if missing and missing.group(1) in wanted and len(nodes) > 1:
@@ -189,6 +191,8 @@ def _optimized_claims(
     providers = device.providers(options)
     try:
         sess = _probe_session(proto, model, device, optimize=True, providers=providers, threads=threads)
+    except ConfigError:
+        raise
     except Exception:
         return None
     placed = assignment(sess)
@@ -250,19 +254,30 @@ def _probe_session(
     providers: list[Any] | None = None,
     threads: int | None = None,
 ) -> ort.InferenceSession:
+    """A probe session of ``proto`` on ``device``, with the provider options and threads its compile's
+    sessions get (``keep_probes``' settings) unless given; ConfigError where ORT dropped the device's EP
+    (it does so, with only a log line, for a provider option it refuses)."""
+    options, configured = _session_settings(device)
     so = session_options(optimize=optimize, external_dir=model.external_dir)
-    if threads:
-        so.intra_op_num_threads = threads
+    if threads or configured:
+        so.intra_op_num_threads = threads or configured
     record_assignment(so)
+    providers = providers or device.providers(options)
     # enable_fallback=0: ORT must not quietly retry a failing probe on the CPU EP alone
-    return ort.InferenceSession(
-        proto.SerializeToString(), so, providers=providers or device.providers(), enable_fallback=0
-    )
+    session = ort.InferenceSession(proto.SerializeToString(), so, providers=providers, enable_fallback=0)
+    if device.ep not in session.get_providers():
+        raise ConfigError(
+            f"{device.name} cannot create a session: ONNX Runtime dropped {device.ep}, usually over a "
+            f"provider option it refuses ({providers[0][1]}); check the config for {device.name}"
+        )
+    return session
 
 
 def _loads(proto: onnx.ModelProto, model: Model, device: Device) -> bool:
     try:
         _probe_session(proto, model, device)
+    except ConfigError:
+        raise
     except Exception:
         return False
     return True
@@ -340,11 +355,27 @@ def check_supported(model: Model, devices: Sequence[Device]) -> dict[str, str]:
     affinities = greedy(model, devices)
     missing = [n for n in model.get_ops() if n.friendly_name not in affinities]
     if missing:
+        _refused_as_invalid(model, missing[0])
         raise UnsupportedNodesError(
             f"no device of {', '.join(d.name for d in devices)} supports {_describe(missing)}: add a device "
             f"that does (CPU supports most ONNX ops) or set affinities by hand"
         )
     return affinities
+
+
+def _refused_as_invalid(model: Model, node: Node) -> None:
+    """ModelError where the CPU EP refuses ``node`` because the model breaks ONNX's rules (an attribute
+    its op lacks...), which no device would fix."""
+    try:
+        _probe_session(_piece(model, [node]), model, lookup("CPU"))
+    except ConfigError:
+        raise
+    except Exception as exc:
+        if model_fault(exc):
+            raise ModelError(
+                f"ONNX Runtime refuses {node.friendly_name} ({node.get_type_name()}): {failure_reason(exc)}; the model "
+                "itself is at fault: check it with onnx.checker.check_model and fix or re-export it"
+            ) from None
 
 
 def _check_manual(
@@ -378,11 +409,17 @@ def _check_manual(
         problems.append(f"device not in the priority list {order} in {_few(outside)}")
     if absent:
         problems.append(f"device not available on this machine in {_few(absent)}")
-    if problems:
+    if problems and missing:
         raise AffinityError(
             "affinities were set by hand, so automatic mode is off and every node needs one naming a device "
             f"of {request}: " + "; ".join(problems) + ". Set them all (query_model gives a starting map) "
             "or clear them all to use automatic mode"
+        )
+    if problems:
+        order = ", ".join(d.name for d in devices)
+        raise AffinityError(
+            "the affinities set by hand must name devices of "
+            f"{request}: " + "; ".join(problems) + f". Use {order}, or list the device in {request}"
         )
     return {n.friendly_name: resolved[n.friendly_name] for n in model.get_ops()}
 

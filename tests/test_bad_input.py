@@ -1,0 +1,261 @@
+"""Bad input found by a hunt through every command and the API (2026-11-23): each case gets one message
+that says what is wrong and what would fix it, the right exit status, and leaves nothing behind."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from helpers import HAS_OPENVINO, chain_model, make_model, needs_openvino, vi
+from onnx import TensorProto
+from onnx import helper as h
+from robust import external_model, invoke, nothing_left_behind, one_error_line, set_location
+
+import hetero_cli as hc
+from hetero_cli import cli
+from hetero_cli._ort import failure_reason, model_fault
+
+DIGITS = Path(__file__).resolve().parent.parent / "models" / "digits.onnx"
+IMAGE = Path(__file__).resolve().parent.parent / "samples" / "images" / "digit_3.png"
+
+
+def _bad_attribute_model() -> onnx.ModelProto:
+    """Relu with an attribute Relu does not have: onnx builds it, ORT refuses the graph."""
+    node = h.make_node("Relu", ["x"], ["y"], name="r", foo=3)
+    return make_model([node], [vi("x", [2])], [vi("y", [2])])
+
+
+# --- reading and saving models ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", [None, 5, ["model.onnx"], {"path": "model.onnx"}])
+def test_read_model_names_what_it_takes(source):
+    with pytest.raises(hc.ModelError, match=r"give a file path, the model.s bytes or an onnx\.ModelProto"):
+        hc.Core().read_model(source)
+    with pytest.raises(hc.ModelError):
+        hc.Core().compile_model(source, "CPU")
+
+
+def test_read_model_takes_a_memoryview():
+    data = DIGITS.read_bytes()
+    assert hc.Core().read_model(memoryview(data)).name == hc.Core().read_model(data).name
+
+
+@pytest.mark.parametrize(("ir_version", "opset", "words"), [(99, 17, "IR version 99"), (10, 99, "opset 99")])
+def test_a_model_this_onnx_runtime_cannot_load_is_refused_when_read(tmp_path, ir_version, opset, words):
+    proto = chain_model(("Relu",))
+    proto.ir_version = ir_version
+    proto.opset_import[0].version = opset
+    path = tmp_path / "new.onnx"
+    onnx.save(proto, str(path))
+    with pytest.raises(hc.ModelError) as err:
+        hc.Core().read_model(path)
+    assert words in str(err.value) and "ONNX Runtime" in str(err.value)
+    with nothing_left_behind(tmp_path):
+        result = invoke(cli.query, "-m", path, "-d", "CPU")
+    assert result.exit_code == 2
+    assert words in one_error_line(result)
+
+
+@pytest.mark.parametrize("device", ["HETERO:CPU", "CPU", "HETERO:OPENVINO,CPU"])
+def test_an_invalid_graph_is_blamed_on_the_model_not_the_device(device):
+    if "OPENVINO" in device and not HAS_OPENVINO:
+        pytest.skip("needs the OpenVINO execution provider")
+    with pytest.raises(hc.ModelError) as err:
+        hc.Core().compile_model(_bad_attribute_model(), device)
+    text = str(err.value)
+    assert "Unrecognized attribute: foo" in text
+    assert "the model itself is at fault" in text and "another device" not in text
+
+
+@needs_openvino
+def test_a_query_that_probes_an_invalid_graph_blames_the_model(tmp_path):
+    """(A query over the CPU alone places every node without creating a session, so it cannot tell.)"""
+    path = tmp_path / "bad.onnx"
+    onnx.save(_bad_attribute_model(), str(path))
+    result = invoke(cli.query, "-m", path, "-d", "HETERO:OPENVINO,CPU")
+    assert result.exit_code != 0
+    line = one_error_line(result)
+    assert "Unrecognized attribute: foo" in line and "no device" not in line
+
+
+def test_save_keeps_a_file_named_like_a_temporary_one_and_writes_through_links(tmp_path):
+    model = hc.Core().read_model(DIGITS)
+    precious = tmp_path / "out.onnx.tmp"
+    precious.write_text("precious")
+    model.save(tmp_path / "out.onnx")
+    assert precious.read_text() == "precious"
+    real = tmp_path / "real.onnx"
+    real.write_text("old")
+    (tmp_path / "link.onnx").symlink_to(real)
+    model.save(tmp_path / "link.onnx")
+    assert (tmp_path / "link.onnx").is_symlink()
+    assert onnx.load(str(real)).graph.name == model.proto.graph.name
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "link.onnx",
+        "out.onnx",
+        "out.onnx.tmp",
+        "real.onnx",
+    ]
+
+
+@pytest.mark.parametrize(("target", "words"), [("/dev/null", "not a regular file"), ("", "empty")])
+def test_save_refuses_what_is_not_a_file_to_write(target, words):
+    with pytest.raises(hc.ModelError, match=words):
+        hc.Core().read_model(DIGITS).save(target)
+
+
+def test_save_onto_a_folder_says_so(tmp_path):
+    with nothing_left_behind(tmp_path), pytest.raises(hc.ModelError, match="is a directory"):
+        hc.Core().read_model(DIGITS).save(tmp_path)
+
+
+def test_external_data_whose_location_is_a_folder(tmp_path):
+    path = external_model(tmp_path / "m")
+    (tmp_path / "m" / "adir").mkdir()
+    set_location(path, "w", "adir")
+    with pytest.raises(hc.ModelError, match="which is a folder"):
+        hc.Core().read_model(path)
+
+
+# --- ONNX Runtime's errors in one line ---------------------------------------------------------------------
+
+OPENVINO_FAILURE = (
+    "[ONNXRuntimeError] : 1 : FAIL : Exception during initialization: /onnxruntime/onnxruntime/core/providers/"
+    "openvino/backends/basic_backend.cc:136 onnxruntime::openvino_ep::BasicBackend::BasicBackend(std::unique_ptr"
+    "<onnx::ModelProto>&, onnxruntime::openvino_ep::SessionContext&) /onnxruntime/onnxruntime/core/providers/"
+    "openvino/ov_interface.cc:28 auto onnxruntime::openvino_ep::OvExceptionBoundary(Func&&, Args&& ...) [with "
+    "bool typed = false; Func = OVCore::CompileModel(std::string&)::<lambda()>; Args = {const std::string&}] "
+    "[OpenVINO-EP] Exception while Loading Network for graph g: Exception from src/inference/src/cpp/core.cpp:"
+    "114:\nCheck '!shape.rank().is_dynamic()' failed at src/plugins/intel_cpu/src/node.cpp:106:\nUnexpected: "
+    "CPU plug-in doesn't support If operation with dynamic rank. Operation name: If_0\n\n\n"
+)
+
+
+def test_failure_reason_keeps_the_cause_and_drops_the_cpp():
+    reason = failure_reason(RuntimeError(OPENVINO_FAILURE))
+    assert reason.endswith("CPU plug-in doesn't support If operation with dynamic rank. Operation name: If_0")
+    assert reason.startswith("[ONNXRuntimeError] : 1 : FAIL : Exception during initialization: [OpenVINO-EP]")
+    for noise in ("::", ".cc:", ".cpp:", "[with", "\n"):
+        assert noise not in reason
+    assert not model_fault(RuntimeError(OPENVINO_FAILURE))
+
+
+def test_failure_reason_keeps_every_line_of_a_short_message():
+    message = "Got invalid dimensions for input: x for the following indices\n index: 0 Got: 1 Expected: 0\n"
+    assert failure_reason(RuntimeError(message)).endswith("index: 0 Got: 1 Expected: 0")
+    assert len(failure_reason(RuntimeError("x" * 1000))) <= 400
+
+
+# --- devices and configuration ----------------------------------------------------------------------------
+
+
+@needs_openvino
+@pytest.mark.parametrize("call", ["compile_model", "query_model"])
+def test_a_provider_option_onnx_runtime_drops_the_device_over_is_an_error(call, tmp_path):
+    """ORT drops the OpenVINO EP with only a log line over an option it refuses: the split would quietly
+    put every node on CPU."""
+    config = {"DEVICE_PROPERTIES": {"OPENVINO": {"precision": "FOO"}}}
+    with nothing_left_behind(tmp_path), pytest.raises(hc.ConfigError) as err:
+        getattr(hc.Core(), call)(DIGITS, "HETERO:OPENVINO,CPU", config)
+    assert "precision" in str(err.value) and "check the config for OPENVINO" in str(err.value)
+
+
+def test_a_hand_set_affinity_outside_the_priority_list_is_named_alone():
+    result = invoke(cli.query, "-m", DIGITS, "-d", "HETERO:CPU", "--affinity", "conv1=OPENVINO")
+    assert result.exit_code == 2
+    line = one_error_line(result)
+    assert "conv1=OPENVINO" in line and "automatic mode is off" not in line
+
+
+def test_no_dot_files_from_a_failed_compile(tmp_path):
+    folder = tmp_path / "dots"
+    config = {"HETERO_DUMP_GRAPH_DOT": True, "HETERO_DOT_DIR": str(folder)}
+    with nothing_left_behind(tmp_path), pytest.raises(hc.ModelError):
+        hc.Core().compile_model(_bad_attribute_model(), "HETERO:CPU", config)
+    assert not folder.exists()
+    compiled = hc.Core().compile_model(chain_model(), "HETERO:CPU", config)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(p.name for p in compiled.dot_files)
+
+
+# --- command-line paths ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "option"),
+    [
+        (cli.query, ["-m", DIGITS, "-d", "CPU", "--save", ""], "--save"),
+        (cli.query, ["-m", DIGITS, "-d", "CPU", "--dot-dir", " "], "--dot-dir"),
+        (cli.benchmark, ["-m", DIGITS, "-d", "CPU", "-niter", 1, "-dump_config", ""], "-dump_config"),
+        (cli.benchmark, ["-m", DIGITS, "-d", "CPU", "-niter", 1, "-report_folder", ""], "-report_folder"),
+        (cli.classify, [DIGITS, IMAGE, "CPU", "-load_config", ""], "-load_config"),
+    ],
+)
+def test_an_empty_path_is_a_usage_error(tmp_path, command, args, option):
+    with nothing_left_behind(tmp_path):
+        result = invoke(command, *args)
+    assert result.exit_code == 2
+    line = one_error_line(result)
+    assert option in line and "empty" in line
+
+
+def test_benchmark_checks_its_output_paths_before_it_runs(tmp_path):
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    for option, value, words in [
+        ("-report_folder", a_file, "is a file"),
+        ("-dump_config", tmp_path, "is a folder"),
+        ("-dump_config", a_file / "inside.json", "is a file"),
+    ]:
+        with nothing_left_behind(tmp_path):
+            result = invoke(cli.benchmark, "-m", DIGITS, "-d", "CPU", "-niter", 1, option, value)
+        assert result.exit_code == 2, result.stderr
+        assert words in one_error_line(result)
+        assert "Step 2/11" not in result.stdout
+
+
+def test_dot_dir_onto_a_file(tmp_path):
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    result = invoke(cli.query, "-m", DIGITS, "-d", "CPU", "--dot-dir", a_file)
+    assert result.exit_code != 0
+    assert "it is a file, not a folder" in one_error_line(result)
+
+
+def test_classify_with_an_empty_device_is_refused():
+    result = invoke(cli.classify, DIGITS, IMAGE, "")
+    assert result.exit_code == 2
+    assert "it is empty" in one_error_line(result)
+
+
+# --- inputs ----------------------------------------------------------------------------------------------
+
+
+def test_a_string_input_fed_numbers_says_strings():
+    node = h.make_node("Identity", ["s"], ["t"], name="id")
+    proto = make_model([node], [vi("s", [2], TensorProto.STRING)], [vi("t", [2], TensorProto.STRING)])
+    request = hc.Core().compile_model(proto, "CPU").create_infer_request()
+    with pytest.raises(hc.InferenceError, match="takes strings"):
+        request.infer({"s": np.zeros(2, np.float32)})
+    assert list(request.infer({"s": np.array(["a", "b"], dtype=object)})["t"]) == ["a", "b"]
+
+
+def test_a_fixed_zero_dimension_is_checked_like_any_other():
+    proto = make_model([h.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", [0, 3])], [vi("y", [0, 3])])
+    request = hc.Core().compile_model(proto, "CPU").create_infer_request()
+    with pytest.raises(hc.InferenceError, match=r"has shape \[1,3\] but the model takes \[0,3\]"):
+        request.infer({"x": np.zeros((1, 3), np.float32)})
+    assert request.infer({"x": np.zeros((0, 3), np.float32)})["y"].shape == (0, 3)
+
+
+def test_umask_is_left_as_it_was(tmp_path):
+    before = os.umask(0o022)
+    os.umask(before)
+    hc.Core().read_model(DIGITS).save(tmp_path / "m.onnx")
+    after = os.umask(0o022)
+    os.umask(after)
+    assert before == after
+    assert (tmp_path / "m.onnx").stat().st_mode & 0o777 == 0o666 & ~before
