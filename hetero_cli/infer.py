@@ -584,6 +584,8 @@ class InferRequest:
 
     def wait_for(self, timeout: int) -> bool:
         """Wait at most ``timeout`` milliseconds: True if the inference is done (failure re-raised)."""
+        if not isinstance(timeout, int | float) or isinstance(timeout, bool):
+            raise InferenceError(f"wait_for takes a timeout in milliseconds, not {timeout!r}")
         with self._cond:
             done = self._cond.wait_for(lambda: self._finished >= self._started, max(timeout, 0) / 1000.0)
             error = self._error if done else None

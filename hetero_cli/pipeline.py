@@ -25,10 +25,10 @@ import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .compile import CompiledModel
 from .errors import InferenceError
 
 if TYPE_CHECKING:
-    from .compile import CompiledModel
     from .infer import InferRequest
 
 log = logging.getLogger("hetero_cli")
@@ -130,7 +130,11 @@ class AsyncInferQueue:
     """
 
     def __init__(self, compiled: CompiledModel, jobs: int = 0):
-        if not isinstance(jobs, int) or jobs < 0:
+        if not isinstance(compiled, CompiledModel):
+            raise InferenceError(
+                f"AsyncInferQueue takes a compiled model (Core().compile_model(...)), not {type(compiled).__name__}"
+            )
+        if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 0:
             raise InferenceError(f"jobs must be a whole number >= 0 (0: the optimal number), not {jobs!r}")
         if jobs == 0:
             jobs = int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))

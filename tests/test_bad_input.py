@@ -259,3 +259,13 @@ def test_umask_is_left_as_it_was(tmp_path):
     os.umask(after)
     assert before == after
     assert (tmp_path / "m.onnx").stat().st_mode & 0o777 == 0o666 & ~before
+
+
+def test_async_api_misuse_is_an_inference_error():
+    compiled = hc.Core().compile_model(DIGITS, "CPU")
+    with pytest.raises(hc.InferenceError, match="takes a compiled model"):
+        hc.AsyncInferQueue("model.onnx", 2)
+    with pytest.raises(hc.InferenceError, match="whole number"):
+        hc.AsyncInferQueue(compiled, True)
+    with pytest.raises(hc.InferenceError, match="milliseconds"):
+        compiled.create_infer_request().wait_for("soon")
