@@ -61,7 +61,7 @@ def external_data_dir(folder: str | os.PathLike[str] | None) -> Iterator[None]:
 
 # "path/file.cc:181 onnxruntime::Model::Model(onnx::ModelProto&&, ...) " in ORT's messages: where in C++ the
 # error was raised, which tells a user nothing; the cause follows it.
-_SOURCE = re.compile(r"(?:Exception from )?/?[\w./-]*\.(?:cc|cpp|h|hpp):\d+:? ")
+_SOURCE = re.compile(r"(?:Exception from )?(?<![\w./-])[\w./-]*\.(?:cc|cpp|h|hpp):\d+:? ")
 # errors that say the model breaks ONNX's rules or is newer than this ORT, not that an EP refused it
 _MODEL_FAULT = re.compile(
     r"INVALID_GRAPH|This is an invalid model|Unsupported model IR version|ValidateOpsetForDomain|"
@@ -72,7 +72,7 @@ _MODEL_FAULT = re.compile(
 def failure_reason(exc: BaseException, limit: int = 400) -> str:
     """ORT's error in one line of at most ``limit`` characters: every line of it, with the C++ source
     locations and function signatures (the OpenVINO EP's and ORT's own) cut out."""
-    text = " ".join(str(exc).split())
+    text = " ".join(str(exc)[:4096].split())  # the cause comes early; a huge message costs no time
     if not text:
         return type(exc).__name__
     parts = []
@@ -88,9 +88,15 @@ def failure_reason(exc: BaseException, limit: int = 400) -> str:
 def _after_signature(text: str) -> str:
     """``text`` after the C++ signature that leads it ("void ns::f(args) const"), if one does."""
     opening = text.find("(")
-    if opening < 0 or "::" not in text[:opening]:
+    head = text[:opening]
+    # "[return type] ns::Class::function(": no quotes (OpenVINO's "While validating node 'opset1::...'" is
+    # text), a few words at most
+    if opening < 0 or "::" not in head or "'" in head or head.count(" ") > 3:
         return text
     tail = _balanced(text, opening, "()")
+    if tail.startswith("::"):  # a lambda inside the function: "...::<lambda()> cause"
+        tail = tail.partition(" ")[2]
+        return " " + tail if tail else tail
     if tail.startswith(" const"):
         tail = tail[len(" const") :]
     if tail.startswith(" [with "):  # a template's arguments

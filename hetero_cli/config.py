@@ -7,12 +7,15 @@ device's part becomes ONNX Runtime provider options and session options for that
 from __future__ import annotations
 
 import enum
+import json
 import math
 import numbers
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from . import registry
 from .errors import ConfigError, DeviceError
@@ -42,7 +45,10 @@ MAX_THREADS = 4096
 
 # Provider options that name a file or folder: ONNX Runtime takes them as given, so a number or a mapping
 # would become a path (a folder named "5" or "{'a': 1}")
-PATH_OPTIONS = frozenset({"cache_dir", "load_config", "trt_engine_cache_path"})
+PATH_OPTIONS = frozenset({"cache_dir", "trt_engine_cache_path"})
+# Provider options that take JSON text (the OpenVINO EP's load_config: {"CPU": {"NUM_STREAMS": "1"}}): a
+# mapping given for one is written as that text
+JSON_OPTIONS = frozenset({"load_config"})
 
 # Provider options that are counts, with the range each takes ({family: {key: (lowest, highest)}}): the
 # OpenVINO EP fails on a number beyond a C int and quietly uses 1 for 0 or less
@@ -116,6 +122,10 @@ def provider_option_value(device: Device, key: str, value: Any) -> str:
     as text; anything else (a list, a mapping, None) is refused, naming the device and the key."""
     if isinstance(value, enum.Enum):
         value = value.value
+    if isinstance(value, np.generic):  # numpy's scalars (np.True_, np.int64(2)) as Python's
+        value = value.item()
+    if key in JSON_OPTIONS and isinstance(value, Mapping):
+        return json.dumps(value)
     if key in PATH_OPTIONS:
         if isinstance(value, str | os.PathLike):
             return os.fspath(value) if not isinstance(value, str) else value

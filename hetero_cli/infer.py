@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import numbers
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -432,9 +433,16 @@ class InferRequest:
             i.name: (i.dtype, tuple(i.shape), _c_strides(i.shape, i.dtype.itemsize))
             for i in compiled.inputs
             if i.dtype is not None
+            and not i.dtype.hasobject  # strings: no OrtValue holds them, the straight path cannot bind them
             and i.shape is not None
             and all(isinstance(d, int) and d > 0 for d in i.shape)
         }
+        # sequence, map and optional inputs: handed to ORT as given (lists, dicts), as its run() takes them
+        self._non_tensor = frozenset(
+            i.name
+            for i in compiled.inputs
+            if (t := compiled.model.value_type(i.name)) is not None and not t.HasField("tensor_type")
+        )
         self.results: dict[str, np.ndarray] = {}
         self._profiled = any(step.compiled.profiler is not None for step in self._steps)
         self._history: list[list[tuple[int, int, float, float]]] = []
@@ -584,10 +592,11 @@ class InferRequest:
 
     def wait_for(self, timeout: int) -> bool:
         """Wait at most ``timeout`` milliseconds: True if the inference is done (failure re-raised)."""
-        if not isinstance(timeout, int | float) or isinstance(timeout, bool):
+        if not isinstance(timeout, numbers.Real) or isinstance(timeout, bool) or math.isnan(timeout):
             raise InferenceError(f"wait_for takes a timeout in milliseconds, not {timeout!r}")
+        seconds = min(max(float(timeout), 0.0) / 1000.0, threading.TIMEOUT_MAX)
         with self._cond:
-            done = self._cond.wait_for(lambda: self._finished >= self._started, max(timeout, 0) / 1000.0)
+            done = self._cond.wait_for(lambda: self._finished >= self._started, seconds)
             error = self._error if done else None
         if error is not None:
             raise error
@@ -725,7 +734,8 @@ class InferRequest:
         buffers.fed.clear()  # this inference binds its inputs itself: the direct path must bind them again
         values = dict(buffers.tensors)
         for name, arr in feeds.items():
-            values[name] = arr if arr.dtype.hasobject else _C.OrtValue.ortvalue_from_numpy(arr, _CPU)
+            plain = not isinstance(arr, np.ndarray) or arr.dtype.hasobject
+            values[name] = arr if plain else _C.OrtValue.ortvalue_from_numpy(arr, _CPU)
         return values
 
     def _run_direct(self, buffers: _Buffers, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -737,6 +747,8 @@ class InferRequest:
         for name, arr in feeds.items():
             layout = (arr, arr.shape, arr.dtype, arr.strides)
             bound = fed.get(name)
+            if arr.dtype.hasobject:  # strings: only the caller's outputs can read them here
+                continue
             if type(bound) is not tuple or bound[0] is not arr or bound[1:] != layout[1:]:
                 values[name] = _C.OrtValue.ortvalue_from_numpy(arr, _CPU)
                 fed[name] = layout
@@ -863,6 +875,9 @@ class InferRequest:
             raise InferenceError(f"missing input(s) {', '.join(map(repr, missing))}: give a value for each")
         out = {}
         for name, value in given.items():
+            if name in self._non_tensor:
+                out[name] = value
+                continue
             try:
                 arr = np.asarray(value, order="C")
             except (ValueError, TypeError) as exc:
@@ -873,7 +888,8 @@ class InferRequest:
                 ) from None
             info = self._inputs.get(name)
             if info is not None and info.dtype == np.dtype(object) and arr.dtype.kind in "US":
-                arr = arr.astype(object)  # numpy's fixed-width str: ORT takes str objects
+                # numpy's fixed-width str or bytes: ORT takes str objects
+                arr = (np.char.decode(arr, "utf-8") if arr.dtype.kind == "S" else arr).astype(object)
             if info is not None:
                 _check_tensor(name, arr, info.dtype, info.shape)
             out[name] = arr
@@ -886,7 +902,8 @@ class InferRequest:
         results = {}
         for name, source in self._output_sources:
             if source == INPUT:
-                results[name] = np.array(feeds[name], copy=True)
+                given = feeds[name]
+                results[name] = np.array(given, copy=True) if isinstance(given, np.ndarray) else given
             elif source == CONSTANT:
                 results[name] = np.array(feeds.get(name, self.compiled.constants[name]), copy=True)
             elif name in views:

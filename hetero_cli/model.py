@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import functools
 import os
+import secrets
 import shutil
-import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -315,18 +315,18 @@ class Model:
                 props.add(key=key, value=value)
             if node.affinity is not None:
                 props.add(key=AFFINITY, value=node.affinity)
-        path = _target(path)
+        # through a symbolic link to the file it names, except with external data: the data files go
+        # beside the path given, where the saved model will be read from
+        path = _target(path, follow=not any(_is_external(t) for t in all_tensors(self.proto)))
         tmp: Path | None = None
         written: list[Path] = []
         try:
             if self.external_dir is not None:
                 written = _place_external_files(self.proto, self.external_dir, path.parent)
-            # a name of its own beside the target: replaced into place whole, never clobbering a file
-            handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            os.close(handle)
-            tmp = Path(name)
-            onnx.save(self.proto, name)
-            os.chmod(name, path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask())
+            tmp = _new_file_beside(path)
+            onnx.save(self.proto, str(tmp))
+            if path.exists():
+                os.chmod(tmp, path.stat().st_mode & 0o7777)
             tmp.replace(path)
         except Exception as exc:
             if tmp is not None:
@@ -667,23 +667,29 @@ def _topological(deps: list[list[int]]) -> list[int] | None:
     return order if len(order) == n else None
 
 
-def _target(path: str | os.PathLike[str]) -> Path:
-    """Where ``save`` writes ``path``: through symbolic links; ModelError for what is not a file to write."""
+def _target(path: str | os.PathLike[str], *, follow: bool) -> Path:
+    """Where ``save`` writes ``path`` (through symbolic links if ``follow``); ModelError for what is not a
+    file to write."""
     if not str(path):
         raise ModelError("the output path is empty: give a file name such as model.affinities.onnx")
-    target = Path(os.path.realpath(path))
+    target = Path(os.path.realpath(path)) if follow else Path(path).absolute()
     if target.is_dir():
         raise ModelError(f"cannot write {path}: it is a directory; give a file name inside it")
-    if target.exists() and not target.is_file():
+    if target.exists() and not target.is_file() and not target.is_symlink():
         raise ModelError(f"cannot write {path}: it is not a regular file; give the path of an .onnx file")
     return target
 
 
-def _umask() -> int:
-    """The process's umask (os.umask can only be read by setting it), for a new file's permissions."""
-    mask = os.umask(0o22)
-    os.umask(mask)
-    return mask
+def _new_file_beside(path: Path) -> Path:
+    """A new empty file of a name of its own in ``path``'s folder, made with the umask's permissions: what
+    ``save`` writes and then moves into place whole (nothing of the user's is overwritten on the way)."""
+    while True:
+        candidate = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            os.close(os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            continue
+        return candidate
 
 
 def read_model(source: str | os.PathLike[str] | bytes | memoryview | onnx.ModelProto) -> Model:

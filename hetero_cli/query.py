@@ -267,8 +267,9 @@ def _probe_session(
     session = ort.InferenceSession(proto.SerializeToString(), so, providers=providers, enable_fallback=0)
     if device.ep not in session.get_providers():
         raise ConfigError(
-            f"{device.name} cannot create a session: ONNX Runtime dropped {device.ep}, usually over a "
-            f"provider option it refuses ({providers[0][1]}); check the config for {device.name}"
+            f"{device.name} cannot create a session: ONNX Runtime dropped {device.ep}, over a provider option "
+            f"it refuses or a device it cannot open ({providers[0][1]}); check the config for {device.name} "
+            "(ONNX Runtime's log says which: hetero --debug, or onnxruntime.set_default_logger_severity(2))"
         )
     return session
 

@@ -269,3 +269,33 @@ def test_async_api_misuse_is_an_inference_error():
         hc.AsyncInferQueue(compiled, True)
     with pytest.raises(hc.InferenceError, match="milliseconds"):
         compiled.create_infer_request().wait_for("soon")
+
+
+def test_wait_for_takes_numpy_numbers_and_refuses_nan():
+    request = hc.Core().compile_model(DIGITS, "CPU").create_infer_request()
+    assert (
+        request.wait_for(np.int64(5)) and request.wait_for(np.float32(3)) and request.wait_for(float("inf"))
+    )
+    with pytest.raises(hc.InferenceError, match="milliseconds"):
+        request.wait_for(float("nan"))
+
+
+def test_failure_reason_keeps_openvinos_validation_text_and_bounds_a_huge_message():
+    message = (
+        "Exception from src/core/src/node.cpp:142: Check 'axis <= axis_range_max' failed at "
+        "src/core/src/op/softmax.cpp:386: While validating node 'opset1::Softmax Softmax_1 (Parameter_1[0]:"
+        "f32[1,2]) -> (f32[1,2])' with friendly_name 'Softmax_1': Axis 5 out of the tensor rank range"
+    )
+    reason = failure_reason(RuntimeError(message))
+    assert "While validating node 'opset1::Softmax Softmax_1 (Parameter_1[0]" in reason
+    assert "Axis 5 out of the tensor rank range" in reason and ".cpp" not in reason
+    lambda_message = "x.cc:3 a::Locale::Locale(const std::string&)::<lambda()> Failed to construct locale"
+    assert failure_reason(RuntimeError(lambda_message)) == "Failed to construct locale"
+    assert len(failure_reason(RuntimeError("a::b(" * 50_000))) <= 400
+
+
+@needs_openvino
+def test_openvinos_load_config_takes_a_mapping_as_json():
+    config = {"DEVICE_PROPERTIES": {"OPENVINO": {"load_config": {"CPU": {"NUM_STREAMS": "1"}}}}}
+    compiled = hc.Core().compile_model(DIGITS, "HETERO:OPENVINO,CPU", config)
+    assert "OPENVINO" in compiled.execution_devices

@@ -123,3 +123,67 @@ def test_strings_sequences_and_maps_give_plain_orts_results(split, hint):
     queue.wait_all()
     for k, feeds in enumerate(inputs):
         _same(got[k], _reference(proto, feeds))
+
+
+def _ml_model(nodes, inputs, outputs) -> onnx.ModelProto:
+    graph = h.make_graph(
+        nodes, "g", inputs, outputs, [onnx.numpy_helper.from_array(np.array(0, np.int64), "zero")]
+    )
+    opsets = [h.make_opsetid("", 17), h.make_opsetid("ai.onnx.ml", 3)]
+    return h.make_model(graph, ir_version=9, opset_imports=opsets)
+
+
+@pytest.mark.parametrize("device", ["HETERO:CPU", "HETERO:OPENVINO,CPU"])
+def test_sequence_and_map_inputs_are_handed_over_as_given(device):
+    if "OPENVINO" in device and not HAS_OPENVINO:
+        pytest.skip("needs the OpenVINO execution provider")
+    map_type = h.make_map_type_proto(TensorProto.STRING, h.make_tensor_type_proto(FLOAT, None))
+    proto = _ml_model(
+        [
+            h.make_node("SequenceAt", ["seq", "zero"], ["first"], name="at"),
+            h.make_node(
+                "DictVectorizer", ["d"], ["v"], name="dv", domain="ai.onnx.ml", string_vocabulary=["a", "b"]
+            ),
+            h.make_node("Add", ["first", "v"], ["y"], name="add"),
+        ],
+        [h.make_tensor_sequence_value_info("seq", FLOAT, [2]), h.make_value_info("d", map_type)],
+        [h.make_tensor_value_info("y", FLOAT, None)],
+    )
+    feeds = {"seq": [np.array([1, -1], np.float32), np.array([5, 5], np.float32)], "d": {"a": 1.0, "b": -2.0}}
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = session.run(None, feeds)[0]
+    got = hc.Core().compile_model(proto, device).create_infer_request().infer(feeds)
+    np.testing.assert_array_equal(got["y"], want)
+
+
+@pytest.mark.parametrize("hint", ["LATENCY", "THROUGHPUT"])
+def test_a_string_input_only_passed_through_and_bytes_strings(hint):
+    """A string input that is also an output and nothing else reads (every other subgraph pre-bound: the
+    fast paths bind inputs themselves), and numpy bytes arrays, which ORT reads as UTF-8 text."""
+    proto = _ml_model(
+        [
+            h.make_node("Relu", ["x"], ["y"], name="relu"),
+            h.make_node("Cast", ["n"], ["m"], name="cast", to=FLOAT),
+        ],
+        [
+            h.make_tensor_value_info("x", FLOAT, [2]),
+            h.make_tensor_value_info("s", STRING, [2]),
+            h.make_tensor_value_info("n", STRING, [2]),
+        ],
+        [
+            h.make_tensor_value_info("y", FLOAT, [2]),
+            h.make_tensor_value_info("s", STRING, [2]),
+            h.make_tensor_value_info("m", FLOAT, [2]),
+        ],
+    )
+    request = hc.Core().compile_model(proto, "HETERO:CPU", {"PERFORMANCE_HINT": hint}).create_infer_request()
+    for _ in range(2):
+        feeds = {
+            "x": np.array([1, -1], np.float32),
+            "s": np.array(["a", "b"], dtype=object),
+            "n": np.array([b"1.5", b"-2"]),
+        }
+        got = request.infer(feeds)
+        assert list(got["s"]) == ["a", "b"]
+        np.testing.assert_array_equal(got["m"], np.array([1.5, -2], np.float32))
+        np.testing.assert_array_equal(got["y"], np.array([1, 0], np.float32))
