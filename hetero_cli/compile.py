@@ -442,9 +442,16 @@ def whole_plan_probe(
     placed = assignment(probe.session)
     if {ep for ep, _ in placed} - {device.ep, cpu.ep}:
         return None
-    on_cpu = {name for ep, nodes in placed if ep == cpu.ep for name, _ in nodes}
-    planned = {name for s in plan.subgraphs if s.device == cpu.name for name in s.nodes}
-    return (device, probe) if on_cpu == planned else None
+    # every node of the model the session ran, on the plan's device for it. Nodes ORT fused away (missing
+    # from its record) run inside what they were fused into; a fusion's own name on the EP is the EP's
+    # business, but one on the CPU EP may hold nodes the plan gives the EP: not the plan, then.
+    where = {name: s.device for s in plan.subgraphs for name in s.nodes}
+    for ep, nodes in placed:
+        on = device.name if ep == device.ep else cpu.name
+        for name, _ in nodes:
+            if where.get(name, None if on == cpu.name else on) != on:
+                return None
+    return device, probe
 
 
 def _one_session(

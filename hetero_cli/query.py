@@ -214,8 +214,11 @@ def _optimized_claims(
 def _resolve_missing(
     model: Model, wanted: set[str], claimed: set[str], elsewhere: set[str]
 ) -> set[str] | None:
-    """``claimed`` plus the missing nodes whose surviving neighbours are all claimed; None if any group of
-    missing nodes has no surviving neighbour or neighbours on both sides."""
+    """``claimed`` plus the missing nodes whose surviving neighbours are all claimed; None if a group of
+    missing nodes has no surviving neighbour. A group between claimed and unclaimed nodes (a quantized
+    model's scale multiplications, fused away between a DynamicQuantizeLinear the EP runs and a
+    ConvInteger it refuses) is left to the next device: ORT fused it, so it runs nowhere as a node of its own
+    in the probe, and every device after this one can run it."""
     missing = wanted - claimed - elsewhere
     consumers = model.consumers()
     result = set(claimed)
@@ -238,7 +241,7 @@ def _resolve_missing(
                         todo.append(name)
                 elif name in wanted:
                     around.add(name in claimed)
-        if len(around) != 1:
+        if not around:
             return None
         if around == {True}:
             result.update(group)

@@ -112,6 +112,31 @@ def test_a_plan_the_probe_did_not_place_is_not_run_in_it():
 
 
 @needs_openvino
+def test_nodes_fused_away_do_not_matter_but_a_cpu_fusion_does(monkeypatch):
+    """ORT's record names what the session runs: a plan node missing from it was fused into another (a
+    quantized model's scale multiplications) and runs there; a fused node of its own name on the EP is the
+    EP's business; one on the CPU EP may hold nodes the plan gives the EP, so the plan is not the session."""
+    model = hc.Core().read_model(isinf_model())
+    devices = {"OPENVINO": lookup("OPENVINO"), "CPU": lookup("CPU")}
+    with query.keep_probes() as probes:
+        plan = partition(model, query.greedy(model, list(devices.values())))
+        real = compile.assignment(probes["OPENVINO"].session)
+        cpu_nodes = {n for s in plan.subgraphs if s.device == "CPU" for n in s.nodes}
+        edits = {
+            "one CPU node fused away": (
+                [(ep, [n for n in ns if n[0] != min(cpu_nodes)]) for ep, ns in real],
+                True,
+            ),
+            "a fusion on the EP": ([*real, ("OpenVINOExecutionProvider", [("a/b_fusion", "Gemm")])], True),
+            "a fusion on the CPU EP": ([*real, ("CPUExecutionProvider", [("a/b_fusion", "Gemm")])], False),
+        }
+        for case, (record, one) in edits.items():
+            monkeypatch.setattr(compile, "assignment", lambda session, record=record: record)
+            chosen = compile.whole_plan_probe(model, plan, devices, SplitConfig(), probes)
+            assert (chosen is not None) == one, case
+
+
+@needs_openvino
 def test_requests_in_flight_on_one_session_give_each_its_results():
     proto = hardmax_model()
     compiled = hc.Core().compile_model(proto, SPLIT)
