@@ -443,6 +443,10 @@ class InferRequest:
             for i in compiled.inputs
             if (t := compiled.model.value_type(i.name)) is not None and not t.HasField("tensor_type")
         )
+        # inputs no OrtValue can hold (those and strings): kept as given, for the plain steps that read them
+        self._unwrapped = self._non_tensor | {
+            i.name for i in compiled.inputs if i.dtype is not None and i.dtype.hasobject
+        }
         self.results: dict[str, np.ndarray] = {}
         self._profiled = any(step.compiled.profiler is not None for step in self._steps)
         self._history: list[list[tuple[int, int, float, float]]] = []
@@ -733,9 +737,9 @@ class InferRequest:
         """The inference's tensors: the buffers, and the inputs wrapped as OrtValues without a copy."""
         buffers.fed.clear()  # this inference binds its inputs itself: the direct path must bind them again
         values = dict(buffers.tensors)
+        unwrapped = self._unwrapped
         for name, arr in feeds.items():
-            plain = not isinstance(arr, np.ndarray) or arr.dtype.hasobject
-            values[name] = arr if plain else _C.OrtValue.ortvalue_from_numpy(arr, _CPU)
+            values[name] = arr if name in unwrapped else _C.OrtValue.ortvalue_from_numpy(arr, _CPU)
         return values
 
     def _run_direct(self, buffers: _Buffers, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -744,11 +748,12 @@ class InferRequest:
         assert buffers.direct is not None
         fed = buffers.fed
         values = {}
+        unwrapped = self._unwrapped
         for name, arr in feeds.items():
+            if name in unwrapped:  # only the caller's outputs can read them here
+                continue
             layout = (arr, arr.shape, arr.dtype, arr.strides)
             bound = fed.get(name)
-            if arr.dtype.hasobject:  # strings: only the caller's outputs can read them here
-                continue
             if type(bound) is not tuple or bound[0] is not arr or bound[1:] != layout[1:]:
                 values[name] = _C.OrtValue.ortvalue_from_numpy(arr, _CPU)
                 fed[name] = layout

@@ -187,3 +187,20 @@ def test_a_string_input_only_passed_through_and_bytes_strings(hint):
         assert list(got["s"]) == ["a", "b"]
         np.testing.assert_array_equal(got["m"], np.array([1.5, -2], np.float32))
         np.testing.assert_array_equal(got["y"], np.array([1, 0], np.float32))
+
+
+def test_a_sequence_input_only_passed_through_beside_a_bound_subgraph():
+    """Every subgraph pre-bound (the direct path binds the inputs itself) and a sequence input that only
+    comes back out as an output: nothing tries to wrap the list as an OrtValue."""
+    graph = h.make_graph(
+        [h.make_node("Relu", ["x"], ["y"], name="relu")],
+        "g",
+        [h.make_tensor_value_info("x", FLOAT, [2]), h.make_tensor_sequence_value_info("seq", FLOAT, None)],
+        [h.make_tensor_value_info("y", FLOAT, [2]), h.make_tensor_sequence_value_info("seq", FLOAT, None)],
+    )
+    proto = h.make_model(graph, ir_version=9, opset_imports=[h.make_opsetid("", 17)])
+    request = hc.Core().compile_model(proto, "HETERO:CPU").create_infer_request()
+    for _ in range(2):
+        got = request.infer({"x": np.array([1, -1], np.float32), "seq": [np.array([3.0], np.float32)]})
+        np.testing.assert_array_equal(got["y"], np.array([1, 0], np.float32))
+        assert len(got["seq"]) == 1 and got["seq"][0].tolist() == [3.0]
