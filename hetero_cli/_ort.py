@@ -9,6 +9,8 @@ import os
 import re
 from collections.abc import Iterator
 
+from .errors import ModelError
+
 try:
     import onnxruntime as ort
 except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
@@ -120,6 +122,17 @@ def model_fault(exc: BaseException) -> bool:
     return _MODEL_FAULT.search(str(exc)) is not None
 
 
+def refused_model(subject: str, exc: BaseException) -> ModelError | None:
+    """A ModelError blaming the model where ORT refused ``subject`` for the model itself (model_fault),
+    else None: moving nodes to another device would not help."""
+    if not model_fault(exc):
+        return None
+    return ModelError(
+        f"ONNX Runtime refuses {subject}: {failure_reason(exc)}; the model itself is at fault: check it with "
+        "onnx.checker.check_model and fix or re-export it"
+    )
+
+
 @functools.cache
 def unloadable(ir_version: int, opset: int) -> str | None:
     """Why this ORT loads no model of this IR version and default-domain opset (None if it does): checked
@@ -163,6 +176,7 @@ __all__ = [
     "model_fault",
     "ort",
     "record_assignment",
+    "refused_model",
     "session_options",
     "unloadable",
 ]

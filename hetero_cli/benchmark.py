@@ -89,12 +89,13 @@ def _fixed(dim: Any) -> bool:
 
 
 def data_shapes(
-    model: Model, shape: str | None = None, data_shape: str | None = None
+    model: Model, shape: str | None = None, data_shape: str | None = None, requests: int = 1
 ) -> tuple[dict[str, tuple[int, ...]], list[str]]:
     """The concrete shape of every input's data, and notes on dynamic dimensions filled with 1.
 
     ``shape`` (-shape) fills the model's dynamic dimensions (hetero-cli does not reshape static ones);
-    ``data_shape`` (-data_shape) gives the data's shape, which must fit the model's.
+    ``data_shape`` (-data_shape) gives the data's shape, which must fit the model's. BenchmarkError if
+    ``requests`` sets of that data (one per infer request) would not fit in memory (check_data_size).
     """
     names = [i.name for i in model.inputs]
     wanted_model = parse_shapes(shape, names, "-shape") if shape else {}
@@ -135,7 +136,7 @@ def data_shapes(
                 f"(-data_shape {info.name}{shape_text(concrete)} to choose)"
             )
         out[info.name] = tuple(concrete)
-    check_data_size(model, out)
+    check_data_size(model, out, requests)
     return out, notes
 
 

@@ -762,8 +762,7 @@ def benchmark(
     info(f"Read model {setup.model_path} took {read_ms:.2f} ms")
     _print_io(setup.model)
     step(5, "Resizing model to match image sizes and given batch")
-    shapes, notes = bench.data_shapes(setup.model, shape, data_shape)
-    bench.check_data_size(setup.model, shapes, nireq)  # every request's inputs, before any compile
+    shapes, notes = bench.data_shapes(setup.model, shape, data_shape, nireq)
     for note in notes:
         info(note)
     batch = bench.batch_size(shapes)

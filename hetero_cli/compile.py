@@ -23,9 +23,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ._ort import assignment, failure_reason, model_fault, ort, record_assignment, session_options
+from ._ort import assignment, failure_reason, ort, record_assignment, refused_model, session_options
 from .config import LATENCY, SplitConfig
-from .errors import CompileError, ConfigError, ModelError
+from .errors import CompileError, ConfigError
 from .export import extract, subgraph_model
 from .model import Model, TensorInfo, shape_text, type_shape
 from .partition import CONSTANT, INPUT, Plan, Subgraph
@@ -179,11 +179,9 @@ def prepare_subgraph(
             where = (
                 f"{subgraph.name} ({len(subgraph.nodes)} node(s) on {device.name}: {_ops(model, subgraph)})"
             )
-            if model_fault(exc):
-                raise ModelError(
-                    f"ONNX Runtime refuses the model ({where}): {failure_reason(exc)}; the model itself is at "
-                    "fault: check it with onnx.checker.check_model and fix or re-export it"
-                ) from None
+            refused = refused_model(f"the model ({where})", exc)
+            if refused is not None:
+                raise refused from None
             raise CompileError(
                 f"{where} could not be compiled by {device.ep}: {failure_reason(exc)}; move its nodes to "
                 "another device (affinities) or change its config"

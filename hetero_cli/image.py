@@ -22,6 +22,7 @@ Without metadata nor options: no normalisation, no inversion, RGB order for 3 ch
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -50,6 +51,7 @@ class ImageError(HeteroError, ValueError):
 MEMORY_LIMIT_TEXT = "half of this machine's memory"
 
 
+@functools.cache
 def memory_limit() -> int:
     """The most bytes one command's input data may take: half the memory here (physical, or the cgroup's
     limit where lower; 16 GiB assumed where neither can be read), so that an oversized input is refused

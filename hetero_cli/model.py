@@ -190,6 +190,7 @@ class Model:
             stat = self.path.stat()
             self._stamp = (stat.st_size, stat.st_mtime_ns)
         external = any(_is_external(t) for t in all_tensors(proto))
+        self._external_data = external  # weights in files of their own beside the model
         # where sessions find the weights kept in external files (read_model checked them), or in the model
         # file itself: the model's folder
         self.external_dir = (
@@ -317,7 +318,7 @@ class Model:
                 props.add(key=AFFINITY, value=node.affinity)
         # through a symbolic link to the file it names, except with external data: the data files go
         # beside the path given, where the saved model will be read from
-        path = _target(path, follow=not any(_is_external(t) for t in all_tensors(self.proto)))
+        path = _target(path, follow=not self._external_data)
         tmp: Path | None = None
         written: list[Path] = []
         try:

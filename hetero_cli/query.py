@@ -18,7 +18,7 @@ from typing import Any
 
 import onnx
 
-from ._ort import assignment, failure_reason, model_fault, ort, record_assignment, session_options
+from ._ort import assignment, ort, record_assignment, refused_model, session_options
 from .device_string import DeviceRequest
 from .errors import AffinityError, ConfigError, ModelError, UnsupportedNodesError
 from .export import extract
@@ -375,11 +375,9 @@ def _refused_as_invalid(model: Model, node: Node) -> None:
     except ConfigError:
         raise
     except Exception as exc:
-        if model_fault(exc):
-            raise ModelError(
-                f"ONNX Runtime refuses {node.friendly_name} ({node.get_type_name()}): {failure_reason(exc)}; the model "
-                "itself is at fault: check it with onnx.checker.check_model and fix or re-export it"
-            ) from None
+        refused = refused_model(f"{node.friendly_name} ({node.get_type_name()})", exc)
+        if refused is not None:
+            raise refused from None
 
 
 def _check_manual(

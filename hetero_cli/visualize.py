@@ -176,7 +176,7 @@ def subgraphs_dot(model: Model, plan: Plan) -> str:
 def dump(model: Model, plan: Plan, directory: str | os.PathLike[str] | None = None) -> tuple[Path, Path]:
     """Write both .dot files into ``directory`` (default: the current directory); returns their paths."""
     folder = Path(directory) if directory is not None else Path.cwd()
-    if not str(directory if directory is not None else folder):
+    if directory is not None and not str(directory):
         raise HeteroError("the folder for .dot files is empty: give a folder name, or leave it out for here")
     if folder.exists() and not folder.is_dir():
         raise HeteroError(f"cannot write .dot files into {folder}: it is a file, not a folder")

@@ -251,7 +251,7 @@ def test_a_fixed_zero_dimension_is_checked_like_any_other():
     assert request.infer({"x": np.zeros((0, 3), np.float32)})["y"].shape == (0, 3)
 
 
-def test_umask_is_left_as_it_was(tmp_path):
+def test_save_gives_a_new_file_the_umasks_permissions_and_leaves_the_umask(tmp_path):
     before = os.umask(0o022)
     os.umask(before)
     hc.Core().read_model(DIGITS).save(tmp_path / "m.onnx")
