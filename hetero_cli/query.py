@@ -146,7 +146,7 @@ def _claims(model: Model, device: Device, nodes: list[Node], *, whole: bool = Fa
         proto = model.session_copy() if whole else _piece(model, nodes)
     except ModelError:
         return set() if len(nodes) == 1 else _halves(model, device, nodes)
-    if whole and device.kind.compiles_graph:
+    if whole and device.kind.optimized_probe:
         answer = _optimized_claims(proto, model, device, wanted)
         if answer is not None:
             return answer

@@ -59,9 +59,10 @@ class DeviceKind:
     hardware: Callable[[Device], bool]
     provider_option_names: frozenset[str] = frozenset()
     full_name: str = ""
-    # its EP compiles the whole graph it claims itself, so ORT's graph optimizations change nothing it
-    # runs (measured for OpenVINO: same latency with them off): a probe session can serve as the compile
-    compiles_graph: bool = False
+    # the query probes the whole model as a compile runs it (ORT's graph optimizations on), so that probe
+    # is the session a compile would create: kept for a plan of one subgraph, or for a LATENCY split that
+    # ORT placed as the plan does (compile.whole_plan_probe)
+    optimized_probe: bool = False
 
     def parse(self, name: str) -> Device | None:
         """The device this kind makes of ``name`` (already upper-case), or None if it is not one of its names."""
@@ -156,6 +157,7 @@ KINDS: tuple[DeviceKind, ...] = (
         spelled=("GPU", "GPU.<n>"),
         make=_indexed("GPU", "device_id"),
         hardware=_ep_session_works,
+        optimized_probe=True,
         provider_option_names=frozenset(
             {
                 "device_id",
@@ -183,7 +185,7 @@ KINDS: tuple[DeviceKind, ...] = (
         spelled=("OPENVINO", "OPENVINO.CPU", "OPENVINO.GPU", "OPENVINO.NPU"),
         make=_openvino,
         hardware=_openvino_hardware,
-        compiles_graph=True,
+        optimized_probe=True,
         provider_option_names=frozenset(
             {
                 "device_type",
