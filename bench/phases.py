@@ -31,6 +31,7 @@ from __future__ import annotations
 import gc
 import statistics
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -153,9 +154,10 @@ def gil_during_session_init(path: Path, providers: str = "CPU") -> dict[str, flo
     return {"python_pace_share": busy / alone if alone else 0.0, "initialize_s": seconds}
 
 
-def warm_up(path: Path) -> None:
-    """One untimed round of everything, so plugin loading and first-use allocations are paid here."""
-    for device, providers in (("HETERO:OPENVINO,CPU", "OPENVINO,CPU"), ("HETERO:CPU", "CPU")):
+def warm_up(path: Path, strings: Sequence[tuple[str, str]]) -> None:
+    """One untimed round of each (device string, providers), so plugin loading and first-use allocations
+    are paid here."""
+    for device, providers in strings:
         _one(path, device, providers, serial=False)
 
 

@@ -465,12 +465,19 @@ def draw(run: Run) -> None:
 def section_phases(run: Run, models: list[Subject]) -> None:
     """Compile-time breakdown for both device strings on every non-chain model."""
     out: dict[str, Any] = {}
+    run.results["phases"] = out
     light = [s for s in models if s.kind != "chain"]
+    has_openvino = "OpenVINOExecutionProvider" in ort.get_available_providers()
+    strings = [(d, p) for d, p in DEVICE_STRINGS if has_openvino or "OPENVINO" not in p]
+    if not has_openvino:
+        run.console.print(
+            "[yellow]phases: HETERO:OPENVINO,CPU skipped, this ONNX Runtime has no OpenVINO EP[/yellow]"
+        )
     if light:  # load the EP plugins once, untimed, so the first model does not pay for it
-        phases.warm_up(light[0].path)
+        phases.warm_up(light[0].path, strings)
     for subject in light:
         out[subject.name] = {}
-        for device, providers in DEVICE_STRINGS:
+        for device, providers in strings:
             run.progress(f"phases: {subject.name} {device}")
             try:
                 out[subject.name][device] = phases.phases(
@@ -483,12 +490,11 @@ def section_phases(run: Run, models: list[Subject]) -> None:
                     )
             except Exception as exc:
                 out[subject.name][device] = {"error": run.error(f"phases {subject.name} {device}", exc)}
-    run.results["phases"] = out
     if light:
         try:
             run.results["gil"] = {
                 providers: phases.gil_during_session_init(light[0].path, providers)
-                for providers in ("CPU", "OPENVINO,CPU")
+                for _, providers in strings
             }
         except Exception as exc:
             run.error("gil probe", exc)

@@ -614,9 +614,11 @@ def assert_close(
         np.testing.assert_allclose(got[name], want, rtol=rtol, atol=atol * max(1.0, scale), err_msg=name)
 
 
-def split_and_run(proto, feeds, ref, device: str, affinity_of, *, rtol: float = 5e-4, atol: float = 1e-6):
+def split_and_run(
+    proto, feeds, ref, device: str, affinity_of, *, rtol: float = 5e-4, atol: float = 1e-6, config=None
+):
     """Set every node's affinity with ``affinity_of(index among non-constant nodes, node)``, compile for
-    ``device``, run, compare with ``ref``, and check the plan and every exported subgraph."""
+    ``device`` (with ``config``), run, compare with ``ref``, and check the plan and every exported subgraph."""
     import hetero_cli
     from hetero_cli.export import subgraph_model
 
@@ -631,7 +633,7 @@ def split_and_run(proto, feeds, ref, device: str, affinity_of, *, rtol: float = 
             active += 1
         node.get_rt_info()["affinity"] = affinity
         affinities[node.get_friendly_name()] = affinity
-    compiled = core.compile_model(model, device)
+    compiled = core.compile_model(model, device, config)
     check_plan(model, compiled.plan, affinities)
     for sub in compiled.plan.subgraphs:
         onnx.checker.check_model(subgraph_model(model, sub))

@@ -45,11 +45,20 @@ SPLIT = "HETERO:" + ",".join(SPLIT_DEVICES)
 # CUDA EP as a user gets it; 10-bit mantissas), so they agree to about 1e-3 there, to 1e-4 elsewhere.
 # tests/test_gpu.py turns TF32 off and checks random graphs to the tight tolerance.
 SPLIT_TOLERANCE = {"rtol": 5e-3, "atol": 5e-3} if ACCELERATOR == "GPU" else {"rtol": 1e-4, "atol": 1e-5}
+# Config for float32 arithmetic on the accelerator (TF32 off on the GPU), for tests held to f32 tolerances.
+EXACT_F32: dict[str, dict[str, str]] = {"GPU": {"use_tf32": "0"}} if ACCELERATOR == "GPU" else {}
 
 
 def needs_openvino(obj):
     """Decorator: mark ``openvino`` and skip cleanly where the OpenVINO EP is not installed."""
     return pytest.mark.openvino(SKIP_NO_OPENVINO(obj))
+
+
+def needs_accelerator(obj):
+    """Decorator: skip cleanly where this ORT flavour has no second device (ACCELERATOR) to split over."""
+    return pytest.mark.skipif(
+        ACCELERATOR is None, reason="needs a second device: onnxruntime-openvino, or onnxruntime-gpu on a GPU"
+    )(obj)
 
 
 def vi(name: str, shape: Sequence[int | str | None] | None = (2,), elem: int = FLOAT) -> onnx.ValueInfoProto:

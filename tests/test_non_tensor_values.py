@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from helpers import HAS_OPENVINO
+from helpers import ACCELERATOR, SPLIT
 from onnx import TensorProto
 from onnx import helper as h
 
@@ -80,14 +80,14 @@ SPLITS = {
     "HETERO:CPU": None,
     # every kind of value crosses a boundary: the sequence, the strings, a float made from strings
     "alternating": {
-        "relu": "OPENVINO",
+        "relu": ACCELERATOR,
         "construct": "CPU",
         "at": "CPU",
-        "neg": "OPENVINO",
+        "neg": ACCELERATOR,
         "identity": "CPU",
         "cast": "CPU",
-        "add": "OPENVINO",
-        "unsqueeze": "OPENVINO",
+        "add": ACCELERATOR,
+        "unsqueeze": ACCELERATOR,
         "zipmap": "CPU",
     },
     "automatic": None,
@@ -97,13 +97,13 @@ SPLITS = {
 @pytest.mark.parametrize("hint", ["LATENCY", "THROUGHPUT"])
 @pytest.mark.parametrize("split", list(SPLITS))
 def test_strings_sequences_and_maps_give_plain_orts_results(split, hint):
-    if split != "HETERO:CPU" and not HAS_OPENVINO:
-        pytest.skip("needs the OpenVINO execution provider for a split")
+    if split != "HETERO:CPU" and ACCELERATOR is None:
+        pytest.skip("needs a second device for a split: onnxruntime-openvino, or onnxruntime-gpu on a GPU")
     proto = _model()
     model = hc.Core().read_model(proto)
     for node in model.get_ops() if SPLITS[split] else ():
         node.get_rt_info()["affinity"] = SPLITS[split][node.get_friendly_name()]
-    device = "HETERO:CPU" if split == "HETERO:CPU" else "HETERO:OPENVINO,CPU"
+    device = "HETERO:CPU" if split == "HETERO:CPU" else SPLIT
     compiled = hc.Core().compile_model(model, device, {"PERFORMANCE_HINT": hint})
     if split == "alternating":
         assert len(compiled.subgraphs) >= 4
@@ -133,10 +133,8 @@ def _ml_model(nodes, inputs, outputs) -> onnx.ModelProto:
     return h.make_model(graph, ir_version=9, opset_imports=opsets)
 
 
-@pytest.mark.parametrize("device", ["HETERO:CPU", "HETERO:OPENVINO,CPU"])
+@pytest.mark.parametrize("device", sorted({"HETERO:CPU", SPLIT}))
 def test_sequence_and_map_inputs_are_handed_over_as_given(device):
-    if "OPENVINO" in device and not HAS_OPENVINO:
-        pytest.skip("needs the OpenVINO execution provider")
     map_type = h.make_map_type_proto(TensorProto.STRING, h.make_tensor_type_proto(FLOAT, None))
     proto = _ml_model(
         [

