@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import re
 import time
@@ -25,10 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from . import image
+from . import image, limits
 from .compile import CompiledModel
 from .errors import HeteroError, InferenceError
 from .infer import InferRequest
+from .limits import data_bytes, size_text
 from .model import Model, TensorInfo, shape_text
 from .pipeline import AsyncInferQueue
 from .profiling import NOT_RUN, ProfilingInfo
@@ -145,11 +145,6 @@ def _dtype(info: TensorInfo) -> np.dtype:
     return np.dtype(info.dtype) if info.dtype is not None else np.dtype(np.float32)
 
 
-def data_bytes(dtype: Any, shape: Sequence[int]) -> int:
-    """The bytes an array of ``dtype`` and ``shape`` takes (Python ints: no overflow for absurd shapes)."""
-    return math.prod(int(d) for d in shape) * np.dtype(dtype).itemsize
-
-
 def _smaller(info: TensorInfo) -> str:
     """What makes an input's data smaller: the options where it has dynamic dimensions, else another model."""
     if info.shape is None or not all(_fixed(d) for d in info.shape):
@@ -162,28 +157,29 @@ def _smaller(info: TensorInfo) -> str:
 
 def check_data_size(model: Model, shapes: Mapping[str, Sequence[int]], count: int = 1) -> None:
     """BenchmarkError, before anything is allocated, if the inputs' data (``count`` sets of it, one per infer
-    request) would take more than image.memory_limit() bytes."""
-    limit = image.memory_limit()
-    over = f"over the limit of {image.size_text(limit)} ({image.MEMORY_LIMIT_TEXT})"
+    request) would take more than limits.memory_limit() bytes."""
     infos = [i for i in model.inputs if i.name in shapes]
     sizes = {i.name: data_bytes(_dtype(i), shapes[i.name]) for i in infos}
     for info in infos:
-        if sizes[info.name] > limit:
+        over = limits.over_limit(sizes[info.name])
+        if over is not None:
             raise BenchmarkError(
                 f"input {info.name!r} data {shape_text(shapes[info.name])} {_dtype(info)} would take "
-                f"{image.size_text(sizes[info.name])}, {over}: {_smaller(info)}"
+                f"{size_text(sizes[info.name])}, {over}: {_smaller(info)}"
             )
     total = sum(sizes.values())
-    if total > limit:
-        parts = ", ".join(f"{n} {image.size_text(b)}" for n, b in sizes.items())
+    over = limits.over_limit(total)
+    if over is not None:
+        parts = ", ".join(f"{n} {size_text(b)}" for n, b in sizes.items())
         raise BenchmarkError(
-            f"the inputs' data would take {image.size_text(total)} together ({parts}), {over}: "
+            f"the inputs' data would take {size_text(total)} together ({parts}), {over}: "
             f"give a smaller -shape or -data_shape"
         )
-    if count > 1 and total * count > limit:
+    over = limits.over_limit(total * count)
+    if over is not None:
         raise BenchmarkError(
-            f"the data for {count} infer requests would take {count} x {image.size_text(total)} = "
-            f"{image.size_text(total * count)}, {over}: give fewer requests (-nireq) or a smaller -shape "
+            f"the data for {count} infer requests would take {count} x {size_text(total)} = "
+            f"{size_text(total * count)}, {over}: give fewer requests (-nireq) or a smaller -shape "
             f"or -data_shape"
         )
 
@@ -254,12 +250,11 @@ def random_tensor(rng: np.random.Generator, dtype: np.dtype, shape: Sequence[int
     dtype = np.dtype(dtype)
     shape = tuple(int(d) for d in shape)
     if dtype == np.bool_ or np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating):
-        limit = image.memory_limit()
-        if data_bytes(dtype, shape) > limit:
+        over = limits.over_limit(data_bytes(dtype, shape))
+        if over is not None:
             raise BenchmarkError(
-                f"random data {shape_text(shape)} {dtype} would take {image.size_text(data_bytes(dtype, shape))}, "
-                f"over the limit of {image.size_text(limit)} ({image.MEMORY_LIMIT_TEXT}): give a smaller -shape "
-                f"or -data_shape"
+                f"random data {shape_text(shape)} {dtype} would take {size_text(data_bytes(dtype, shape))}, "
+                f"{over}: give a smaller -shape or -data_shape"
             )
     # made in the target type (no float64 or int64 array first, which would take 2 to 8 times the memory)
     if dtype == np.bool_:

@@ -22,8 +22,6 @@ Without metadata nor options: no normalisation, no inversion, RGB order for 3 ch
 
 from __future__ import annotations
 
-import functools
-import math
 import os
 import re
 import warnings
@@ -33,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import limits
 from .errors import HeteroError
 from .model import Model, TensorInfo, shape_text
 
@@ -46,42 +45,7 @@ class ImageError(HeteroError, ValueError):
     """An image cannot be read, or a model's input cannot take an image, or preprocessing options are bad."""
 
 
-# --- memory limits (shared with benchmark) -------------------------------------------------------------
-
-MEMORY_LIMIT_TEXT = "half of this machine's memory"
-
-
-@functools.cache
-def memory_limit() -> int:
-    """The most bytes one command's input data may take: half the memory here (physical, or the cgroup's
-    limit where lower; 16 GiB assumed where neither can be read), so that an oversized input is refused
-    with a message instead of allocating until MemoryError."""
-    total = 0
-    try:
-        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, OSError, ValueError):
-        total = 0
-    try:  # a container's limit (cgroup v2), when it has one
-        text = Path("/sys/fs/cgroup/memory.max").read_text().strip()
-        if text.isdigit() and 0 < int(text) < (total or int(text) + 1):
-            total = int(text)
-    except OSError:
-        pass
-    if total <= 0:
-        total = 16 * 2**30
-    return total // 2
-
-
-def size_text(nbytes: int) -> str:
-    """A byte count for messages: 512 bytes, 12.0 MiB, 3.8 GiB, 745.1 TiB..."""
-    if nbytes < 1024:
-        return f"{nbytes} bytes"
-    value = float(nbytes)
-    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
-        value /= 1024.0
-        if value < 1024.0 or unit == "EiB":
-            return f"{value:.1f} {unit}"
-    raise AssertionError("unreachable")  # pragma: no cover
+# --- limits ------------------------------------------------------------------------------------------
 
 
 def pixel_limit() -> int | None:
@@ -340,22 +304,21 @@ def tensor_shape(spec: ImageInput, height: int, width: int, batch: int = 1) -> t
 
 def check_size(spec: ImageInput, height: int, width: int, batch: int = 1) -> None:
     """ImageError, before anything is resized or allocated, if the input's tensor for an image of ``height``
-    x ``width`` needs more pixels than Pillow decodes (MAX_IMAGE_PIXELS) or more bytes than memory_limit()."""
+    x ``width`` needs more pixels than Pillow decodes (MAX_IMAGE_PIXELS) or more bytes than limits.memory_limit()."""
     shape = tensor_shape(spec, height, width, batch)
-    nbytes = math.prod(shape) * spec.dtype.itemsize
+    nbytes = limits.data_bytes(spec.dtype, shape)
     what = f"the model's input {spec.name!r} needs a {shape_text(shape)} {spec.dtype} tensor"
     pixels = pixel_limit()
     if pixels is not None and height * width > pixels:
         raise ImageError(
-            f"{what}, {width}x{height} = {height * width} pixels per image ({size_text(nbytes)}), over the "
+            f"{what}, {width}x{height} = {height * width} pixels per image ({limits.size_text(nbytes)}), over the "
             f"limit of {pixels} pixels (Pillow's MAX_IMAGE_PIXELS, against decompression bombs): use a model "
             f"with a smaller input, or dynamic height and width"
         )
-    limit = memory_limit()
-    if nbytes > limit:
+    over = limits.over_limit(nbytes)
+    if over is not None:
         raise ImageError(
-            f"{what} of {size_text(nbytes)}, over the limit of {size_text(limit)} ({MEMORY_LIMIT_TEXT}): "
-            f"use a model with a smaller input, or a smaller batch"
+            f"{what} of {limits.size_text(nbytes)}, {over}: use a model with a smaller input, or a smaller batch"
         )
 
 

@@ -28,7 +28,7 @@ from robust import invoke, nothing_left_behind, one_error_line
 
 import hetero_cli as hc
 from hetero_cli import benchmark as bench
-from hetero_cli import cli, image
+from hetero_cli import cli, image, limits
 
 ROOT = Path(__file__).resolve().parent.parent
 DIGITS = ROOT / "models" / "digits.onnx"
@@ -122,7 +122,7 @@ def test_to_tensor_checks_the_size_it_resizes_to(monkeypatch):
 
 
 def test_an_image_tensor_over_the_memory_limit_is_refused(monkeypatch):
-    monkeypatch.setattr(image, "memory_limit", lambda: 1000)
+    monkeypatch.setattr(limits, "memory_limit", lambda: 1000)
     with pytest.raises(image.ImageError, match=r"\[1,3,32,32\] float32 tensor of 12\.0 KiB, over the limit"):
         image.preprocessing(hc.Model(identity_model([1, 3, 32, 32])))
 
@@ -139,10 +139,35 @@ def test_classify_a_huge_fixed_input_is_one_error_and_no_memory_error(tmp_path):
 
 
 def test_memory_limit_is_half_the_machine():
-    limit = image.memory_limit()
+    limit = limits.memory_limit()
     assert 2**28 <= limit <= 2**50
     if hasattr(os, "sysconf"):
         assert limit <= os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+
+
+@pytest.mark.parametrize(
+    ("v2", "v1", "expected"),
+    [
+        ("max", None, None),  # cgroup v2 without a limit: the machine's memory
+        (str(2**31), None, 2**30),  # v2 limit of 2 GiB
+        (None, str(2**31), 2**30),  # cgroup v1 limit of 2 GiB
+        (None, str(2**63 - 4096), None),  # v1's "no limit" is a huge number: the machine's memory
+    ],
+    ids=["v2-max", "v2-limit", "v1-limit", "v1-unlimited"],
+)
+def test_memory_limit_reads_a_containers_cgroup_limit(tmp_path, monkeypatch, v2, v1, expected):
+    files = []
+    for name, text in (("memory.max", v2), ("memory.limit_in_bytes", v1)):
+        if text is not None:
+            (tmp_path / name).write_text(text + "\n")
+        files.append(str(tmp_path / name))
+    machine = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    monkeypatch.setattr(limits, "_CGROUP_LIMITS", tuple(files))
+    limits.memory_limit.cache_clear()
+    try:
+        assert limits.memory_limit() == (expected or machine)
+    finally:
+        limits.memory_limit.cache_clear()
 
 
 @pytest.mark.parametrize(
@@ -186,7 +211,7 @@ def test_benchmark_command_refuses_data_over_the_memory_limit(tmp_path, model, a
 def test_input_sets_refuses_the_data_of_every_request_together(monkeypatch):
     model = hc.Core().read_model(DIGITS)
     shapes = {"image": (4, 1, 32, 32)}  # 16 KiB a request
-    monkeypatch.setattr(image, "memory_limit", lambda: 40 * 1024)
+    monkeypatch.setattr(limits, "memory_limit", lambda: 40 * 1024)
     assert len(bench.input_sets(model, shapes, {}, 2)) == 2
     with pytest.raises(bench.BenchmarkError, match=r"3 infer requests .*\(-nireq\)"):
         bench.input_sets(model, shapes, {}, 3)
