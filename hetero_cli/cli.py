@@ -122,6 +122,14 @@ _NoArgsIsHelp: type[Exception] = getattr(click.exceptions, "NoArgsIsHelpError", 
 class _Main:
     """click's main() with hetero-cli's error handling: one line on stderr, exit 2 or 1, tracebacks on --debug."""
 
+    def _command_path(self, argv: Sequence[str], prog_name: str | None) -> str:
+        """``hetero classify`` for a usage error click raised without a context (an option missing its
+        value): the program, then the first argument that names one of this group's commands."""
+        path = prog_name or Path(sys.argv[0]).name or "hetero"
+        commands = getattr(self, "commands", {})
+        name = next((a for a in argv if a in commands), None)
+        return f"{path} {name}" if name else path
+
     def main(  # type: ignore[override]
         self,
         args: Sequence[str] | None = None,
@@ -149,7 +157,7 @@ class _Main:
         except click.UsageError as exc:
             if debug:
                 traceback.print_exc()
-            path = exc.ctx.command_path if exc.ctx else (prog_name or Path(sys.argv[0]).name or "hetero")
+            path = exc.ctx.command_path if exc.ctx else self._command_path(argv, prog_name)
             message = _one_line(exc.format_message()).rstrip(".")
             click.echo(f"[ ERROR ] {message}. See '{path} --help'", err=True)
             code = 2

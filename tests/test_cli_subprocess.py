@@ -132,6 +132,9 @@ ERRORS = [
     (("hetero", "query", "-m", DIGITS, "-d", "HETERO:CPU", "--affinity", "ghost=CPU"), 2, "names no node"),
     (("hetero", "benchmark", "-m", DIGITS, "-shape", "[9,9,9,9]"), 2, "does not reshape"),
     (("hetero", "frobnicate"), 2, "No such command"),
+    # an option missing its value: click gives no context, the help pointed at is still the command's
+    (("hetero", "classify", "-m"), 2, "Option '-m' requires an argument. See 'hetero classify --help'"),
+    (("hetero", "benchmark", "-m", DIGITS, "-d"), 2, "See 'hetero benchmark --help'"),
 ]
 if not HAS_CUDA:
     ERRORS.append(
