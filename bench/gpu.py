@@ -12,6 +12,9 @@ and mlp_sanitised, every session with its runtime's default threads (a GPU machi
    [CUDA, CPU] and ORT [CPU]: what a crossing between GPU and host memory costs, its copies included.
 3. throughput: a light/ model cut in two, GPU then CPU: async requests overlapping on two real devices
    (nireq 1, 2, 4: ``hetero benchmark -api async``'s loop, bench/throughput.py).
+4. compile: compiling automatic HETERO:GPU,CPU against creating one ORT [CUDA, CPU] session, split into
+   query, partition, export and EP compile (bench/phases.py), and how far a Python thread gets while ORT
+   initialises a CUDA session (whether this binding lets the GIL go).
 
 Without a CUDA device it says so and exits 0, writing nothing.
 """
@@ -29,6 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import phases
 import report
 import run as harness
 import runtimes
@@ -38,6 +42,7 @@ from rich.table import Table
 from hetero_cli import registry
 
 HERE = Path(__file__).resolve().parent
+DEVICE, PROVIDERS = "HETERO:GPU,CPU", "CUDA,CPU"
 SPLITS = (2, 4)
 GROUPS = {
     "auto": ["ort_cuda", "hetero_gpu"],
@@ -162,7 +167,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             name: split_rows(entry) for name, entry in run.results["latency"].items() if "groups" in entry
         }
         run.results["throughput"] = pipelining(run, models)
+        run.results["phases"] = compile_rows(run, models)
     run.console.print(report.throughput_table(run.results["throughput"]))
+    run.console.print(report.phases_table(run.results["phases"]))
     run.console.print(summary_table(run.results))
     run.results["finished"] = report.now()
     run.results["duration_s"] = time.perf_counter() - run.began
@@ -172,6 +179,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"\n{len(run.results.get('errors', []))} error(s) in {run.results['duration_s']:.0f} s; wrote {path}"
     )
     return 0
+
+
+def compile_rows(run: harness.Run, models: Sequence[harness.Subject]) -> dict[str, Any]:
+    """Compile time of automatic HETERO:GPU,CPU against one ORT [CUDA, CPU] session's creation, by phase;
+    and the GIL probe on a CUDA session's initialisation (recorded as ``gil``)."""
+    out: dict[str, Any] = {}
+    if not models:
+        return out
+    phases.warm_up(models[0].path, [(DEVICE, PROVIDERS)])
+    for subject in models:
+        run.progress(f"compile: {subject.name}")
+        try:
+            measured = phases.phases(subject.path, DEVICE, PROVIDERS, run.settings.phase_repeats)
+        except Exception as exc:
+            measured = {"error": run.error(f"compile {subject.name}", exc)}
+        out[subject.name] = {DEVICE: measured}
+    try:
+        run.results["gil"] = {PROVIDERS: phases.gil_during_session_init(models[0].path, PROVIDERS)}
+    except Exception as exc:
+        run.error("gil probe", exc)
+    return out
 
 
 def pipelining(run: harness.Run, models: Sequence[harness.Subject]) -> dict[str, Any]:

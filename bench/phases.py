@@ -51,7 +51,9 @@ def _devices(device: str) -> list[registry.Device]:
 
 
 def _providers(dev: registry.Device) -> list[Any]:
-    return runtimes.provider_list("CPU" if dev.is_cpu else "OPENVINO,CPU")
+    return runtimes.provider_list(
+        "CPU" if dev.is_cpu else "CUDA,CPU" if dev.kind.family == "GPU" else "OPENVINO,CPU"
+    )
 
 
 def _one(

@@ -174,3 +174,11 @@ def test_cuda_rows_measure_the_automatic_split_the_forced_splits_and_pipelining(
     assert all(row["max_abs_diff_vs_ort_cuda"] < 1e-2 for row in rows)
     [run] = results["throughput"]["runs"]
     assert run["devices"] == ["GPU", "CPU"] and set(run["configs"]) == {"sync", "1", "2", "4"}
+    for name in (
+        "squeezenet",
+        "mlp_sanitised",
+    ):  # one subgraph on the GPU: the query's session is the compile
+        measured = results["phases"][name]["HETERO:GPU,CPU"]
+        assert measured["subgraphs"] == 1 and measured["probe_reused"] == 1.0, measured
+        assert measured["sessions_created"] == 1 and measured["compile_ratio"] > 0
+    assert results["gil"]["CUDA,CPU"]["python_pace_share"] >= 0
