@@ -359,7 +359,9 @@ def check_supported(model: Model, devices: Sequence[Device]) -> dict[str, str]:
     affinities = greedy(model, devices)
     missing = [n for n in model.get_ops() if n.friendly_name not in affinities]
     if missing:
-        _refused_as_invalid(model, missing[0])
+        # one small probe each: a broken node among ops no EP has is the model's fault
+        for node in missing[:8]:
+            _refused_as_invalid(model, node)
         raise UnsupportedNodesError(
             f"no device of {', '.join(d.name for d in devices)} supports {_describe(missing)}: add a device "
             f"that does (CPU supports most ONNX ops) or set affinities by hand"

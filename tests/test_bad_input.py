@@ -72,6 +72,21 @@ def test_an_invalid_graph_is_blamed_on_the_model_not_the_device(device):
 
 
 @needs_openvino
+def test_an_invalid_node_after_an_op_no_device_has_is_blamed_on_the_model():
+    """The nodes no device takes are each probed alone on the CPU EP: the broken Relu is found although an
+    op no EP knows comes first."""
+    nodes = [
+        h.make_node("Frobnicate", ["x"], ["f"], name="custom", domain="com.example"),
+        h.make_node("Relu", ["f"], ["y"], name="r", foo=3),
+    ]
+    proto = make_model(nodes, [vi("x", [2])], [vi("y", [2])])
+    proto.opset_import.append(h.make_opsetid("com.example", 1))
+    proto.graph.value_info.append(vi("f", [2]))  # the custom op's output type, which nothing can infer
+    with pytest.raises(hc.ModelError, match=r"Unrecognized attribute: foo.*the model itself is at fault"):
+        hc.Core().compile_model(proto, "HETERO:OPENVINO,CPU")
+
+
+@needs_openvino
 def test_a_query_that_probes_an_invalid_graph_blames_the_model(tmp_path):
     """(A query over the CPU alone places every node without creating a session, so it cannot tell.)"""
     path = tmp_path / "bad.onnx"
