@@ -1,4 +1,5 @@
-"""Models nobody here wrote: the onnx wheel's backend test data, split across CPU and OpenVINO.
+"""Models nobody here wrote: the onnx wheel's backend test data, split across CPU and the accelerator this
+ORT flavour has (OPENVINO, or GPU with TF32 off where CUDA is).
 
 * light/*.onnx (squeezenet, resnet50, densenet121, ... IR 3, weights made by ConstantOfShape from shape
   initializers that are also listed as graph inputs): their softmax output is uniform whatever the input
@@ -19,8 +20,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from conftest import reference, requires_openvino
+from conftest import reference
 from graphs import assert_close, check_plan, constant_nodes, split_and_run
+from helpers import ACCELERATOR, EXACT_F32, SPLIT, needs_accelerator
 from onnx import numpy_helper
 
 import hetero_cli
@@ -38,8 +40,8 @@ LIGHT = [
     "densenet121",
 ]
 BIG = {"vgg19", "resnet50", "densenet121"}  # one split each
-HETERO = "HETERO:OPENVINO,CPU"
-DEVICES = ("CPU", "OPENVINO")
+HETERO = SPLIT
+DEVICES = ("CPU", ACCELERATOR)
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy on values near 1e31 (vgg19)
 
@@ -112,20 +114,22 @@ def test_light_hetero_cpu_is_bit_exact(name):
         np.testing.assert_array_equal(got[name_], want, err_msg=name_)
 
 
-@requires_openvino
+@needs_accelerator
 @pytest.mark.parametrize("name", LIGHT)
 def test_light_alternating_blocks(name):
-    """CPU and OPENVINO alternate every ~1/8 of the non-constant nodes, in topological order."""
+    """CPU and the accelerator alternate every ~1/8 of the non-constant nodes, in topological order."""
     proto, feeds, ref = light(name)
     model = hetero_cli.Core().read_model(proto)
     n_active = len(model.get_ops()) - len(constant_nodes(model))
     block = math.ceil(n_active / 8)
-    compiled = split_and_run(proto, feeds, ref, HETERO, lambda i, node: DEVICES[(i // block) % 2])
+    compiled = split_and_run(
+        proto, feeds, ref, HETERO, lambda i, node: DEVICES[(i // block) % 2], config=EXACT_F32
+    )
     assert len(compiled.subgraphs) >= 8
     assert set(compiled.execution_devices) == set(DEVICES)
 
 
-@requires_openvino
+@needs_accelerator
 @pytest.mark.parametrize("name", [n for n in LIGHT if n not in BIG])
 def test_light_random_runs(name):
     """A seeded random assignment in runs of ~1/12 of the nodes (a branchy model interleaves them, so
@@ -134,25 +138,25 @@ def test_light_random_runs(name):
     model = hetero_cli.Core().read_model(proto)
     switch = min(0.5, 12 / (len(model.get_ops()) - len(constant_nodes(model))))
     rng = np.random.default_rng(sum(map(ord, name)))
-    state = {"device": "OPENVINO"}
+    state = {"device": ACCELERATOR}
 
     def affinity_of(i, node):
         if rng.random() < switch:
-            state["device"] = "CPU" if state["device"] == "OPENVINO" else "OPENVINO"
+            state["device"] = "CPU" if state["device"] == ACCELERATOR else ACCELERATOR
         return state["device"]
 
-    compiled = split_and_run(proto, feeds, ref, HETERO, affinity_of)
+    compiled = split_and_run(proto, feeds, ref, HETERO, affinity_of, config=EXACT_F32)
     assert len(compiled.subgraphs) >= 4
 
 
-@requires_openvino
+@needs_accelerator
 @pytest.mark.parametrize("name", LIGHT)
 def test_light_automatic(name):
-    """Automatic HETERO:OPENVINO,CPU: whatever it chooses, the results are the model's."""
+    """Automatic HETERO:<accelerator>,CPU: whatever it chooses, the results are the model's."""
     proto, feeds, ref = light(name)
     core = hetero_cli.Core()
     model = core.read_model(proto)
-    compiled = core.compile_model(model, HETERO)
+    compiled = core.compile_model(model, HETERO, EXACT_F32)
     assert compiled.subgraphs
     assert set(compiled.plan.affinities.values()) <= set(DEVICES)
     check_plan(model, compiled.plan, compiled.plan.affinities)
@@ -177,10 +181,10 @@ def _tensors(folder: Path, prefix: str) -> list[np.ndarray]:
     return [numpy_helper.to_array(onnx.load_tensor(str(f))) for f in files]
 
 
-@requires_openvino
+@needs_accelerator
 @pytest.mark.parametrize("folder", _pytorch_cases())
 def test_pytorch_model_alternating_split(folder):
-    """Each node alternates OPENVINO / CPU (so one-node models run on OpenVINO); the results match the
+    """Each node alternates the accelerator / CPU (so one-node models run on it); the results match the
     stored outputs and a plain ORT session. Only models that plain ORT cannot run are skipped."""
     proto = onnx.load(str(folder / "model.onnx"))
     data = folder / "test_data_set_0"
@@ -196,7 +200,9 @@ def test_pytorch_model_alternating_split(folder):
     for (name, want), stored in zip(ref.items(), expected, strict=True):
         np.testing.assert_allclose(want, stored, rtol=1e-3, atol=1e-6, err_msg=f"plain ORT vs stored {name}")
 
-    compiled = split_and_run(proto, feeds, ref, HETERO, lambda i, node: DEVICES[(i + 1) % 2])
+    compiled = split_and_run(
+        proto, feeds, ref, HETERO, lambda i, node: DEVICES[(i + 1) % 2], config=EXACT_F32
+    )
     got = compiled.create_infer_request().infer(feeds)
     for (name, value), stored in zip(got.items(), expected, strict=True):
         np.testing.assert_allclose(value, stored, rtol=1e-3, atol=1e-6, err_msg=f"split vs stored {name}")
