@@ -26,7 +26,7 @@ from onnx import helper, numpy_helper
 from ._ort import assignment, failure_reason, ort, record_assignment, refused_model, session_options
 from .config import LATENCY, SplitConfig
 from .errors import CompileError, ConfigError
-from .export import extract, subgraph_model
+from .export import extract, fed_initializers, subgraph_model
 from .model import Model, TensorInfo, shape_text, type_shape
 from .partition import CONSTANT, INPUT, Plan, Subgraph
 from .profiling import SessionProfile
@@ -143,16 +143,19 @@ def prepare_subgraph(
     settings = config.settings(device)
     profiling = settings.profiling and profile_dir is not None
     providers = device.providers(settings.provider_options)
+    # overridable initializers this EP would fold: inputs of an exported model, never the model as it is
+    fed = fed_initializers(model, subgraph, device.kind.folds_initializers)
     if (
         probe is not None
         and not profiling
+        and not fed
         and _serves(probe, subgraph, providers, settings.intra_op_num_threads or None)
     ):
         placement = assignment(probe.session)
         reused = CompiledSubgraph(subgraph, device, probe.session, placement, from_probe=True)
         return lambda: _checked(reused)
-    whole = model.session_file if _is_whole_model(model, subgraph) else None
-    data = str(whole) if whole is not None else subgraph_model(model, subgraph).SerializeToString()
+    whole = model.session_file if not fed and _is_whole_model(model, subgraph) else None
+    data = str(whole) if whole is not None else subgraph_model(model, subgraph, fed=fed).SerializeToString()
     so = session_options(external_dir=model.external_dir)
     record_assignment(so)
     if shared:
@@ -426,6 +429,8 @@ def whole_plan_probe(
     probe = probes.get(device.name)
     if not cpu.is_cpu or probe is None:
         return None
+    if device.kind.folds_initializers and model.overridable_initializers:
+        return None  # the probe folded them: a value fed for one would be ignored (prepare_subgraph)
     mine, theirs = config.settings(device), config.settings(cpu)
     threads = mine.intra_op_num_threads or None
     if (

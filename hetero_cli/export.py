@@ -17,17 +17,35 @@ from .model import Model, Node
 from .partition import Subgraph
 
 
-def subgraph_model(model: Model, subgraph: Subgraph, *, embed: bool = False) -> onnx.ModelProto:
+def subgraph_model(
+    model: Model, subgraph: Subgraph, *, embed: bool = False, fed: Iterable[str] = ()
+) -> onnx.ModelProto:
     """The ONNX model of one plan subgraph: its nodes, copies of the constants it reads, its boundary.
 
     The large weights of a model read from a file are referenced in that file (external data, relative to
     its folder: a session needs ``session_options(external_dir=model.external_dir)``); ``embed=True``
-    copies them in, for a model that stands on its own (to save elsewhere, say).
+    copies them in, for a model that stands on its own (to save elsewhere, say). ``fed``: overridable
+    initializers that become plain inputs, fed at every run (for EPs that would fold them).
     """
     nodes = [model.node(n) for n in (*subgraph.constant_nodes, *subgraph.nodes)]
     return extract(
-        model, nodes, subgraph.inputs, subgraph.outputs, name=f"{model.name}_{subgraph.name}", embed=embed
+        model,
+        nodes,
+        subgraph.inputs,
+        subgraph.outputs,
+        name=f"{model.name}_{subgraph.name}",
+        embed=embed,
+        fed=frozenset(fed),
     )
+
+
+def fed_initializers(model: Model, subgraph: Subgraph, folds: bool) -> frozenset[str]:
+    """The overridable initializers ``subgraph``'s nodes read, where its device's EP folds initializers
+    (``folds``) and would ignore a value fed for them: they must be inputs of its session instead."""
+    if not folds or not model.overridable_initializers:
+        return frozenset()
+    read = {t for n in (*subgraph.constant_nodes, *subgraph.nodes) for t in model.node(n).inputs}
+    return frozenset(read & model.overridable_initializers)
 
 
 def extract(
@@ -38,9 +56,11 @@ def extract(
     *,
     name: str,
     embed: bool = False,
+    fed: frozenset[str] = frozenset(),
 ) -> onnx.ModelProto:
     """A model of ``nodes`` (topologically sorted here) reading ``inputs`` and producing ``outputs``;
-    ``embed``: weights copied in rather than referenced in the model's file (see subgraph_model)."""
+    ``embed``: weights copied in rather than referenced in the model's file; ``fed``: overridable
+    initializers made plain inputs (see subgraph_model)."""
     chosen = sorted(nodes, key=lambda n: n.index)
     src = model.skeleton
     graph = src.graph
@@ -61,7 +81,9 @@ def extract(
     for t in inputs:
         new.input.append(helper.make_value_info(t, types[t]))
     for t in read:
-        if t in dense:
+        if t in fed:
+            new.input.append(declared_inputs[t])
+        elif t in dense:
             new.initializer.append(model.initializers[t] if embed else model.export_initializer(t))
             if t in declared_inputs:
                 new.input.append(declared_inputs[t])

@@ -91,6 +91,9 @@ class _Step:
     # InferenceSession.run does, on Python values (numpy arrays, lists, dicts) it converts itself
     plain: bool = False
     reads_plain: bool = False  # reads a value a plain step made: OrtValues are made of them for the run
+    # overridable initializers its session takes as inputs (its EP would fold them): fed their stored
+    # value (an OrtValue, a numpy array for a plain step) when the caller gives none
+    defaults: Mapping[str, Any] = field(default_factory=dict)
 
 
 def _device_id(s: CompiledSubgraph) -> int:
@@ -124,8 +127,10 @@ def _steps(compiled: CompiledModel) -> list[_Step]:
     steps = []
     made_plain: set[str] = set()
     for position, s in enumerate(compiled.runs):
-        declared = {i.name for i in (*s.session.get_inputs(), *s.session.get_overridable_initializers())}
+        required = {i.name for i in s.session.get_inputs()} & compiled.model.overridable_initializers
+        declared = {i.name for i in s.session.get_overridable_initializers()} | required
         overridable = tuple(sorted(declared & compiled.model.overridable_initializers))
+        defaults = {t: compiled.model.initializer_array(t) for t in sorted(required)}
         placement = _placement(s, readers, keep)
         plain = _plain(s)
         reads_plain = not plain and bool(made_plain.intersection(s.inputs))
@@ -146,6 +151,7 @@ def _steps(compiled: CompiledModel) -> list[_Step]:
                 on_device=any(p is not None for p in placement),
                 plain=plain,
                 reads_plain=reads_plain,
+                defaults=defaults if plain else {t: _ort_value(a) for t, a in defaults.items()},
             )
         )
     return steps
@@ -427,6 +433,8 @@ class InferRequest:
         self.compiled = compiled
         self._steps = _steps(compiled)
         self._inputs = {i.name: i for i in compiled.inputs}
+        # what a value fed for an overridable initializer must be: the initializer's own type and shape
+        self._overridable = {t: compiled.model.tensor_info(t) for t in compiled.model.overridable_initializers}
         # (dtype, shape, C-order strides) of inputs whose every dimension is fixed: an array with exactly
         # these is accepted at a glance
         self._exact = {
@@ -434,6 +442,7 @@ class InferRequest:
             for i in compiled.inputs
             if i.dtype is not None
             and not i.dtype.hasobject  # strings: no OrtValue holds them, the straight path cannot bind them
+            and _numpy_native(i.dtype)  # bfloat16 and the like: refused by _check_tensor
             and i.shape is not None
             and all(isinstance(d, int) and d > 0 for d in i.shape)
         }
@@ -782,6 +791,8 @@ class InferRequest:
             for t in step.overridable:
                 if t in values:
                     step_feeds[t] = values[t]
+                elif t in step.defaults:
+                    step_feeds[t] = step.defaults[t]
             if step.reads_plain:
                 step_feeds = {t: _ort_value(v) for t, v in step_feeds.items()}
             try:
@@ -868,8 +879,7 @@ class InferRequest:
         )
 
     def _check(self, given: dict[str, Any]) -> dict[str, np.ndarray]:
-        overridable = self.compiled.model.overridable_initializers
-        unknown = [k for k in given if k not in self._inputs and k not in overridable]
+        unknown = [k for k in given if k not in self._inputs and k not in self._overridable]
         if unknown:
             raise InferenceError(
                 f"unknown input(s) {', '.join(map(repr, unknown))}: the model's inputs are "
@@ -891,7 +901,7 @@ class InferRequest:
                     f"input {name!r} is not an array ({text[0][:150] if text else type(exc).__name__}): give a "
                     "numpy array of the input's shape"
                 ) from None
-            info = self._inputs.get(name)
+            info = self._inputs.get(name) or self._overridable.get(name)
             if info is not None and info.dtype == np.dtype(object) and arr.dtype.kind in "US":
                 # numpy's fixed-width str or bytes: ORT takes str objects
                 arr = (np.char.decode(arr, "utf-8") if arr.dtype.kind == "S" else arr).astype(object)
@@ -915,11 +925,16 @@ class InferRequest:
                 results[name] = views[name].copy()
             else:
                 value = values[name]
-                results[name] = value.numpy() if isinstance(value, _C.OrtValue) else value
+                results[name] = _to_numpy(name, value) if isinstance(value, _C.OrtValue) else value
         return results
 
 
 def _check_tensor(name: str, arr: np.ndarray, dtype: np.dtype | None, shape: Any) -> None:
+    if dtype is not None and not _numpy_native(dtype):
+        raise InferenceError(
+            f"input {name!r} is {dtype}, which ONNX Runtime's Python API cannot take from numpy: give the "
+            f"model a float32 (or other numpy type) input and a Cast to {dtype} inside it"
+        )
     if dtype is not None and arr.dtype != dtype:
         if dtype == np.dtype(object):
             raise InferenceError(
@@ -943,6 +958,23 @@ def _check_tensor(name: str, arr: np.ndarray, dtype: np.dtype | None, shape: Any
                 f"input {name!r} has shape {shape_text(arr.shape)} but the model takes {shape_text(shape)}: "
                 "resize or reshape it"
             )
+
+
+def _to_numpy(name: str, value: Any) -> np.ndarray:
+    """An output OrtValue as a numpy array; InferenceError for the element types ORT cannot convert."""
+    try:
+        return value.numpy()
+    except RuntimeError as exc:
+        raise InferenceError(
+            f"output {name!r} ({value.data_type()}) cannot be handed over as a numpy array: ONNX Runtime's "
+            f"Python API has no numpy type for it ({exc}); add a Cast to float32 after it in the model"
+        ) from None
+
+
+def _numpy_native(dtype: np.dtype) -> bool:
+    """Whether ORT's Python API converts ``dtype`` to and from numpy: numpy's own types, not the ml_dtypes
+    ones onnx names bfloat16, float8 and int4 by (ORT refuses those arrays with a RuntimeError)."""
+    return dtype.type.__module__ == "numpy"
 
 
 def _ort_value(value: Any) -> Any:

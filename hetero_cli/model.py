@@ -174,6 +174,7 @@ class Model:
         self._types: dict[str, onnx.TypeProto] | None = None
         self._declared: dict[str, onnx.TypeProto] | None = None
         self._corrected: dict[str, onnx.TypeProto] = {}
+        self._arrays: dict[str, np.ndarray] = {}
         self.query_cache: dict[Any, frozenset[str]] = {}
         # where the weights left in the file lie in it: exports and probes point ORT at those bytes
         self._stripped: dict[str, onnx.TensorProto] = {}
@@ -410,6 +411,14 @@ class Model:
         if reference is not None:
             return reference
         return self.initializers[name] if name in self._stripped else self._initializer_index[name]
+
+    def initializer_array(self, name: str) -> np.ndarray:
+        """Initializer ``name``'s value, read from the model's file if it is only there (the other weights
+        stay there); kept for the next call."""
+        if name not in self._arrays:
+            folder = str(self.external_dir) if self.external_dir is not None else ""
+            self._arrays[name] = onnx.numpy_helper.to_array(self.export_initializer(name), base_dir=folder)
+        return self._arrays[name]
 
     @functools.cached_property
     def declared_inputs(self) -> dict[str, onnx.ValueInfoProto]:

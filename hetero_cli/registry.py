@@ -63,6 +63,9 @@ class DeviceKind:
     # is the session a compile would create: kept for a plan of one subgraph, or for a LATENCY split that
     # ORT placed as the plan does (compile.whole_plan_probe)
     optimized_probe: bool = False
+    # its EP builds initializers into what it compiles and ignores a value fed for an overridable one
+    # (OpenVINO; TensorRT builds them into its engine): such initializers are handed to it as inputs
+    folds_initializers: bool = False
 
     def parse(self, name: str) -> Device | None:
         """The device this kind makes of ``name`` (already upper-case), or None if it is not one of its names."""
@@ -186,6 +189,7 @@ KINDS: tuple[DeviceKind, ...] = (
         make=_openvino,
         hardware=_openvino_hardware,
         optimized_probe=True,
+        folds_initializers=True,
         provider_option_names=frozenset(
             {
                 "device_type",
@@ -213,6 +217,7 @@ KINDS: tuple[DeviceKind, ...] = (
         spelled=("TENSORRT", "TENSORRT.<n>"),
         make=_indexed("TENSORRT", "device_id"),
         hardware=_ep_session_works,
+        folds_initializers=True,
         provider_option_names=frozenset(
             {
                 "device_id",

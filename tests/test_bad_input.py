@@ -314,3 +314,51 @@ def test_openvinos_load_config_takes_a_mapping_as_json():
     config = {"DEVICE_PROPERTIES": {"OPENVINO": {"load_config": {"CPU": {"NUM_STREAMS": "1"}}}}}
     compiled = hc.Core().compile_model(DIGITS, "HETERO:OPENVINO,CPU", config)
     assert "OPENVINO" in compiled.execution_devices
+
+
+# --- values ONNX Runtime's Python API cannot convert, and values for overridable initializers ------------
+
+
+def _cast_model(in_type: int, out_type: int) -> onnx.ModelProto:
+    node = h.make_node("Cast", ["x"], ["y"], name="cast", to=out_type)
+    graph = h.make_graph(
+        [node],
+        "g",
+        [h.make_tensor_value_info("x", in_type, [2])],
+        [h.make_tensor_value_info("y", out_type, [2])],
+    )
+    return h.make_model(graph, ir_version=10, opset_imports=[h.make_opsetid("", 21)])
+
+
+def test_a_bfloat16_input_or_output_is_an_inference_error_not_a_runtime_error():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    request = hc.Core().compile_model(_cast_model(TensorProto.BFLOAT16, TensorProto.FLOAT), "HETERO:CPU")
+    request = request.create_infer_request()
+    for value in (np.ones(2, np.float32), np.ones(2, ml_dtypes.bfloat16)):
+        with pytest.raises(
+            hc.InferenceError, match=r"input 'x' is bfloat16, which ONNX Runtime's Python API"
+        ):
+            request.infer({"x": value})
+    compiled = hc.Core().compile_model(_cast_model(TensorProto.FLOAT, TensorProto.BFLOAT16), "HETERO:CPU")
+    with pytest.raises(hc.InferenceError, match=r"output 'y' \(tensor\(bfloat16\)\) cannot be handed over"):
+        compiled.create_infer_request().infer({"x": np.ones(2, np.float32)})
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [("abc", "has dtype <U3 but the model takes float32"), (np.ones(3), "has dtype float64")],
+    ids=["string", "float64"],
+)
+def test_a_value_for_an_overridable_initializer_is_checked_like_an_input(value, words):
+    b = onnx.numpy_helper.from_array(np.array([1, 2, 3], np.float32), "B")
+    graph = h.make_graph(
+        [h.make_node("Add", ["x", "B"], ["y"], name="add")],
+        "g",
+        [vi("x", [3]), vi("B", [3])],
+        [vi("y", [3])],
+        [b],
+    )
+    proto = h.make_model(graph, ir_version=9, opset_imports=[h.make_opsetid("", 17)])
+    request = hc.Core().compile_model(proto, "HETERO:CPU").create_infer_request()
+    with pytest.raises(hc.InferenceError, match=f"input 'B' {words}"):
+        request.infer({"x": np.zeros(3, np.float32), "B": value})
