@@ -365,6 +365,26 @@ class Model:
         return self._initializer_index
 
     @functools.cached_property
+    def has_half_floats(self) -> bool:
+        """Whether float16 or bfloat16 tensors appear where they show without shape inference (inputs,
+        outputs, value_info, initializers, Cast targets, Constant values). ORT runs a node the CPU EP has
+        no 16-bit kernel for through Casts it inserts, and leaves that node out of its record of placements."""
+        half = {onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
+        graph = self._proto.graph
+        infos = (*graph.input, *graph.output, *graph.value_info)
+        if any(i.type.tensor_type.elem_type in half for i in infos):
+            return True
+        if any(t.data_type in half for t in graph.initializer):
+            return True
+        for node in self._ops:
+            for attr in node.proto.attribute:
+                if attr.name == "to" and attr.i in half:
+                    return True
+                if attr.type == onnx.AttributeProto.TENSOR and attr.t.data_type in half:
+                    return True
+        return False
+
+    @functools.cached_property
     def sparse_initializers(self) -> dict[str, onnx.SparseTensorProto]:
         """{name: SparseTensorProto} of the graph's sparse initializers (never left in the file)."""
         return {t.values.name: t for t in self._proto.graph.sparse_initializer}

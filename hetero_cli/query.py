@@ -201,6 +201,10 @@ def _optimized_claims(
     elsewhere = {name for ep, nodes in placed if ep != device.ep for name, _ in nodes}
     if not elsewhere <= names:
         return None
+    if model.has_half_floats and wanted - claimed - elsewhere:
+        # a node missing from the record may have run on the CPU EP through Casts ORT inserted (no 16-bit
+        # kernel there), not been fused away: only the exact probe can tell
+        return None
     if not elsewhere:
         verdict: set[str] | None = set(wanted)
     else:

@@ -213,3 +213,39 @@ def test_a_failure_in_the_one_session_names_it():
         match=rf"^the one session of subgraph1-subgraph3 \({ACCELERATOR} and CPU\) failed: ",
     ):
         compiled({"x": x, "s": np.array([5, 5], np.int64)})
+
+
+@needs_openvino
+def test_a_float16_node_run_on_cpu_through_inserted_casts_is_placed_on_cpu():
+    """In a float16 model the OpenVINO EP leaves Hardmax to the CPU EP, which has no float16 Hardmax: ORT
+    runs it through Casts it inserts and leaves it out of its record of placements, so the node missing
+    from the optimized probe's record is not taken to be fused away: the exact probe places it on CPU."""
+    f16 = onnx.TensorProto.FLOAT16
+    w = onnx.numpy_helper.from_array(seeded((4, 4)).astype(np.float16), "w")
+    graph = onnx.helper.make_graph(
+        [
+            onnx.helper.make_node("MatMul", ["x", "w"], ["m"], name="matmul"),
+            onnx.helper.make_node("Relu", ["m"], ["r"], name="relu"),
+            onnx.helper.make_node("Hardmax", ["r"], ["hm"], name="hardmax"),
+            onnx.helper.make_node("Add", ["hm", "r"], ["y"], name="add"),
+        ],
+        "fp16",
+        [onnx.helper.make_tensor_value_info("x", f16, [2, 4])],
+        [onnx.helper.make_tensor_value_info("y", f16, [2, 4])],
+        [w],
+    )
+    proto = onnx.helper.make_model(graph, ir_version=9, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    core = hc.Core()
+    assert core.query_model(proto, SPLIT) == {
+        "matmul": "OPENVINO",
+        "relu": "OPENVINO",
+        "hardmax": "CPU",
+        "add": "OPENVINO",
+    }
+    compiled = core.compile_model(proto, SPLIT)
+    assert [s.device for s in compiled.subgraphs] == ["OPENVINO", "CPU", "OPENVINO"]
+    x = seeded((2, 4)).astype(np.float16)
+    got = compiled({"x": x})["y"]
+    np.testing.assert_allclose(
+        got.astype(np.float32), ort_run(proto, {"x": x})["y"].astype(np.float32), atol=1e-2
+    )
