@@ -208,11 +208,13 @@ def _checked(compiled: CompiledSubgraph) -> CompiledSubgraph:
 
 
 def _is_whole_model(model: Model, subgraph: Subgraph) -> bool:
-    """Whether ``subgraph`` is the model itself: every node, every input, only model outputs."""
+    """Whether ``subgraph`` is the model itself: every node, every input, every model output (one that is
+    an input or a constant, served without a session, must not come from the file: the OpenVINO EP refuses
+    an initializer as a graph output)."""
     return (
         len(subgraph.nodes) + len(subgraph.constant_nodes) == len(model)
         and set(subgraph.inputs) == set(model.input_names)
-        and set(subgraph.outputs) <= set(model.output_names)
+        and set(subgraph.outputs) == set(model.output_names)
     )
 
 

@@ -407,3 +407,26 @@ def test_overridable_initializer_feeds_reach_every_output(
         got = request.infer(feeds)
         for name, want in reference(proto, feeds).items():
             np.testing.assert_allclose(got[name], want, rtol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("device", ["HETERO:CPU", *([SPLIT, ACCELERATOR] if ACCELERATOR else [])])
+def test_an_initializer_output_of_a_model_read_from_its_file(tmp_path, device):
+    """The whole model is not loaded from its file when an output is served without a session (the
+    OpenVINO EP refuses an initializer as a graph output): the exported subgraph leaves it out."""
+    w = helper.make_tensor("W", TensorProto.FLOAT, [4, 4], np.eye(4, dtype=np.float32).ravel())
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "W"], ["m"], name="mm"),
+            helper.make_node("Relu", ["m"], ["y"], name="relu"),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in (("y", [2, 4]), ("W", [4, 4]))],
+        initializer=[w],
+    )
+    proto = helper.make_model(graph, ir_version=9, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(proto, str(tmp_path / "m.onnx"))
+    feeds = {"x": np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)}
+    got = hetero_cli.Core().compile_model(tmp_path / "m.onnx", device).create_infer_request().infer(feeds)
+    for name, want in reference(proto, feeds).items():
+        np.testing.assert_allclose(got[name], want, rtol=1e-6, err_msg=name)
