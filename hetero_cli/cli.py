@@ -751,12 +751,7 @@ def benchmark(
     _check_writable(report_folder, "-report_folder", folder=True)
     _check_writable(dump_config, "-dump_config", folder=False)
     duration = time_s if time_s is not None else (None if niter else 60)
-    hint_given = hint is not None
-    if hint is None:
-        hint = "throughput" if api == "async" else "latency"
-    if nireq is None:
-        nireq = 1 if api == "sync" or hint == "latency" else max(2, min(4, os.cpu_count() or 1))
-    if api == "sync" and nireq != 1:
+    if api == "sync" and nireq not in (None, 1):
         warn(f"-api sync uses one infer request; -nireq {nireq} ignored")
         nireq = 1
     step(2, "Loading hetero-cli")
@@ -765,6 +760,12 @@ def benchmark(
     t0 = time.perf_counter()
     setup = prepare(model, device, announce=False, **_shared(shared))
     read_ms = (time.perf_counter() - t0) * 1000.0
+    # -hint, else a PERFORMANCE_HINT from --config or -load_config, else benchmark_app's default for -api
+    configured = None if hint is not None else _configured_hint(setup.core)
+    hint_given = hint is not None or configured is not None
+    hint = hint or configured or ("throughput" if api == "async" else "latency")
+    if nireq is None:
+        nireq = 1 if api == "sync" or hint == "latency" else max(2, min(4, os.cpu_count() or 1))
     _apply_hint(setup, hint, nireq)
     step(4, "Reading model files")
     info(f"Read model {setup.model_path} took {read_ms:.2f} ms")
@@ -790,7 +791,7 @@ def benchmark(
         warn(f"Performance hint was not explicitly specified in command line: it is set to {hint.upper()}")
     info(f"  EXECUTION_DEVICES: {', '.join(compiled.get_property('EXECUTION_DEVICES'))}")
     info(f"  NUMBER_OF_SUBGRAPHS: {compiled.get_property('NUMBER_OF_SUBGRAPHS')}")
-    info(f"  PERFORMANCE_HINT: {hint.upper()}; infer requests: {nireq}")
+    info(f"  PERFORMANCE_HINT: {compiled.get_property('PERFORMANCE_HINT')}; infer requests: {nireq}")
     step(9, "Creating infer requests and preparing input tensors")
     feeds = bench.input_sets(setup.model, shapes, files, nireq, layout=layout)
     if dump_config:
@@ -880,6 +881,14 @@ def _configuration(compiled: Any, hint: str, nireq: int, api: str) -> list[tuple
         for key, value in values.items():
             rows.append((f"{device}: {key}", value))
     return rows
+
+
+def _configured_hint(core: Core) -> str | None:
+    """The PERFORMANCE_HINT --config or -load_config set for HETERO (lower case), or None."""
+    try:
+        return str(core.get_property("HETERO", cfg.PERFORMANCE_HINT)).lower()
+    except ConfigError:
+        return None
 
 
 def _apply_hint(setup: Setup, hint: str, nireq: int) -> None:

@@ -249,3 +249,21 @@ def test_a_float16_node_run_on_cpu_through_inserted_casts_is_placed_on_cpu():
     np.testing.assert_allclose(
         got.astype(np.float32), ort_run(proto, {"x": x})["y"].astype(np.float32), atol=1e-2
     )
+
+
+@needs_accelerator
+@pytest.mark.parametrize("how", ["config", "load_config"])
+def test_benchmark_takes_the_hint_a_config_gives_when_no_hint_option_does(tmp_path, how):
+    path = tmp_path / "hardmax.onnx"
+    onnx.save(hardmax_model(), path)
+    if how == "config":
+        extra = ["--config", "PERFORMANCE_HINT=THROUGHPUT"]
+    else:
+        (tmp_path / "c.json").write_text('{"HETERO": {"PERFORMANCE_HINT": "THROUGHPUT"}}')
+        extra = ["-load_config", str(tmp_path / "c.json")]
+    args = ["-m", str(path), "-d", SPLIT, "-niter", "5", "-api", "sync", *extra]
+    result = CliRunner().invoke(cli.benchmark, args)
+    assert result.exit_code == 0, result.stderr
+    assert "PERFORMANCE_HINT: THROUGHPUT" in result.stdout
+    assert "run in one ONNX Runtime session" not in result.stdout
+    assert "was not explicitly specified" not in result.stdout + result.stderr
