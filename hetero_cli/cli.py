@@ -35,6 +35,7 @@ from .core import Core
 from .errors import AffinityError, ConfigError, DeviceError, HeteroError, ModelError
 from .model import Model, shape_text
 from .profiling import format_counters
+from .query import untyped_note
 
 log = logging.getLogger("hetero_cli")
 
@@ -361,9 +362,21 @@ def set_affinities(core: Core, model: Model, device: str, overrides: Mapping[str
     missing = [n for n in model.get_ops() if n.get_friendly_name() not in base]
     if missing:
         names = ", ".join(f"{n.get_friendly_name()} ({n.get_type_name()})" for n in missing[:6])
+        names += " ..." if len(missing) > 6 else ""
+        if "model" in source.values():
+            raise AffinityError(
+                f"the model sets affinities for some nodes, so automatic mode is off and every node needs one: "
+                f"{len(missing)} node(s) have none ({names}); give them with --affinity NODE=DEVICE, or clear "
+                "the model's affinities to use automatic mode"
+            )
+        cpu_listed = any(d.is_cpu for d in parse_device(core, device).priorities)
+        fix = (
+            "pin them with --affinity NODE=DEVICE"
+            if cpu_listed
+            else "add CPU to the device list or pin them with --affinity NODE=CPU"
+        )
         raise AffinityError(
-            f"no device of {device} supports {len(missing)} node(s): {names}{' ...' if len(missing) > 6 else ''}; "
-            f"add CPU to the device list or pin them with --affinity NODE=CPU"
+            f"no device of {device} supports {len(missing)} node(s): {names}; {fix}{untyped_note(model, missing)}"
         )
     model.set_affinities(base)
     return source

@@ -434,7 +434,9 @@ class InferRequest:
         self._steps = _steps(compiled)
         self._inputs = {i.name: i for i in compiled.inputs}
         # what a value fed for an overridable initializer must be: the initializer's own type and shape
-        self._overridable = {t: compiled.model.tensor_info(t) for t in compiled.model.overridable_initializers}
+        self._overridable = {
+            t: compiled.model.tensor_info(t) for t in compiled.model.overridable_initializers
+        }
         # (dtype, shape, C-order strides) of inputs whose every dimension is fixed: an array with exactly
         # these is accepted at a glance
         self._exact = {

@@ -368,9 +368,26 @@ def check_supported(model: Model, devices: Sequence[Device]) -> dict[str, str]:
             _refused_as_invalid(model, node)
         raise UnsupportedNodesError(
             f"no device of {', '.join(d.name for d in devices)} supports {_describe(missing)}: add a device "
-            f"that does (CPU supports most ONNX ops) or set affinities by hand"
+            f"that does (CPU supports most ONNX ops) or set affinities by hand{untyped_note(model, missing)}"
         )
     return affinities
+
+
+def untyped_note(model: Model, nodes: Sequence[Node]) -> str:
+    """A message's note on those of ``nodes`` that could not be probed at all: they read a tensor whose
+    element type nothing declares or infers (made by an op no device knows, say); '' if none do."""
+    untyped = {}
+    for node in nodes:
+        for t in node.inputs:
+            if t and t not in model.initializer_names and model.tensor_info(t).dtype is None:
+                untyped.setdefault(node.friendly_name, t)
+    if not untyped:
+        return ""
+    shown = _few(f"{n} reads {t!r}" for n, t in untyped.items())
+    return (
+        f" ({shown}, whose type nothing declares or infers, so no device could be asked: declare it in the "
+        "model's value_info)"
+    )
 
 
 def _refused_as_invalid(model: Model, node: Node) -> None:

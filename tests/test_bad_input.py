@@ -362,3 +362,46 @@ def test_a_value_for_an_overridable_initializer_is_checked_like_an_input(value, 
     request = hc.Core().compile_model(proto, "HETERO:CPU").create_infer_request()
     with pytest.raises(hc.InferenceError, match=f"input 'B' {words}"):
         request.infer({"x": np.zeros(3, np.float32), "B": value})
+
+
+# --- affinity messages ------------------------------------------------------------------------------------
+
+
+def _after_unknown_op() -> onnx.ModelProto:
+    """x -> Relu -> com.example.Foo -> Sigmoid: nothing declares Foo's output type."""
+    nodes = [
+        h.make_node("Relu", ["x"], ["a"], name="relu"),
+        h.make_node("Foo", ["a"], ["b"], name="foo", domain="com.example"),
+        h.make_node("Sigmoid", ["b"], ["y"], name="sig"),
+    ]
+    proto = make_model(nodes, [vi("x", [2])], [vi("y", [2])])
+    proto.opset_import.append(h.make_opsetid("com.example", 1))
+    return proto
+
+
+@needs_openvino
+def test_a_node_after_an_op_no_device_knows_is_named_with_the_untyped_tensor(tmp_path):
+    path = tmp_path / "m.onnx"
+    onnx.save(_after_unknown_op(), str(path))
+    with pytest.raises(
+        hc.UnsupportedNodesError, match=r"sig reads 'b', whose type nothing declares or infers"
+    ):
+        hc.Core().compile_model(path, "HETERO:OPENVINO")
+    line = one_error_line(invoke(cli.query, "-m", path, "-d", "HETERO:OPENVINO,CPU", "--affinity", "foo=CPU"))
+    assert "sig (Sigmoid); pin them with --affinity NODE=DEVICE" in line  # CPU is listed already
+    assert "add CPU" not in line and "declare it in the model's value_info" in line
+
+
+def test_affinities_in_the_model_plus_an_option_say_every_node_needs_one(tmp_path):
+    proto = chain_model(("Relu", "Neg", "Abs"))
+    model = hc.Core().read_model(proto)
+    first = model.get_ops()[0].get_friendly_name()
+    model.get_ops()[0].get_rt_info()["affinity"] = "CPU"
+    model.save(tmp_path / "partial.onnx")
+    last = model.get_ops()[-1].get_friendly_name()
+    result = invoke(
+        cli.query, "-m", tmp_path / "partial.onnx", "-d", "HETERO:CPU", "--affinity", f"{last}=CPU"
+    )
+    line = one_error_line(result)
+    assert "the model sets affinities for some nodes, so automatic mode is off" in line, line
+    assert "no device" not in line and first not in line
