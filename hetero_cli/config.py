@@ -159,7 +159,26 @@ def provider_option_value(device: Device, key: str, value: Any) -> str:
                 f"{bounds[1]}"
             )
         text = str(n)
+    if device.kind.family == "OPENVINO" and key == "precision":
+        _check_openvino_precision(device, text)
     return text
+
+
+# what ONNX Runtime's OpenVINO EP takes as its precision option on OpenVINO's CPU device (it drops the EP,
+# "Unsupported inference precision is selected. CPU only supports FP32, ACCURACY", for anything else)
+OPENVINO_PRECISIONS = {"CPU": ("FP32", "ACCURACY")}
+
+
+def _check_openvino_precision(device: Device, precision: str) -> None:
+    target = device.provider_options.get("device_type", "CPU").split(".")[0]
+    allowed = OPENVINO_PRECISIONS.get(target)
+    if allowed is not None and precision.upper() not in allowed:
+        raise ConfigError(
+            f"{device.name} cannot compute in {precision}: ONNX Runtime's OpenVINO EP takes precision "
+            f"{' or '.join(allowed)} on OpenVINO's {target} device; use "
+            f"{PRECISION}={'f32' if 'FP32' in allowed else 'f16'}"
+            + (", or OPENVINO.GPU for f16" if target == "CPU" else "")
+        )
 
 
 def _threads(device: Device, settings: DeviceSettings, value: Any) -> None:
@@ -176,6 +195,7 @@ def _precision(device: Device, settings: DeviceSettings, value: Any) -> None:
     precision = _parse_precision(PRECISION, value)
     family = device.kind.family
     if family == "OPENVINO" and precision in ("f32", "f16"):
+        _check_openvino_precision(device, precision.upper().replace("F", "FP"))
         settings.provider_options["precision"] = precision.upper().replace("F", "FP")
     elif family == "TENSORRT" and precision in ("f32", "f16"):
         settings.provider_options["trt_fp16_enable"] = "True" if precision == "f16" else "False"

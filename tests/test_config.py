@@ -111,6 +111,18 @@ def test_lower_precision_refused_on_cpu_ep(chain, value):
 
 
 @needs_openvino
+@pytest.mark.parametrize(
+    "config",
+    [{"OPENVINO": {"INFERENCE_PRECISION_HINT": "f16"}}, {"OPENVINO": {"precision": "FP16"}}],
+    ids=["named", "provider_option"],
+)
+def test_f16_on_openvinos_cpu_device_is_refused_when_configured(chain, config):
+    """ORT's OpenVINO EP computes in FP32 (or ACCURACY) only on OpenVINO's CPU device: it would drop the EP."""
+    with pytest.raises(hc.ConfigError, match=r"takes precision FP32 or ACCURACY on OpenVINO's CPU device"):
+        hc.Core().set_property("OPENVINO", config["OPENVINO"])
+
+
+@needs_openvino
 def test_openvino_named_keys_map_to_provider_options(split_model, spy):
     config = {"OPENVINO": {"INFERENCE_NUM_THREADS": 2, "INFERENCE_PRECISION_HINT": hc.Type.f32}}
     compiled = hc.Core().compile_model(split_model, "HETERO:OPENVINO,CPU", config)
