@@ -272,6 +272,17 @@ def constant_outputs(model: Model, plan: Plan) -> dict[str, np.ndarray]:
     return values
 
 
+COMPILED_PROPERTIES = (
+    "SUPPORTED_PROPERTIES",
+    "EXECUTION_DEVICES",
+    "NUMBER_OF_SUBGRAPHS",
+    "OPTIMAL_NUMBER_OF_INFER_REQUESTS",
+    "PERFORMANCE_HINT",
+    "DEVICE_PROPERTIES",
+    "MULTI_DEVICE_PRIORITIES",
+)
+
+
 class CompiledModel:
     """A model compiled for its devices: subgraph sessions in execution order, ready to infer.
 
@@ -323,9 +334,10 @@ class CompiledModel:
         return self.create_infer_request().infer(inputs)
 
     def get_property(self, name: str) -> Any:
-        """EXECUTION_DEVICES, NUMBER_OF_SUBGRAPHS, OPTIMAL_NUMBER_OF_INFER_REQUESTS, PERFORMANCE_HINT,
-        DEVICE_PROPERTIES, MULTI_DEVICE_PRIORITIES."""
+        """One of COMPILED_PROPERTIES (SUPPORTED_PROPERTIES lists them)."""
         key = str(name).upper()
+        if key == "SUPPORTED_PROPERTIES":
+            return list(COMPILED_PROPERTIES)
         if key == "EXECUTION_DEVICES":
             return self.execution_devices
         if key == "NUMBER_OF_SUBGRAPHS":
@@ -339,10 +351,7 @@ class CompiledModel:
             return {k: dict(v) for k, v in self.config.devices.items()}
         if key == "MULTI_DEVICE_PRIORITIES":
             return self.device_name.partition(":")[2] or self.config.priorities
-        raise ConfigError(
-            f"unknown compiled-model property {name!r}: use EXECUTION_DEVICES, NUMBER_OF_SUBGRAPHS, "
-            "OPTIMAL_NUMBER_OF_INFER_REQUESTS, PERFORMANCE_HINT, DEVICE_PROPERTIES or MULTI_DEVICE_PRIORITIES"
-        )
+        raise ConfigError(f"unknown compiled-model property {name!r}: use {', '.join(COMPILED_PROPERTIES)}")
 
     def __repr__(self) -> str:
         return f"<CompiledModel {self.model.name} on {self.device_name}: {len(self.subgraphs)} subgraph(s)>"

@@ -11,12 +11,22 @@ from typing import Any
 
 
 class Property(str):
-    """A configuration key; calling it with a value gives the ``(key, value)`` pair, with none the key."""
+    """A configuration key; calling it with a value gives the ``(key, value)`` pair, with none the key, with
+    several (``device.priorities("GPU", "CPU")``, as OpenVINO's C++ takes them) their comma-joined list.
+
+    >>> priorities = Property("MULTI_DEVICE_PRIORITIES")
+    >>> priorities("GPU", "CPU"), priorities("GPU,CPU"), priorities()
+    (('MULTI_DEVICE_PRIORITIES', 'GPU,CPU'), ('MULTI_DEVICE_PRIORITIES', 'GPU,CPU'), 'MULTI_DEVICE_PRIORITIES')
+    """
 
     __slots__ = ()
 
-    def __call__(self, value: Any = None) -> Any:
-        return str(self) if value is None else (str(self), value)
+    def __call__(self, *values: Any) -> Any:
+        if not values or (len(values) == 1 and values[0] is None):
+            return str(self)
+        if len(values) == 1:
+            return (str(self), values[0])
+        return (str(self), ",".join(str(v) for v in values))
 
 
 class Type(enum.Enum):

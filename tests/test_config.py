@@ -323,6 +323,19 @@ def test_doc_snippet_per_device_configuration(split_model, flavour):
     assert HAS_OPENVINO
 
 
+def test_priorities_given_one_by_one_as_in_openvinos_cpp_api(chain):
+    """``device.priorities("OPENVINO", "CPU")`` (ov::device::priorities's form) is the comma-joined list."""
+    assert device.priorities("GPU", "CPU") == ("MULTI_DEVICE_PRIORITIES", "GPU,CPU")
+    core = hc.Core()
+    core.set_property("HETERO", dict([device.priorities("GPU", "CPU")]))
+    compiled = core.compile_model(chain, "HETERO")
+    assert compiled.get_property("MULTI_DEVICE_PRIORITIES") == "GPU,CPU"
+    supported = compiled.get_property(properties.supported_properties)
+    assert {"SUPPORTED_PROPERTIES", "EXECUTION_DEVICES", "PERFORMANCE_HINT"} <= set(supported)
+    for name in supported:
+        compiled.get_property(name)  # every property it lists answers
+
+
 # --- values of the wrong size or type ---------------------------------------------------------------------
 
 
