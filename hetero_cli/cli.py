@@ -774,8 +774,10 @@ def benchmark(
     setup = prepare(model, device, announce=False, **_shared(shared))
     read_ms = (time.perf_counter() - t0) * 1000.0
     # -hint, else a PERFORMANCE_HINT from --config or -load_config, else benchmark_app's default for -api
-    configured = None if hint is not None else _configured_hint(setup.core)
+    configured = None if hint is not None else _configured(setup.core, cfg.PERFORMANCE_HINT)
     hint_given = hint is not None or configured is not None
+    if not perf_counts and cfg.parse_bool(cfg.PERF_COUNT, _configured(setup.core, cfg.PERF_COUNT) or "NO"):
+        perf_counts = counters = True  # PERF_COUNT=YES in a config prints the counters, as -pc does
     hint = hint or configured or ("throughput" if api == "async" else "latency")
     if nireq is None:
         nireq = 1 if api == "sync" or hint == "latency" else max(2, min(4, os.cpu_count() or 1))
@@ -896,10 +898,10 @@ def _configuration(compiled: Any, hint: str, nireq: int, api: str) -> list[tuple
     return rows
 
 
-def _configured_hint(core: Core) -> str | None:
-    """The PERFORMANCE_HINT --config or -load_config set for HETERO (lower case), or None."""
+def _configured(core: Core, key: str) -> str | None:
+    """The HETERO property ``key`` as --config or -load_config set it (lower case), or None."""
     try:
-        return str(core.get_property("HETERO", cfg.PERFORMANCE_HINT)).lower()
+        return str(core.get_property("HETERO", key)).lower()
     except ConfigError:
         return None
 

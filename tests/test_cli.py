@@ -534,6 +534,15 @@ def test_benchmark_async_rounds_iterations_to_requests_and_prints_counters_per_r
         assert infos and total == sum(i.real_time_us for i in infos)
 
 
+def test_benchmark_prints_counters_when_a_config_sets_perf_count():
+    """PERF_COUNT=YES from --config does what -pc does (benchmark_app reads it from its config too)."""
+    result = run(cli.benchmark, "-m", DIGITS, "-niter", "5", "-api", "sync", "--config", "PERF_COUNT=YES")
+    assert result.exit_code == 0, result.stderr
+    (block,) = re.split(r"\[ INFO \] Performance counts for \d+-th infer request\n", result.stdout)[1:]
+    infos, total = parse_counters(block)
+    assert infos and total == sum(i.real_time_us for i in infos)
+
+
 def test_benchmark_time_limit():
     result = run(cli.benchmark, "-m", DIGITS, "-t", "1", "-api", "sync")
     assert result.exit_code == 0, result.stderr
