@@ -252,12 +252,12 @@ def constant_outputs(model: Model, plan: Plan) -> dict[str, np.ndarray]:
     values: dict[str, np.ndarray] = {}
     if not wanted:
         return values
-    inits = model.initializers
     rest = []
-    folder = str(model.external_dir) if model.external_dir is not None else ""
     for name in wanted:
-        if name in inits:
-            values[name] = numpy_helper.to_array(inits[name], base_dir=folder)
+        if name in model.dense_initializer_names:
+            values[name] = model.initializer_array(name)  # read alone: the other weights stay in the file
+        elif name in model.sparse_initializers:
+            values[name] = _dense(model.sparse_initializers[name])
         else:
             rest.append(name)
     if rest:
@@ -281,6 +281,18 @@ COMPILED_PROPERTIES = (
     "DEVICE_PROPERTIES",
     "MULTI_DEVICE_PRIORITIES",
 )
+
+
+def _dense(sparse: onnx.SparseTensorProto) -> np.ndarray:
+    """A sparse initializer's value as a dense array (hetero-cli hands every output over as numpy)."""
+    values = numpy_helper.to_array(sparse.values)
+    indices = numpy_helper.to_array(sparse.indices).astype(np.int64)
+    dense = np.zeros(tuple(sparse.dims), dtype=values.dtype)
+    if indices.ndim == 1:  # linear positions in the flattened tensor
+        dense.reshape(-1)[indices] = values
+    else:  # one row of coordinates per value
+        dense[tuple(indices.T)] = values
+    return dense
 
 
 class CompiledModel:

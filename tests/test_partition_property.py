@@ -430,3 +430,30 @@ def test_an_initializer_output_of_a_model_read_from_its_file(tmp_path, device):
     got = hetero_cli.Core().compile_model(tmp_path / "m.onnx", device).create_infer_request().infer(feeds)
     for name, want in reference(proto, feeds).items():
         np.testing.assert_allclose(got[name], want, rtol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("coordinates", [False, True], ids=["linear", "coordinates"])
+def test_a_sparse_initializer_output_comes_back_dense(coordinates):
+    """ORT hands a sparse initializer output over as a SparseTensor; hetero-cli, whose outputs are numpy
+    arrays, as the dense array it stands for."""
+    values = onnx.numpy_helper.from_array(np.array([1.5, -2.0, 3.0], np.float32), "W")
+    index = np.array([[0, 1], [1, 1], [2, 2]] if coordinates else [1, 5, 10], np.int64)
+    sparse = helper.make_sparse_tensor(values, onnx.numpy_helper.from_array(index, "W_idx"), [3, 4])
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [3, 4]) for n in ("y", "W")],
+    )
+    graph.sparse_initializer.append(sparse)
+    proto = helper.make_model(graph, ir_version=9, opset_imports=[helper.make_opsetid("", 17)])
+    got = (
+        hetero_cli.Core()
+        .compile_model(proto, "HETERO:CPU")
+        .create_infer_request()
+        .infer({"x": np.ones((3, 4), np.float32)})
+    )
+    want = np.zeros((3, 4), np.float32)
+    want[0, 1], want[1, 1], want[2, 2] = 1.5, -2.0, 3.0
+    np.testing.assert_array_equal(got["W"], want)
+    np.testing.assert_array_equal(got["y"], np.ones((3, 4), np.float32))
