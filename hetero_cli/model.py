@@ -404,9 +404,11 @@ class Model:
         """Initializer ``name`` as external data pointing at its bytes in the model's file, while its
         weights are still only there (ORT reads them from the file); None otherwise.
 
-        ModelError if the file changed since it was read.
+        ModelError if the file changed since it was read. None for a file whose name has a ':' in it:
+        ONNX Runtime's OpenVINO EP cannot read an external data location with one (such a model's weights
+        are read into memory instead).
         """
-        if not self._in_file or name not in self._spans:
+        if not self._in_file or name not in self._spans or ":" in (self.path.name if self.path else ""):
             return None
         assert self.path is not None and self._stamp is not None
         try:

@@ -153,3 +153,34 @@ def test_query_save_of_an_external_model_on_the_command_line(tmp_path):
     np.testing.assert_allclose(
         hc.Core().compile_model(saved, SPLIT)({"x": x})["y"], reference(path, x), **SPLIT_TOLERANCE
     )
+
+
+@pytest.mark.skipif(len(SPLIT_DEVICES) < 2, reason="needs a second device to split over")
+def test_a_model_file_with_a_colon_in_its_name_splits(tmp_path):
+    """The OpenVINO EP cannot read an external data location with a ':' in it, and exports and probes
+    point at the model's own file: such a model's weights are read into memory instead. Before, its
+    MatMuls (on OPENVINO) failed by hand and were put on CPU automatically, the probe having failed."""
+    w = onnx.numpy_helper.from_array(
+        np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32), "W"
+    )
+    nodes = [
+        onnx.helper.make_node("MatMul", ["x", "W"], ["m"], name="mm"),
+        onnx.helper.make_node("Relu", ["m"], ["r"], name="relu"),
+        onnx.helper.make_node("MatMul", ["r", "W"], ["y"], name="mm2"),
+    ]
+    vi = [onnx.helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, [2, 64]) for n in ("x", "y")]
+    graph = onnx.helper.make_graph(nodes, "g", vi[:1], vi[1:], [w])
+    proto = onnx.helper.make_model(graph, ir_version=9, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    path = tmp_path / "m:x.onnx"
+    onnx.save(proto, str(path))
+    accelerator = SPLIT_DEVICES[0]
+    core = hc.Core()
+    assert set(core.query_model(path, SPLIT).values()) == {accelerator}
+    model = core.read_model(path)
+    model.set_affinities({"mm": accelerator, "relu": "CPU", "mm2": accelerator})
+    x = np.random.default_rng(1).standard_normal((2, 64)).astype(np.float32)
+    want = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x}
+    )[0]
+    got = core.compile_model(model, SPLIT).create_infer_request().infer({"x": x})["y"]
+    np.testing.assert_allclose(got, want, **SPLIT_TOLERANCE)
