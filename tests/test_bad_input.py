@@ -173,10 +173,19 @@ def test_failure_reason_keeps_every_line_of_a_short_message():
 def test_a_provider_option_onnx_runtime_drops_the_device_over_is_an_error(call, tmp_path):
     """ORT drops the OpenVINO EP with only a log line over an option it refuses: the split would quietly
     put every node on CPU."""
-    config = {"DEVICE_PROPERTIES": {"OPENVINO": {"precision": "FOO"}}}
+    config = {"DEVICE_PROPERTIES": {"OPENVINO": {"enable_qdq_optimizer": "maybe"}}}
     with nothing_left_behind(tmp_path), pytest.raises(hc.ConfigError) as err:
         getattr(hc.Core(), call)(DIGITS, "HETERO:OPENVINO,CPU", config)
-    assert "precision" in str(err.value) and "check the config for OPENVINO" in str(err.value)
+    assert "enable_qdq_optimizer" in str(err.value) and "check the config for OPENVINO" in str(err.value)
+
+
+@needs_openvino
+def test_a_precision_the_openvino_ep_refuses_on_cpu_is_named_when_configured():
+    config = {"DEVICE_PROPERTIES": {"OPENVINO": {"precision": "FOO"}}}
+    with pytest.raises(
+        hc.ConfigError, match=r"OPENVINO cannot compute in FOO: .* takes precision FP32 or ACCURACY"
+    ):
+        hc.Core().compile_model(DIGITS, "HETERO:OPENVINO,CPU", config)
 
 
 def test_a_hand_set_affinity_outside_the_priority_list_is_named_alone():
