@@ -14,7 +14,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from click.testing import CliRunner
-from helpers import SPLIT, SPLIT_DEVICES, SPLIT_TOLERANCE, run_threads
+from helpers import EXACT_F32, SPLIT, SPLIT_DEVICES, SPLIT_TOLERANCE, run_threads
 from robust import external_model, nothing_left_behind
 
 import hetero_cli as hc
@@ -182,5 +182,5 @@ def test_a_model_file_with_a_colon_in_its_name_splits(tmp_path):
     want = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(
         None, {"x": x}
     )[0]
-    got = core.compile_model(model, SPLIT).create_infer_request().infer({"x": x})["y"]
+    got = core.compile_model(model, SPLIT, EXACT_F32).create_infer_request().infer({"x": x})["y"]
     np.testing.assert_allclose(got, want, **SPLIT_TOLERANCE)
