@@ -317,6 +317,16 @@ def _device_name(key: str) -> str | None:
         return None
 
 
+def _json_text(value: Any) -> Any:
+    """``value`` parsed if it is JSON text of an object, else as it is."""
+    if isinstance(value, str) and value.strip().startswith("{"):
+        try:
+            return json.loads(value)
+        except ValueError as exc:
+            raise ConfigError(f"{DEVICE_PROPERTIES} is not valid JSON ({exc}): {value!r:.80}") from None
+    return value
+
+
 def split(config: Mapping[str, Any] | None, *, target: str | None = None) -> SplitConfig:
     """Take a compile config apart; ``target`` is the device for plain-device keys, None for HETERO."""
     out = SplitConfig()
@@ -324,8 +334,11 @@ def split(config: Mapping[str, Any] | None, *, target: str | None = None) -> Spl
         key = str(raw_key)
         upper = key.upper()
         if upper == DEVICE_PROPERTIES:
+            value = _json_text(value)  # --config DEVICE_PROPERTIES='{"CPU": {...}}' gives it as JSON text
             if not isinstance(value, Mapping):
-                raise ConfigError(f"{DEVICE_PROPERTIES} takes {{device: {{key: value}}}}, not {value!r}")
+                raise ConfigError(
+                    f"{DEVICE_PROPERTIES} takes {{device: {{key: value}}}} (a mapping, or its JSON text), not {value!r}"
+                )
             for dev_key, dev_values in value.items():
                 _add_device(out, str(dev_key), dev_values)
         elif isinstance(value, Mapping) and upper not in HETERO_KEYS and not _target_key(target, key):

@@ -256,10 +256,21 @@ def test_device_properties_nesting(chain):
     assert compiled.get_property("DEVICE_PROPERTIES")["CPU"]["INFERENCE_NUM_THREADS"] == 3
 
 
+def test_device_properties_as_json_text_from_the_command_line(chain):
+    """--config DEVICE_PROPERTIES='{...}' hands the value over as text: its JSON is read."""
+    text = 'DEVICE_PROPERTIES={"CPU": {"PERF_COUNT": "YES"}}'
+    result = invoke(cli.query, "-m", DIGITS, "-d", "HETERO:CPU", "--config", text)
+    assert result.exit_code == 0, result.stderr
+    config = {"DEVICE_PROPERTIES": '{"CPU": {"INFERENCE_NUM_THREADS": 3}}'}
+    compiled = hc.Core().compile_model(chain, "HETERO:CPU", config)
+    assert compiled.subgraphs[0].session.get_session_options().intra_op_num_threads == 3
+
+
 @pytest.mark.parametrize(
     "value",
     [
         "CPU",
+        '{"CPU":',
         {"CPU": 3},
         {"FPGA": {"PERF_COUNT": True}},
         {"CPU": {"FOO": 1}},
