@@ -182,3 +182,27 @@ def test_cuda_rows_measure_the_automatic_split_the_forced_splits_and_pipelining(
         assert measured["subgraphs"] == 1 and measured["probe_reused"] == 1.0, measured
         assert measured["sessions_created"] == 1 and measured["compile_ratio"] > 0
     assert results["gil"]["CUDA,CPU"]["python_pace_share"] >= 0
+
+
+def test_paired_cpu_times_a_given_copy_of_hetero_cli():
+    """bench/paired_cpu.py runs and names the hetero_cli it timed (its --source); no timing is judged."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "paired_cpu.py"),
+            "--model",
+            "squeezenet",
+            "--pairs",
+            "2",
+            "--source",
+            str(ROOT),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert str(ROOT / "hetero_cli") in done.stdout
+    assert "squeezenet HETERO:CPU / ORT CPU, median of 2 paired ratios:" in done.stdout
