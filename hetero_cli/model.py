@@ -192,11 +192,17 @@ class Model:
             self._stamp = (stat.st_size, stat.st_mtime_ns)
         external = any(_is_external(t) for t in all_tensors(proto))
         self._external_data = external  # weights in files of their own beside the model
-        # where sessions find the weights kept in external files (read_model checked them), or in the model
-        # file itself: the model's folder
-        self.external_dir = (
-            self.path.absolute().parent.resolve() if (external or self._spans) and self.path else None
-        )
+        # where sessions find the weights kept in external files (read_model checked them): the model's
+        # folder; or, for weights only in the model file itself, the folder the file really is in (ORT
+        # refuses a reference through a symlink that leads out of the folder it is given)
+        real = self.path.resolve() if self.path is not None else None
+        self._real_file = real
+        if external and self.path is not None:
+            self.external_dir: Path | None = self.path.absolute().parent.resolve()
+        elif self._spans and real is not None:
+            self.external_dir = real.parent
+        else:
+            self.external_dir = None
 
     @property
     def proto(self) -> onnx.ModelProto:
@@ -404,12 +410,27 @@ class Model:
         """Initializer ``name`` as external data pointing at its bytes in the model's file, while its
         weights are still only there (ORT reads them from the file); None otherwise.
 
-        ModelError if the file changed since it was read. None for a file whose name has a ':' in it:
-        ONNX Runtime's OpenVINO EP cannot read an external data location with one (such a model's weights
-        are read into memory instead).
+        ModelError if the file changed since it was read. None where ORT could not follow the reference (the
+        model's weights are then read into memory instead): a file whose name has a ':' in it (ONNX
+        Runtime's OpenVINO EP cannot read such a location), or a symlink to a file outside the folder of
+        the model's own external data files.
         """
-        if not self._in_file or name not in self._spans or ":" in (self.path.name if self.path else ""):
+        if not self._in_file or name not in self._spans:
             return None
+        real = self._real_file
+        if real is None or ":" in real.name or real.parent != self.external_dir:
+            return None
+        self._check_unchanged()
+        offset, length = self._spans[name]
+        tensor = onnx.TensorProto()
+        tensor.CopyFrom(self._stripped[name])
+        tensor.data_location = onnx.TensorProto.EXTERNAL
+        for key, value in (("location", real.name), ("offset", str(offset)), ("length", str(length))):
+            tensor.external_data.add(key=key, value=value)
+        return tensor
+
+    def _check_unchanged(self) -> None:
+        """ModelError if the model's file changed since it was read (its weights are read from it later)."""
         assert self.path is not None and self._stamp is not None
         try:
             stat = self.path.stat()
@@ -417,13 +438,6 @@ class Model:
             stat = None
         if stat is None or (stat.st_size, stat.st_mtime_ns) != self._stamp:
             raise ModelError(f"{self.path} changed on disk since it was read: read the model again")
-        offset, length = self._spans[name]
-        tensor = onnx.TensorProto()
-        tensor.CopyFrom(self._stripped[name])
-        tensor.data_location = onnx.TensorProto.EXTERNAL
-        for key, value in (("location", self.path.name), ("offset", str(offset)), ("length", str(length))):
-            tensor.external_data.add(key=key, value=value)
-        return tensor
 
     def export_initializer(self, name: str) -> onnx.TensorProto:
         """Initializer ``name`` for a model ORT loads: a reference into the model's file where possible,
@@ -438,9 +452,31 @@ class Model:
         """Initializer ``name``'s value, read from the model's file if it is only there (the other weights
         stay there); kept for the next call."""
         if name not in self._arrays:
-            folder = str(self.external_dir) if self.external_dir is not None else ""
-            self._arrays[name] = onnx.numpy_helper.to_array(self.export_initializer(name), base_dir=folder)
+            self._arrays[name] = self._read_array(name)
         return self._arrays[name]
+
+    def _read_array(self, name: str) -> np.ndarray:
+        if self._in_file and name in self._spans:
+            # its raw bytes, read here: onnx's external data loader refuses a file with several hard links
+            self._check_unchanged()
+            offset, length = self._spans[name]
+            tensor = self._stripped[name]
+            assert self.path is not None
+            with open(self.path, "rb") as f:
+                f.seek(offset)
+                data = f.read(length)
+            dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type)).newbyteorder("<")
+            return (
+                np.frombuffer(data, dtype=dtype)
+                .astype(dtype.newbyteorder("="), copy=True)
+                .reshape(tuple(tensor.dims))
+            )
+        tensor = self.initializers[name] if name in self._stripped else self._initializer_index[name]
+        folder = str(self.external_dir) if self.external_dir is not None else ""
+        try:
+            return onnx.numpy_helper.to_array(tensor, base_dir=folder)
+        except Exception as exc:
+            raise ModelError(f"cannot read initializer {name!r} of the model ({_short(exc)})") from None
 
     @functools.cached_property
     def declared_inputs(self) -> dict[str, onnx.ValueInfoProto]:

@@ -184,3 +184,48 @@ def test_a_model_file_with_a_colon_in_its_name_splits(tmp_path):
     )[0]
     got = core.compile_model(model, SPLIT, EXACT_F32).create_infer_request().infer({"x": x})["y"]
     np.testing.assert_allclose(got, want, **SPLIT_TOLERANCE)
+
+
+@pytest.mark.parametrize("how", ["plain", "symlink", "hardlink"])
+def test_a_model_file_reached_through_a_link(tmp_path, how):
+    """A model file behind a symlink (a Hugging Face cache's layout) or with several hard links: exports
+    and probes reference the real file in its own folder (ORT refuses a reference through a symlink that
+    leads out of the folder), and the weights hetero-cli reads itself (a constant output, an overridable
+    initializer's default) are read without onnx's external data loader, which refuses hard-linked files.
+    Before, a symlinked model's weight-reading nodes went to CPU in automatic mode without a word."""
+    w = onnx.numpy_helper.from_array(np.arange(64 * 64, dtype=np.float32).reshape(64, 64) / 4096, "W")
+    b = onnx.numpy_helper.from_array(np.full((2, 64), 0.5, np.float32), "B")
+    nodes = [
+        onnx.helper.make_node("MatMul", ["x", "W"], ["m"], name="mm"),
+        onnx.helper.make_node("Add", ["m", "B"], ["y"], name="add"),
+    ]
+    info = onnx.helper.make_tensor_value_info
+    graph = onnx.helper.make_graph(
+        nodes,
+        "g",
+        [info("x", onnx.TensorProto.FLOAT, [2, 64]), info("B", onnx.TensorProto.FLOAT, [2, 64])],
+        [info("y", onnx.TensorProto.FLOAT, [2, 64]), info("W", onnx.TensorProto.FLOAT, [64, 64])],
+        [w, b],
+    )
+    proto = onnx.helper.make_model(graph, ir_version=9, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    (tmp_path / "real").mkdir()
+    (tmp_path / "use").mkdir()
+    real = tmp_path / "real" / "m.onnx"
+    onnx.save(proto, str(real))
+    path = real if how == "plain" else tmp_path / "use" / "m.onnx"
+    if how == "symlink":
+        path.symlink_to(real)
+    elif how == "hardlink":
+        os.link(real, path)
+    if len(SPLIT_DEVICES) > 1:
+        assert hc.Core().query_model(path, SPLIT)["mm"] == SPLIT_DEVICES[0]
+    x = np.ones((2, 64), np.float32)
+    for device in dict.fromkeys(["HETERO:CPU", SPLIT]):
+        request = hc.Core().compile_model(path, device, EXACT_F32).create_infer_request()
+        for feeds in ({"x": x}, {"x": x, "B": np.zeros((2, 64), np.float32)}):
+            got = request.infer(feeds)
+            want = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+                None, feeds
+            )
+            np.testing.assert_allclose(got["y"], want[0], rtol=1e-5, err_msg=device)
+            np.testing.assert_array_equal(got["W"], want[1], err_msg=device)
