@@ -351,7 +351,8 @@ def set_affinities(core: Core, model: Model, device: str, overrides: Mapping[str
 
     Returns {node: where its affinity came from} ("model", "query" or "option").
     """
-    if model.affinities():
+    from_model = bool(model.affinities())
+    if from_model:
         base = model.affinities()
         source = dict.fromkeys(base, "model")
     else:
@@ -363,7 +364,7 @@ def set_affinities(core: Core, model: Model, device: str, overrides: Mapping[str
     if missing:
         names = ", ".join(f"{n.get_friendly_name()} ({n.get_type_name()})" for n in missing[:6])
         names += " ..." if len(missing) > 6 else ""
-        if "model" in source.values():
+        if from_model:
             raise AffinityError(
                 f"the model sets affinities for some nodes, so automatic mode is off and every node needs one: "
                 f"{len(missing)} node(s) have none ({names}); give them with --affinity NODE=DEVICE, or clear "
@@ -776,7 +777,7 @@ def benchmark(
     # -hint, else a PERFORMANCE_HINT from --config or -load_config, else benchmark_app's default for -api
     configured = None if hint is not None else _configured(setup.core, cfg.PERFORMANCE_HINT)
     hint_given = hint is not None or configured is not None
-    if not perf_counts and cfg.parse_bool(cfg.PERF_COUNT, _configured(setup.core, cfg.PERF_COUNT) or "NO"):
+    if not perf_counts and _profiling_configured(setup):
         perf_counts = counters = True  # PERF_COUNT=YES in a config prints the counters, as -pc does
     hint = hint or configured or ("throughput" if api == "async" else "latency")
     if nireq is None:
@@ -856,7 +857,7 @@ def benchmark(
             report_type,
             json_stats=json_stats,
             parameters=given,
-            configuration=_configuration(compiled, hint, nireq, api),
+            configuration=_configuration(compiled, nireq, api),
             results=[
                 ("read model time (ms)", read_ms),
                 ("compile model time (ms)", compile_ms),
@@ -883,12 +884,12 @@ def _version() -> str:
     return __version__
 
 
-def _configuration(compiled: Any, hint: str, nireq: int, api: str) -> list[tuple[str, Any]]:
+def _configuration(compiled: Any, nireq: int, api: str) -> list[tuple[str, Any]]:
     rows: list[tuple[str, Any]] = [
         ("device", compiled.device_name),
         ("EXECUTION_DEVICES", ",".join(compiled.execution_devices)),
         ("NUMBER_OF_SUBGRAPHS", len(compiled.subgraphs)),
-        ("PERFORMANCE_HINT", hint.upper()),
+        ("PERFORMANCE_HINT", str(compiled.get_property("PERFORMANCE_HINT"))),
         ("api", api),
         ("nireq", nireq),
     ]
@@ -896,6 +897,19 @@ def _configuration(compiled: Any, hint: str, nireq: int, api: str) -> list[tuple
         for key, value in values.items():
             rows.append((f"{device}: {key}", value))
     return rows
+
+
+def _profiling_configured(setup: Setup) -> bool:
+    """Whether --config or -load_config set PERF_COUNT=YES for HETERO or for a device of the request."""
+    if cfg.parse_bool(cfg.PERF_COUNT, _configured(setup.core, cfg.PERF_COUNT) or "NO"):
+        return True
+    for dev in setup.request.priorities:
+        try:
+            if cfg.parse_bool(cfg.PERF_COUNT, setup.core.get_property(dev.name, cfg.PERF_COUNT)):
+                return True
+        except ConfigError:
+            continue
+    return False
 
 
 def _configured(core: Core, key: str) -> str | None:
@@ -981,7 +995,8 @@ def _profile(
 ) -> tuple[list[Any], list[Any]]:
     """Counters from a profiled compile, PROFILED_RUNS inferences per request, run after the measured loop.
 
-    The measured loop runs without the profiler, so -pc does not change the numbers it reports.
+    The measured loop runs without the profiler (unless a config turned PERF_COUNT on for it), so -pc does
+    not change the numbers it reports.
     """
     info(f"Collecting performance counters: {PROFILED_RUNS} profiled inferences per infer request")
     setup.core.set_property("HETERO", {cfg.PERF_COUNT: "YES"})

@@ -268,7 +268,13 @@ def constant_outputs(model: Model, plan: Plan) -> dict[str, np.ndarray]:
             providers=["CPUExecutionProvider"],
             enable_fallback=0,
         )
-        values.update(zip(rest, sess.run(rest, {}), strict=True))
+        try:
+            values.update(zip(rest, sess.run(rest, {}), strict=True))
+        except RuntimeError as exc:  # an element type ORT's Python API has no numpy type for (bfloat16...)
+            raise CompileError(
+                f"the model's constant output(s) {', '.join(map(repr, rest))} cannot be handed over as numpy "
+                f"arrays ({failure_reason(exc)}): add a Cast to float32 after them in the model"
+            ) from None
     return values
 
 
@@ -389,8 +395,12 @@ def compile_plan(
     whole = whole_plan_probe(model, plan, devices, config, kept)
     if whole is not None:
         return _one_session(model, plan, devices, config, device_name, *whole)
-    if len(plan.subgraphs) != 1:
-        kept.clear()  # only a plan of one subgraph can use one now; the rest must not stay in memory
+    if len(plan.subgraphs) != 1 or fed_initializers(
+        model, plan.subgraphs[0], devices[plan.subgraphs[0].device].kind.folds_initializers
+    ):
+        # only a plan of one subgraph can use one now, and not one whose EP would fold an overridable
+        # initializer (prepare_subgraph): the rest must not stay in memory while sessions are created
+        kept.clear()
     profiled = any(config.settings(devices[s.device]).profiling for s in plan.subgraphs)
     profile_dir = Path(tempfile.mkdtemp(prefix="hetero_profile_")) if profiled else None
     probe = kept.get(plan.subgraphs[0].device) if len(plan.subgraphs) == 1 else None

@@ -159,8 +159,6 @@ def provider_option_value(device: Device, key: str, value: Any) -> str:
                 f"{bounds[1]}"
             )
         text = str(n)
-    if device.kind.family == "OPENVINO" and key == "precision":
-        _check_openvino_precision(device, text)
     return text
 
 
@@ -169,10 +167,12 @@ def provider_option_value(device: Device, key: str, value: Any) -> str:
 OPENVINO_PRECISIONS = {"CPU": ("FP32", "ACCURACY")}
 
 
-def _check_openvino_precision(device: Device, precision: str) -> None:
-    target = device.provider_options.get("device_type", "CPU").split(".")[0]
+def _check_openvino_precision(device: Device, options: Mapping[str, str]) -> None:
+    """ConfigError for a precision the OpenVINO EP refuses on the OpenVINO device ``options`` name."""
+    precision = options.get("precision")
+    target = options.get("device_type", "CPU").split(".")[0]
     allowed = OPENVINO_PRECISIONS.get(target)
-    if allowed is not None and precision.upper() not in allowed:
+    if precision is not None and allowed is not None and precision.upper() not in allowed:
         raise ConfigError(
             f"{device.name} cannot compute in {precision}: ONNX Runtime's OpenVINO EP takes precision "
             f"{' or '.join(allowed)} on OpenVINO's {target} device; use "
@@ -195,7 +195,6 @@ def _precision(device: Device, settings: DeviceSettings, value: Any) -> None:
     precision = _parse_precision(PRECISION, value)
     family = device.kind.family
     if family == "OPENVINO" and precision in ("f32", "f16"):
-        _check_openvino_precision(device, precision.upper().replace("F", "FP"))
         settings.provider_options["precision"] = precision.upper().replace("F", "FP")
     elif family == "TENSORRT" and precision in ("f32", "f16"):
         settings.provider_options["trt_fp16_enable"] = "True" if precision == "f16" else "False"
@@ -240,6 +239,8 @@ def device_settings(device: Device, config: Mapping[str, Any]) -> DeviceSettings
             raise ConfigError(
                 f"unknown config key {key!r} for {device.name}: it knows {', '.join(known_keys(device))}"
             )
+    if device.kind.family == "OPENVINO":  # the precision against the device_type it ends up with
+        _check_openvino_precision(device, settings.provider_options)
     return settings
 
 
@@ -322,7 +323,7 @@ def _json_text(value: Any) -> Any:
     if isinstance(value, str) and value.strip().startswith("{"):
         try:
             return json.loads(value)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise ConfigError(f"{DEVICE_PROPERTIES} is not valid JSON ({exc}): {value!r:.80}") from None
     return value
 

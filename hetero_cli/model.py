@@ -376,19 +376,24 @@ class Model:
         outputs, value_info, initializers, Cast targets, Constant values). ORT runs a node the CPU EP has
         no 16-bit kernel for through Casts it inserts, and leaves that node out of its record of placements."""
         half = {onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
-        graph = self._proto.graph
-        infos = (*graph.input, *graph.output, *graph.value_info)
-        if any(i.type.tensor_type.elem_type in half for i in infos):
-            return True
-        if any(t.data_type in half for t in graph.initializer):
-            return True
-        for node in self._ops:
-            for attr in node.proto.attribute:
-                if attr.name == "to" and attr.i in half:
-                    return True
-                if attr.type == onnx.AttributeProto.TENSOR and attr.t.data_type in half:
-                    return True
-        return False
+        type_attributes = ("to", "dtype", "output_dtype")  # Cast, EyeLike/Random*, QuantizeLinear...
+
+        def in_graph(graph: onnx.GraphProto) -> bool:
+            infos = (*graph.input, *graph.output, *graph.value_info)
+            if any(i.type.tensor_type.elem_type in half for i in infos):
+                return True
+            tensors = (*graph.initializer, *(t.values for t in graph.sparse_initializer))
+            return any(t.data_type in half for t in tensors) or any(in_nodes(graph.node))
+
+        def in_nodes(nodes: Iterable[onnx.NodeProto]) -> Iterator[bool]:
+            for node in nodes:
+                for attr in node.attribute:
+                    yield (attr.name in type_attributes and attr.i in half) or (
+                        attr.type == onnx.AttributeProto.TENSOR and attr.t.data_type in half
+                    )
+                    yield any(in_graph(g) for g in (attr.g, *attr.graphs) if g.ByteSize())
+
+        return in_graph(self._proto.graph) or any(any(in_nodes(f.node)) for f in self._proto.functions)
 
     @functools.cached_property
     def sparse_initializers(self) -> dict[str, onnx.SparseTensorProto]:

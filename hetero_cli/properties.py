@@ -21,7 +21,8 @@ class Property(str):
 
     __slots__ = ()
 
-    def __call__(self, *values: Any) -> Any:
+    def __call__(self, *values: Any, value: Any = None) -> Any:
+        values = (value,) if value is not None and not values else values
         if not values or (len(values) == 1 and values[0] is None):
             return str(self)
         if len(values) == 1:

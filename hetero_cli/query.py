@@ -373,13 +373,18 @@ def check_supported(model: Model, devices: Sequence[Device]) -> dict[str, str]:
     return affinities
 
 
+def _untyped(t: onnx.TypeProto | None) -> bool:
+    """No type at all, or a tensor type without an element type (sequences and maps are typed)."""
+    return t is None or (t.WhichOneof("value") == "tensor_type" and not t.tensor_type.elem_type)
+
+
 def untyped_note(model: Model, nodes: Sequence[Node]) -> str:
     """A message's note on those of ``nodes`` that could not be probed at all: they read a tensor whose
     element type nothing declares or infers (made by an op no device knows, say); '' if none do."""
     untyped = {}
     for node in nodes:
         for t in node.inputs:
-            if t and t not in model.initializer_names and model.tensor_info(t).dtype is None:
+            if t and t not in model.initializer_names and _untyped(model.value_type(t)):
                 untyped.setdefault(node.friendly_name, t)
     if not untyped:
         return ""

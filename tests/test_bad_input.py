@@ -414,3 +414,51 @@ def test_affinities_in_the_model_plus_an_option_say_every_node_needs_one(tmp_pat
     line = one_error_line(result)
     assert "the model sets affinities for some nodes, so automatic mode is off" in line, line
     assert "no device" not in line and first not in line
+
+
+def test_an_affinity_option_over_the_models_own_still_says_every_node_needs_one(tmp_path):
+    """--affinity replacing every affinity the model had: the nodes without one still get the hand-set
+    message, not 'no device supports' (no query ran)."""
+    model = hc.Core().read_model(chain_model(("Relu", "Neg", "Abs")))
+    first = model.get_ops()[0].get_friendly_name()
+    model.get_ops()[0].get_rt_info()["affinity"] = "CPU"
+    model.save(tmp_path / "p.onnx")
+    line = one_error_line(
+        invoke(cli.query, "-m", tmp_path / "p.onnx", "-d", "HETERO:CPU", "--affinity", f"{first}=CPU")
+    )
+    assert "the model sets affinities for some nodes" in line and "no device" not in line
+
+
+@needs_openvino
+def test_sequences_are_not_called_untyped():
+    """A node no device takes that reads a sequence: nothing about undeclared types."""
+    nodes = [
+        h.make_node("SequenceConstruct", ["x", "x"], ["seq"], name="construct"),
+        h.make_node("SequenceAt", ["seq", "i"], ["y"], name="at"),
+    ]
+    index = h.make_tensor("i", TensorProto.INT64, [], [0])
+    proto = make_model(nodes, [vi("x", [2])], [vi("y", [2])])
+    proto.graph.initializer.append(index)
+    with pytest.raises(hc.HeteroError) as err:
+        hc.Core().compile_model(proto, "HETERO:OPENVINO")
+    assert "whose type nothing declares" not in str(err.value)
+
+
+def test_a_bfloat16_constant_output_is_a_compile_error():
+    nodes = [
+        h.make_node(
+            "Constant", [], ["c"], name="const", value=h.make_tensor("v", TensorProto.FLOAT, [2], [1, 2])
+        ),
+        h.make_node("Cast", ["c"], ["bf"], name="cast", to=TensorProto.BFLOAT16),
+        h.make_node("Relu", ["x"], ["y"], name="relu"),
+    ]
+    outputs = [
+        h.make_tensor_value_info("y", TensorProto.FLOAT, [2]),
+        h.make_tensor_value_info("bf", TensorProto.BFLOAT16, [2]),
+    ]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", TensorProto.FLOAT, [2])], outputs)
+    proto = h.make_model(graph, ir_version=10, opset_imports=[h.make_opsetid("", 21)])
+    with pytest.raises(
+        hc.CompileError, match=r"constant output\(s\) 'bf' cannot be handed over as numpy arrays"
+    ):
+        hc.Core().compile_model(proto, "HETERO:CPU")

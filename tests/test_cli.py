@@ -543,6 +543,16 @@ def test_benchmark_prints_counters_when_a_config_sets_perf_count():
     assert infos and total == sum(i.real_time_us for i in infos)
 
 
+def test_benchmark_prints_counters_when_a_config_file_sets_perf_count_for_a_device(tmp_path):
+    """benchmark_app's own -load_config shape, {"CPU": {"PERF_COUNT": "YES"}}, prints the counters too."""
+    (tmp_path / "c.json").write_text('{"CPU": {"PERF_COUNT": "YES"}}')
+    result = run(
+        cli.benchmark, "-m", DIGITS, "-niter", "2", "-api", "sync", "-load_config", tmp_path / "c.json"
+    )
+    assert result.exit_code == 0, result.stderr
+    assert "Performance counts for 0-th infer request" in result.stdout
+
+
 def test_benchmark_time_limit():
     result = run(cli.benchmark, "-m", DIGITS, "-t", "1", "-api", "sync")
     assert result.exit_code == 0, result.stderr

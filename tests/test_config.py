@@ -122,6 +122,18 @@ def test_f16_on_openvinos_cpu_device_is_refused_when_configured(chain, config):
         hc.Core().set_property("OPENVINO", config["OPENVINO"])
 
 
+def test_the_openvino_precision_check_follows_a_configured_device_type():
+    core = hc.Core()
+    core.set_property("OPENVINO", {"device_type": "GPU", "INFERENCE_PRECISION_HINT": "f16"})  # fine on a GPU
+    with pytest.raises(hc.ConfigError, match="on OpenVINO's CPU device"):
+        hc.Core().set_property("OPENVINO.GPU", {"device_type": "CPU", "INFERENCE_PRECISION_HINT": "f16"})
+
+
+def test_deeply_nested_device_properties_json_is_a_config_error():
+    with pytest.raises(hc.ConfigError, match="not valid JSON"):
+        config.split({"DEVICE_PROPERTIES": '{"a":' + "[" * 200000})
+
+
 @needs_openvino
 def test_openvino_named_keys_map_to_provider_options(split_model, spy):
     config = {"OPENVINO": {"INFERENCE_NUM_THREADS": 2, "INFERENCE_PRECISION_HINT": hc.Type.f32}}

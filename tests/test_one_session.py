@@ -267,3 +267,23 @@ def test_benchmark_takes_the_hint_a_config_gives_when_no_hint_option_does(tmp_pa
     assert "PERFORMANCE_HINT: THROUGHPUT" in result.stdout
     assert "run in one ONNX Runtime session" not in result.stdout
     assert "was not explicitly specified" not in result.stdout + result.stderr
+
+
+@needs_openvino
+def test_a_float16_tensor_made_by_a_dtype_attribute_counts_as_float16():
+    """EyeLike(dtype=float16) makes the model's only float16 tensor: its Hardmax runs on CPU through
+    inserted Casts, which the query must see (Model.has_half_floats reads dtype attributes too)."""
+    nodes = [
+        onnx.helper.make_node("Relu", ["x"], ["r"], name="relu"),
+        onnx.helper.make_node("EyeLike", ["r"], ["e"], name="eye", dtype=onnx.TensorProto.FLOAT16),
+        onnx.helper.make_node("Hardmax", ["e"], ["hm"], name="hardmax"),
+        onnx.helper.make_node("Cast", ["hm"], ["hf"], name="cast", to=onnx.TensorProto.FLOAT),
+        onnx.helper.make_node("Add", ["hf", "r"], ["y"], name="add"),
+    ]
+    info = onnx.helper.make_tensor_value_info
+    graph = onnx.helper.make_graph(
+        nodes, "g", [info("x", onnx.TensorProto.FLOAT, [4, 4])], [info("y", onnx.TensorProto.FLOAT, [4, 4])]
+    )
+    proto = onnx.helper.make_model(graph, ir_version=9, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    assert hc.Model(proto).has_half_floats
+    assert hc.Core().query_model(proto, SPLIT)["hardmax"] == "CPU"
