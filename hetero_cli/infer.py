@@ -160,7 +160,8 @@ def _steps(compiled: CompiledModel) -> list[_Step]:
 def _plain(s: CompiledSubgraph) -> bool:
     """Whether a subgraph reads or makes a value that is not a numeric tensor (ORT's own types)."""
     args = [
-        *(i for i in s.session.get_inputs() if i.name in s.inputs),
+        *s.session.get_inputs(),  # its boundary inputs, and overridable initializers fed as inputs
+        *s.session.get_overridable_initializers(),
         *(o for o in s.session.get_outputs() if o.name in s.outputs),
     ]
     return any(not a.type.startswith("tensor(") or a.type == "tensor(string)" for a in args)
@@ -456,7 +457,9 @@ class InferRequest:
         )
         # inputs no OrtValue can hold (those and strings): kept as given, for the plain steps that read them
         self._unwrapped = self._non_tensor | {
-            i.name for i in compiled.inputs if i.dtype is not None and i.dtype.hasobject
+            i.name
+            for i in (*compiled.inputs, *self._overridable.values())
+            if i.dtype is not None and i.dtype.hasobject
         }
         self.results: dict[str, np.ndarray] = {}
         self._profiled = any(step.compiled.profiler is not None for step in self._steps)

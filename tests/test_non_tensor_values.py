@@ -202,3 +202,25 @@ def test_a_sequence_input_only_passed_through_beside_a_bound_subgraph():
         got = request.infer({"x": np.array([1, -1], np.float32), "seq": [np.array([3.0], np.float32)]})
         np.testing.assert_array_equal(got["y"], np.array([1, 0], np.float32))
         assert len(got["seq"]) == 1 and got["seq"][0].tolist() == [3.0]
+
+
+@pytest.mark.parametrize("device", sorted({"HETERO:CPU", SPLIT}))
+@pytest.mark.parametrize("hint", ["LATENCY", "THROUGHPUT"])
+def test_a_string_overridable_initializer_fed_or_not(device, hint):
+    """An initializer of strings also listed among the inputs: the caller may feed other strings."""
+    strings = h.make_tensor("S", STRING, [2], [b"a", b"b"])
+    graph = h.make_graph(
+        [h.make_node("Identity", ["S"], ["out"], name="id"), h.make_node("Relu", ["x"], ["y"], name="relu")],
+        "g",
+        [h.make_tensor_value_info("x", FLOAT, [2]), h.make_tensor_value_info("S", STRING, [2])],
+        [h.make_tensor_value_info("out", STRING, [2]), h.make_tensor_value_info("y", FLOAT, [2])],
+        [strings],
+    )
+    proto = h.make_model(graph, ir_version=9, opset_imports=[h.make_opsetid("", 17)])
+    request = hc.Core().compile_model(proto, device, {"PERFORMANCE_HINT": hint}).create_infer_request()
+    x = np.array([-1, 2], np.float32)
+    for given, want in ((None, ["a", "b"]), (["p", "q"], ["p", "q"]), (None, ["a", "b"])):
+        feeds = {"x": x} if given is None else {"x": x, "S": np.array(given, dtype=object)}
+        got = request.infer(feeds)
+        assert list(got["out"]) == want
+        np.testing.assert_array_equal(got["y"], np.array([0, 2], np.float32))
