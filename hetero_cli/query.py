@@ -18,7 +18,7 @@ from typing import Any
 
 import onnx
 
-from ._ort import assignment, ort, record_assignment, refused_model, session_options
+from ._ort import assignment, failure_reason, ort, record_assignment, refused_model, session_options
 from .device_string import DeviceRequest
 from .errors import AffinityError, ConfigError, ModelError, UnsupportedNodesError
 from .export import extract
@@ -161,7 +161,16 @@ def _claims(model: Model, device: Device, nodes: list[Node], *, whole: bool = Fa
             return _claims(model, device, rest)
         if len(nodes) == 1:
             return set()
-        return _halves(model, device, nodes)
+        found = _halves(model, device, nodes)
+        if whole and not found and not device.is_cpu:
+            # every probe failed: say why rather than quietly leave every node to the next device (the
+            # reason may be the EP's limits, or that it cannot load this model at all: its file, weights)
+            log.warning(
+                "%s took no node: every probe of it failed, the whole model's with: %s",
+                device.name,
+                failure_reason(exc),
+            )
+        return found
     if device.is_cpu:
         # ORT runs what the CPU EP lacks a kernel for at this type through casts it inserts itself; those
         # nodes are missing from the assignment record but run, so a CPU probe that loads supports them all.
