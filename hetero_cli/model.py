@@ -148,7 +148,7 @@ class Model:
     """An ONNX model with ops in topological order, friendly names, rt_info and inferred tensor types."""
 
     def __init__(self, proto: onnx.ModelProto, path: str | os.PathLike[str] | None = None):
-        self.path = Path(path) if path is not None else None
+        self.path = Path(path).absolute() if path is not None else None
         # Read from a file, the large weights stay there until something needs them in memory (an export
         # of a split, save): sessions of the whole model load the file, probes and shape inference run
         # without weights, so compiling one subgraph never holds a second copy of the weights.
@@ -461,26 +461,23 @@ class Model:
         return self._arrays[name]
 
     def _read_array(self, name: str) -> np.ndarray:
+        """Its bytes read here, where they are in a file (the model's or an external data file), and
+        decoded by onnx from a copy of the tensor holding them: onnx's own external data loader refuses a
+        file with several hard links, which ORT reads fine."""
         if self._in_file and name in self._spans:
-            # its raw bytes, read here: onnx's external data loader refuses a file with several hard links
             self._check_unchanged()
-            offset, length = self._spans[name]
-            tensor = self._stripped[name]
             assert self.path is not None
-            with open(self.path, "rb") as f:
-                f.seek(offset)
-                data = f.read(length)
-            dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type)).newbyteorder("<")
-            return (
-                np.frombuffer(data, dtype=dtype)
-                .astype(dtype.newbyteorder("="), copy=True)
-                .reshape(tuple(tensor.dims))
-            )
+            offset, length = self._spans[name]
+            return _decoded(self._stripped[name], _read_bytes(self.path, offset, length))
         tensor = self.initializers[name] if name in self._stripped else self._initializer_index[name]
-        folder = str(self.external_dir) if self.external_dir is not None else ""
         try:
-            return onnx.numpy_helper.to_array(tensor, base_dir=folder)
-        except Exception as exc:
+            if _is_external(tensor) and self.external_dir is not None:
+                info = _external_info(tensor)
+                offset = int(info.get("offset", "0") or 0)
+                length = int(info["length"]) if info.get("length") else tensor_nbytes(tensor)
+                return _decoded(tensor, _read_bytes(self.external_dir / info["location"], offset, length))
+            return onnx.numpy_helper.to_array(tensor)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ModelError(f"cannot read initializer {name!r} of the model ({_short(exc)})") from None
 
     @functools.cached_property
@@ -997,6 +994,27 @@ def _node_tensors(node: onnx.NodeProto) -> Iterator[onnx.TensorProto]:
             yield from _graph_tensors(attr.g)
         for g in attr.graphs:
             yield from _graph_tensors(g)
+
+
+def _read_bytes(path: Path, offset: int, length: int | None) -> bytes:
+    """``length`` bytes of ``path`` from ``offset`` (to its end where None); OSError if short."""
+    with open(path, "rb") as f:
+        f.seek(offset)
+        data = f.read() if length is None else f.read(length)
+    if length is not None and len(data) != length:
+        raise OSError(f"{path} ends before the tensor's {length} bytes at offset {offset}")
+    return data
+
+
+def _decoded(tensor: onnx.TensorProto, data: bytes) -> np.ndarray:
+    """The array of ``tensor`` (its type and shape) whose raw bytes are ``data``: onnx decodes them, int4
+    packing, float8 and byte order included."""
+    copy = onnx.TensorProto()
+    copy.CopyFrom(tensor)
+    del copy.external_data[:]
+    copy.data_location = onnx.TensorProto.DEFAULT
+    copy.raw_data = data
+    return onnx.numpy_helper.to_array(copy)
 
 
 def _is_external(tensor: onnx.TensorProto) -> bool:

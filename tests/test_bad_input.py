@@ -483,3 +483,36 @@ def test_a_device_whose_every_probe_fails_is_named_in_a_warning(monkeypatch, cap
     assert compiled.execution_devices == ["CPU"]
     assert "OPENVINO took no node: every probe of it failed, the whole model's with: " in caplog.text
     assert "cannot read the weights" in caplog.text
+
+
+def test_a_constant_output_whose_computation_fails_is_a_compile_error():
+    nodes = [
+        h.make_node(
+            "Constant", [], ["c"], name="const", value=h.make_tensor("v", TensorProto.FLOAT, [3], [1, 2, 3])
+        ),
+        h.make_node(
+            "Constant", [], ["s"], name="shape", value=h.make_tensor("w", TensorProto.INT64, [2], [2, 2])
+        ),
+        h.make_node("Reshape", ["c", "s"], ["bad"], name="reshape"),
+        h.make_node("Relu", ["x"], ["y"], name="relu"),
+    ]
+    proto = make_model(nodes, [vi("x", [2])], [vi("y", [2]), vi("bad", None)])
+    with pytest.raises(hc.HeteroError, match=r"constant output\(s\) 'bad'"):
+        hc.Core().compile_model(proto, "HETERO:CPU")
+
+
+def test_an_int4_initializer_output_read_from_its_file(tmp_path):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    values = (np.arange(2048) % 7).astype(ml_dtypes.int4).reshape(2, 1024)  # packed two to a byte on disk
+    graph = h.make_graph(
+        [h.make_node("Relu", ["x"], ["y"], name="relu")],
+        "g",
+        [vi("x", [2])],
+        [vi("y", [2]), h.make_tensor_value_info("Q", TensorProto.INT4, [2, 1024])],
+        [onnx.numpy_helper.from_array(values, "Q")],
+    )
+    onnx.save(
+        h.make_model(graph, ir_version=10, opset_imports=[h.make_opsetid("", 21)]), str(tmp_path / "q.onnx")
+    )
+    got = hc.Core().compile_model(tmp_path / "q.onnx", "HETERO:CPU")({"x": np.ones(2, np.float32)})
+    np.testing.assert_array_equal(got["Q"].astype(np.int8), values.astype(np.int8))

@@ -229,3 +229,56 @@ def test_a_model_file_reached_through_a_link(tmp_path, how):
             )
             np.testing.assert_allclose(got["y"], want[0], rtol=1e-5, err_msg=device)
             np.testing.assert_array_equal(got["W"], want[1], err_msg=device)
+
+
+def test_initializers_read_from_a_hard_linked_external_data_file(tmp_path):
+    """Model.save elsewhere hard-links the data file; onnx's loader then refuses it (a "hardlink attack"),
+    ORT does not: hetero-cli reads an initializer output's bytes itself, from either copy."""
+    w = onnx.numpy_helper.from_array(np.random.default_rng(0).random((64, 64), dtype=np.float32), "W")
+    info = onnx.helper.make_tensor_value_info
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")],
+        "g",
+        [info("x", onnx.TensorProto.FLOAT, [2, 64])],
+        [info("y", onnx.TensorProto.FLOAT, [2, 64]), info("W", onnx.TensorProto.FLOAT, [64, 64])],
+        [w],
+    )
+    proto = onnx.helper.make_model(graph, ir_version=9, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    onnx.save(
+        proto, str(tmp_path / "m.onnx"), save_as_external_data=True, location="m.data", size_threshold=0
+    )
+    (tmp_path / "out").mkdir()
+    hc.Core().read_model(tmp_path / "m.onnx").save(tmp_path / "out" / "m.onnx")
+    assert os.stat(tmp_path / "m.data").st_nlink == 2
+    for path in (tmp_path / "m.onnx", tmp_path / "out" / "m.onnx"):
+        got = (
+            hc.Core()
+            .compile_model(path, "HETERO:CPU")
+            .create_infer_request()
+            .infer({"x": np.ones((2, 64), np.float32)})
+        )
+        np.testing.assert_array_equal(got["W"], onnx.numpy_helper.to_array(w))
+
+
+def test_a_model_read_by_a_relative_path_survives_a_change_of_directory(tmp_path, monkeypatch):
+    proto = onnx.helper.make_model(
+        onnx.helper.make_graph(
+            [onnx.helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")],
+            "g",
+            [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 64])],
+            [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 64])],
+            [onnx.numpy_helper.from_array(np.eye(64, dtype=np.float32), "W")],
+        ),
+        ir_version=9,
+        opset_imports=[onnx.helper.make_opsetid("", 17)],
+    )
+    onnx.save(proto, str(tmp_path / "rel.onnx"))
+    monkeypatch.chdir(tmp_path)
+    model = hc.Core().read_model("rel.onnx")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    x = np.ones((2, 64), np.float32)
+    for device in dict.fromkeys(["HETERO:CPU", SPLIT]):
+        np.testing.assert_allclose(
+            hc.Core().compile_model(model, device, EXACT_F32)({"x": x})["y"], x, rtol=1e-6
+        )
