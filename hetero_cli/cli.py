@@ -901,21 +901,16 @@ def _configuration(compiled: Any, nireq: int, api: str) -> list[tuple[str, Any]]
 
 def _profiling_configured(setup: Setup) -> bool:
     """Whether --config or -load_config set PERF_COUNT=YES for HETERO or for a device of the request."""
-    if cfg.parse_bool(cfg.PERF_COUNT, _configured(setup.core, cfg.PERF_COUNT) or "NO"):
-        return True
-    for dev in setup.request.priorities:
-        try:
-            if cfg.parse_bool(cfg.PERF_COUNT, setup.core.get_property(dev.name, cfg.PERF_COUNT)):
-                return True
-        except ConfigError:
-            continue
-    return False
+    devices = ["HETERO", *(dev.name for dev in setup.request.priorities)]
+    return any(
+        cfg.parse_bool(cfg.PERF_COUNT, _configured(setup.core, cfg.PERF_COUNT, d) or "NO") for d in devices
+    )
 
 
-def _configured(core: Core, key: str) -> str | None:
-    """The HETERO property ``key`` as --config or -load_config set it (lower case), or None."""
+def _configured(core: Core, key: str, device: str = "HETERO") -> str | None:
+    """``device``'s property ``key`` as --config or -load_config set it (lower case), or None."""
     try:
-        return str(core.get_property("HETERO", key)).lower()
+        return str(core.get_property(device, key)).lower()
     except ConfigError:
         return None
 

@@ -262,7 +262,7 @@ def constant_outputs(model: Model, plan: Plan) -> dict[str, np.ndarray]:
             rest.append(name)
     if rest:
         proto = extract(model, model.constant_nodes_for(rest), [], rest, name=f"{model.name}_constants")
-        named = ", ".join(map(repr, rest))
+        what = f"the model's constant output(s) {', '.join(map(repr, rest))}"
         try:
             sess = ort.InferenceSession(
                 proto.SerializeToString(),
@@ -270,21 +270,15 @@ def constant_outputs(model: Model, plan: Plan) -> dict[str, np.ndarray]:
                 providers=["CPUExecutionProvider"],
                 enable_fallback=0,
             )
-        except Exception as exc:
-            refused = refused_model(f"the model's constant output(s) {named}", exc)
-            raise refused or CompileError(
-                f"the model's constant output(s) {named} could not be computed: {failure_reason(exc)}"
-            ) from None
-        try:
             values.update(zip(rest, sess.run(rest, {}), strict=True))
         except RuntimeError as exc:  # an element type ORT's Python API has no numpy type for (bfloat16...)
             raise CompileError(
-                f"the model's constant output(s) {named} cannot be handed over as numpy arrays "
-                f"({failure_reason(exc)}): add a Cast to float32 after them in the model"
+                f"{what} cannot be handed over as numpy arrays ({failure_reason(exc)}): add a Cast to "
+                "float32 after them in the model"
             ) from None
-        except Exception as exc:  # ORT's own error classes: the computation itself failed
-            raise CompileError(
-                f"the model's constant output(s) {named} could not be computed: {failure_reason(exc)}"
+        except Exception as exc:  # ORT's own error classes: the model is refused, or the computation failed
+            raise refused_model(what, exc) or CompileError(
+                f"{what} could not be computed: {failure_reason(exc)}"
             ) from None
     return values
 

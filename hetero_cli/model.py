@@ -198,7 +198,7 @@ class Model:
         real = self.path.resolve() if self.path is not None else None
         self._real_file = real
         if external and self.path is not None:
-            self.external_dir: Path | None = self.path.absolute().parent.resolve()
+            self.external_dir: Path | None = self.path.parent.resolve()
         elif self._spans and real is not None:
             self.external_dir = real.parent
         else:
@@ -373,8 +373,9 @@ class Model:
     @functools.cached_property
     def has_half_floats(self) -> bool:
         """Whether float16 or bfloat16 tensors appear where they show without shape inference (inputs,
-        outputs, value_info, initializers, Cast targets, Constant values). ORT runs a node the CPU EP has
-        no 16-bit kernel for through Casts it inserts, and leaves that node out of its record of placements."""
+        outputs, value_info, initializers, type attributes such as Cast's ``to``, tensor attributes, in
+        nested graphs and functions too). ORT runs a node the CPU EP has no 16-bit kernel for through
+        Casts it inserts, and leaves that node out of its record of placements."""
         half = {onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
         type_attributes = ("to", "dtype", "output_dtype")  # Cast, EyeLike/Random*, QuantizeLinear...
 

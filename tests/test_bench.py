@@ -34,16 +34,21 @@ TARGET_KEYS = {
 }
 
 
-def _quick(script: Path, out: Path, timeout: int) -> subprocess.CompletedProcess[str]:
-    """A harness script's ``--quick`` run writing into ``out``."""
+def _script(script: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    """A harness script run with ``args`` from the repository's root, its output captured."""
     return subprocess.run(
-        [sys.executable, str(script), "--quick", "--out", str(out)],
+        [sys.executable, str(script), *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
     )
+
+
+def _quick(script: Path, out: Path, timeout: int) -> subprocess.CompletedProcess[str]:
+    """A harness script's ``--quick`` run writing into ``out``."""
+    return _script(script, "--quick", "--out", str(out), timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -186,23 +191,17 @@ def test_cuda_rows_measure_the_automatic_split_the_forced_splits_and_pipelining(
 
 def test_paired_cpu_times_a_given_copy_of_hetero_cli():
     """bench/paired_cpu.py runs and names the hetero_cli it timed (its --source); no timing is judged."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "paired_cpu.py"),
-            "--model",
-            "squeezenet",
-            "--pairs",
-            "2",
-            "--source",
-            str(ROOT),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    args = ("--model", "squeezenet", "--pairs", "2", "--source", str(ROOT))
+    done = _script(ROOT / "bench" / "paired_cpu.py", *args)
     assert done.returncode == 0, done.stderr[-3000:]
     assert str(ROOT / "hetero_cli") in done.stdout
     assert "squeezenet HETERO:CPU / ORT CPU, median of 2 paired ratios:" in done.stdout
+
+
+def test_referenced_weights_times_both_ways_of_holding_the_weights():
+    """bench/referenced_weights.py creates sessions both ways and prints one median each; none is judged."""
+    args = ("--providers", "CPU", "--model", "squeezenet", "--repeats", "1")
+    done = _script(ROOT / "bench" / "referenced_weights.py", *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "squeezenet [CPU] weights inline: " in done.stdout
+    assert "squeezenet [CPU] weights referenced in the file: " in done.stdout
