@@ -30,7 +30,7 @@ from .export import extract, fed_initializers, subgraph_model
 from .model import Model, TensorInfo, shape_text, type_shape
 from .partition import CONSTANT, INPUT, Plan, Subgraph
 from .profiling import SessionProfile
-from .query import KNOWN_FAILURES, Probe, known_to_fail
+from .query import KNOWN_FAILURES, Probe, known_to_fail, supported_nodes
 from .registry import Device
 
 if TYPE_CHECKING:
@@ -183,11 +183,15 @@ def prepare_subgraph(
                 f"{subgraph.name} ({len(subgraph.nodes)} node(s) on {device.name}: {_ops(model, subgraph)})"
             )
             refused = refused_model(f"the model ({where})", exc)
-            if refused is not None:
+            if refused is not None and (device.is_cpu or not _loads_on_cpu(data, model)):
                 raise refused from None
+            valid = (
+                " (the CPU EP loads the subgraph: it is the EP's split of it ORT refuses)" if refused else ""
+            )
             raise CompileError(
-                f"{where} could not be compiled by {device.ep}: {failure_reason(exc)}; move its nodes to "
-                "another device (affinities) or change its config"
+                f"{where} could not be compiled by {device.ep}: {failure_reason(exc)}{valid}; move its nodes "
+                f"to another device (affinities){_unclaimed_note(model, subgraph, device)}, or change its "
+                "config"
             ) from None
         if device.ep not in session.get_providers():
             raise CompileError(
@@ -244,6 +248,34 @@ def refuse_known_failures(model: Model, subgraph: Subgraph, device: Device) -> N
 def _ops(model: Model, subgraph: Subgraph) -> str:
     kinds = list(dict.fromkeys(model.node(n).get_type_name() for n in subgraph.nodes))
     return ", ".join(kinds[:6]) + (" ..." if len(kinds) > 6 else "")
+
+
+def _loads_on_cpu(data: str | bytes, model: Model) -> bool:
+    """Whether the CPU EP alone creates a session of an exported subgraph: where another EP's session of it
+    was refused as an invalid model (the OpenVINO EP can take nodes around one it leaves to the CPU EP,
+    which ORT then finds to be a cycle), the EP is at fault, not the model."""
+    try:
+        ort.InferenceSession(
+            data, session_options(external_dir=model.external_dir), providers=["CPUExecutionProvider"]
+        )
+    except Exception:
+        return False
+    return True
+
+
+def _unclaimed_note(model: Model, subgraph: Subgraph, device: Device) -> str:
+    """The subgraph's nodes the query finds ``device`` does not take, for a compile error's advice."""
+    if device.is_cpu:
+        return ""
+    try:
+        claimed = supported_nodes(model, device)
+    except Exception:  # the advice is a courtesy: the compile error it goes with is the news
+        return ""
+    refused = [n for n in subgraph.nodes if n not in claimed]
+    if not refused:
+        return ""
+    shown = ", ".join(f"{n} ({model.node(n).get_type_name()})" for n in refused[:5])
+    return f", first those {device.name} does not take: {shown}" + (" ..." if len(refused) > 5 else "")
 
 
 def constant_outputs(model: Model, plan: Plan) -> dict[str, np.ndarray]:
