@@ -12,6 +12,7 @@ kernel EPs (CPU, CUDA) give one line per node; EPs that compile their subgraph i
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import os
 import threading
@@ -209,36 +210,53 @@ def subgraph_counters(
     run: Run,
     outputs: Iterable[str],
 ) -> list[ProfilingInfo]:
-    """Counter lines of one subgraph run: per node (kernel EPs) or numbered stages (fused EPs)."""
+    """Counter lines of one subgraph run: per node (kernel EPs) or numbered stages (fused EPs).
+
+    Where ORT ran part of a fused EP's subgraph on another EP, the lines follow the run's order: the EP's
+    parts are stages of their own, the other EP's kernels sit between them, and no microsecond is counted
+    twice (the transfer stages exclude those kernels' time).
+    """
     lines: list[ProfilingInfo] = []
-    fused = [e for e in run.nodes if e.provider == ep and ep in FUSED_EPS]
-    others = [e for e in run.nodes if not (e.provider == ep and ep in FUSED_EPS)]
-    if fused:
-        first = min(e.start_us for e in fused)
-        last = max(e.start_us + e.dur_us for e in fused)
-        stages = [
-            (f"input transfer to {device}", max(0, round(first - run.start_us))),
-            (f"{device} execute time", sum(e.dur_us for e in fused)),
-            (f"output transfer from {device}", max(0, round(run.end_us - last))),
-        ]
-        for k, (label, us) in enumerate(stages, 1):
-            cpu = us if device_on_host or k != 2 else 0
-            lines.append(ProfilingInfo(f"{k}. {label}", "", ep, EXECUTED, us, cpu, number))
-    seen = set()
-    for e in others:
-        seen.add(e.name)
+    events = sorted(run.nodes, key=lambda e: e.start_us)
+    fused = [e for e in events if e.provider == ep and ep in FUSED_EPS]
+    others = [e for e in events if not (e.provider == ep and ep in FUSED_EPS)]
+    stage = itertools.count(1)
+
+    def stage_line(label: str, us: float, on_device: bool) -> ProfilingInfo:
+        us = max(0, round(us))
+        cpu = us if device_on_host or not on_device else 0
+        return ProfilingInfo(f"{next(stage)}. {label}", "", ep, EXECUTED, us, cpu, number)
+
+    def node_line(e: NodeEvent) -> ProfilingInfo:
         launch_only = e.provider in ASYNC_EPS
-        lines.append(
-            ProfilingInfo(
-                e.name,
-                e.op_type,
-                e.provider + (" (launch)" if launch_only else ""),
-                EXECUTED,
-                0 if launch_only else e.dur_us,
-                e.dur_us,
-                number,
-            )
+        return ProfilingInfo(
+            e.name,
+            e.op_type,
+            e.provider + (" (launch)" if launch_only else ""),
+            EXECUTED,
+            0 if launch_only else e.dur_us,
+            e.dur_us,
+            number,
         )
+
+    if fused:
+        first, last = fused[0].start_us, max(e.start_us + e.dur_us for e in fused)
+        before = sum(e.dur_us for e in others if e.start_us < first)
+        after = sum(e.dur_us for e in others if e.start_us >= last)
+        lines.append(stage_line(f"input transfer to {device}", first - run.start_us - before, False))
+        part = itertools.count(1)
+        for e in events:
+            if e.provider == ep:
+                label = f" (part {next(part)} of {len(fused)})" if len(fused) > 1 else ""
+                lines.append(stage_line(f"{device} execute time{label}", e.dur_us, True))
+            elif first <= e.start_us < last:
+                lines.append(node_line(e))
+        lines[:0] = [node_line(e) for e in others if e.start_us < first]
+        lines.append(stage_line(f"output transfer from {device}", run.end_us - last - after, False))
+        lines += [node_line(e) for e in others if e.start_us >= last]
+    else:
+        lines += [node_line(e) for e in others]
+    seen = {e.name for e in others}
     if ep in ASYNC_EPS:
         launches = sum(e.dur_us for e in others)
         total = round(run.end_us - run.start_us)

@@ -14,7 +14,16 @@ import pytest
 from onnx import TensorProto as T
 
 import hetero_cli as hc
-from hetero_cli.profiling import EXECUTED, NOT_RUN, ProfilingInfo, format_counters, parse_counters
+from hetero_cli.profiling import (
+    EXECUTED,
+    NOT_RUN,
+    NodeEvent,
+    ProfilingInfo,
+    Run,
+    format_counters,
+    parse_counters,
+    subgraph_counters,
+)
 
 needs_openvino = pytest.mark.skipif(
     "OpenVINOExecutionProvider" not in ort.get_available_providers(),
@@ -49,6 +58,45 @@ def test_parse_round_trip_and_total_is_sum_of_real_time() -> None:
     back, total = parse_counters(text)
     assert back == infos
     assert total == 1234572
+
+
+def test_fused_ep_parts_and_the_kernels_between_them_follow_the_run() -> None:
+    """A fused EP's subgraph that ORT ran in two parts with a CPU kernel before, between and after them:
+    one line each in the run's order, every microsecond counted once (the run took 100)."""
+    ov, cpu = "OpenVINOExecutionProvider", "CPUExecutionProvider"
+    run = Run(
+        1,
+        1000.0,
+        1100.0,
+        (
+            NodeEvent("OpenVINO-EP-subgraph_2_0", "", ov, 1050.0, 20),
+            NodeEvent("cast", "Cast", cpu, 1002.0, 3),
+            NodeEvent("OpenVINO-EP-subgraph_1_0", "", ov, 1010.0, 25),
+            NodeEvent("isinf", "IsInf", cpu, 1040.0, 5),
+            NodeEvent("tail", "Identity", cpu, 1090.0, 4),
+        ),
+    )
+    infos = subgraph_counters(2, "OPENVINO", ov, True, ["a", "b"], run, ["y"])
+    assert [i.node_name for i in infos] == [
+        "cast",
+        "1. input transfer to OPENVINO",
+        "2. OPENVINO execute time (part 1 of 2)",
+        "isinf",
+        "3. OPENVINO execute time (part 2 of 2)",
+        "4. output transfer from OPENVINO",
+        "tail",
+        "out_y",
+    ]
+    assert [i.real_time_us for i in infos] == [3, 7, 25, 5, 20, 26, 4, 0]
+    assert sum(i.real_time_us for i in infos) <= 100
+    alone = Run(1, 1000.0, 1100.0, (NodeEvent("OpenVINO-EP-subgraph_1_0", "", ov, 1010.0, 80),))
+    assert [
+        (i.node_name, i.real_time_us) for i in subgraph_counters(1, "OPENVINO", ov, True, [], alone, [])
+    ] == [
+        ("1. input transfer to OPENVINO", 10),
+        ("2. OPENVINO execute time", 80),
+        ("3. output transfer from OPENVINO", 10),
+    ]
 
 
 def _model() -> onnx.ModelProto:
