@@ -130,6 +130,22 @@ def hardmax_model() -> onnx.ModelProto:
     return build_model()
 
 
+def guarded_chain_model() -> onnx.ModelProto:
+    """x[4,8] -> Relu -> IsInf -> Where(inf, 0, relu) -> Sigmoid (output c) -> Hardmax -> y: the OpenVINO
+    EP refuses IsInf and Hardmax, and the nodes it takes sit on both sides of IsInf."""
+    nodes = [
+        h.make_node("Relu", ["x"], ["a"], name="relu"),
+        h.make_node("IsInf", ["a"], ["inf"], name="isinf"),
+        h.make_node("Where", ["inf", "zero", "a"], ["b"], name="where"),
+        h.make_node("Sigmoid", ["b"], ["c"], name="sigmoid"),
+        h.make_node("Hardmax", ["c"], ["y"], name="hardmax"),
+    ]
+    zero = h.make_tensor("zero", FLOAT, [], [0.0])
+    return make_model(
+        nodes, [vi("x", [4, 8])], [vi("y", [4, 8]), vi("c", [4, 8])], [zero], name="guarded_chain"
+    )
+
+
 def isinf_model() -> onnx.ModelProto:
     """x[2,3] -> IsInf -> Cast -> Add(relu(x)) -> y: the OpenVINO EP refuses IsInf."""
     nodes = [

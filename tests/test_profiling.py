@@ -7,11 +7,8 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-import onnx
-import onnx.helper as h
-import onnxruntime as ort
 import pytest
-from onnx import TensorProto as T
+from helpers import guarded_chain_model, needs_openvino
 
 import hetero_cli as hc
 from hetero_cli.profiling import (
@@ -23,11 +20,6 @@ from hetero_cli.profiling import (
     format_counters,
     parse_counters,
     subgraph_counters,
-)
-
-needs_openvino = pytest.mark.skipif(
-    "OpenVINOExecutionProvider" not in ort.get_available_providers(),
-    reason="needs the OpenVINO execution provider: install hetero-cli[openvino]",
 )
 
 DOC = """\
@@ -99,26 +91,8 @@ def test_fused_ep_parts_and_the_kernels_between_them_follow_the_run() -> None:
     ]
 
 
-def _model() -> onnx.ModelProto:
-    nodes = [
-        h.make_node("Relu", ["x"], ["a"], name="relu"),
-        h.make_node("IsInf", ["a"], ["inf"], name="isinf"),
-        h.make_node("Where", ["inf", "zero", "a"], ["b"], name="where"),
-        h.make_node("Sigmoid", ["b"], ["c"], name="sigmoid"),
-        h.make_node("Hardmax", ["c"], ["y"], name="hardmax"),
-    ]
-    graph = h.make_graph(
-        nodes,
-        "profiled",
-        [h.make_tensor_value_info("x", T.FLOAT, [4, 8])],
-        [h.make_tensor_value_info("y", T.FLOAT, [4, 8]), h.make_tensor_value_info("c", T.FLOAT, [4, 8])],
-        initializer=[h.make_tensor("zero", T.FLOAT, [], [0.0])],
-    )
-    return h.make_model(graph, ir_version=9, opset_imports=[h.make_opsetid("", 17)])
-
-
 def _run(device: str, config: dict | None = None) -> tuple[hc.CompiledModel, list[ProfilingInfo]]:
-    compiled = hc.Core().compile_model(_model(), device, config)
+    compiled = hc.Core().compile_model(guarded_chain_model(), device, config)
     request = compiled.create_infer_request()
     request.infer({"x": np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)})
     return compiled, request.get_profiling_info()
@@ -180,7 +154,7 @@ def test_profiling_one_device_counts_only_its_subgraphs() -> None:
 
 @needs_openvino
 def test_forced_split_and_repeated_inference() -> None:
-    model = hc.Core().read_model(_model())
+    model = hc.Core().read_model(guarded_chain_model())
     for k, node in enumerate(model.get_ops()):
         node.get_rt_info()["affinity"] = (
             "CPU" if node.get_type_name() in ("IsInf", "Hardmax") or k == 3 else "OPENVINO"

@@ -19,7 +19,16 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from helpers import HAS_OPENVINO, SPLIT, SPLIT_TOLERANCE, hardmax_model, make_model, needs_openvino, vi
+from helpers import (
+    HAS_OPENVINO,
+    SPLIT,
+    SPLIT_TOLERANCE,
+    guarded_chain_model,
+    hardmax_model,
+    make_model,
+    needs_openvino,
+    vi,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import helper as h
@@ -446,15 +455,7 @@ def test_an_ep_split_orts_finds_cyclic_is_not_blamed_on_the_model():
     Relu and Where around the IsInf it leaves to the CPU EP, and ORT calls the result "not acyclic" (plain
     ORT with [OpenVINO, CPU] fails the same way). The model is valid: the error names the EP and the nodes
     to move, not the model."""
-    nodes = [
-        h.make_node("Relu", ["x"], ["a"], name="relu"),
-        h.make_node("IsInf", ["a"], ["inf"], name="isinf"),
-        h.make_node("Where", ["inf", "zero", "a"], ["b"], name="where"),
-        h.make_node("Sigmoid", ["b"], ["c"], name="sigmoid"),
-        h.make_node("Hardmax", ["c"], ["y"], name="hardmax"),
-    ]
-    zero = h.make_tensor("zero", onnx.TensorProto.FLOAT, [], [0.0])
-    model = hc.Core().read_model(make_model(nodes, [vi("x", [4, 8])], [vi("y", [4, 8])], [zero]))
+    model = hc.Core().read_model(guarded_chain_model())
     model.set_affinities(dict.fromkeys((n.get_friendly_name() for n in model.get_ops()), "OPENVINO"))
     with pytest.raises(hc.CompileError) as caught:
         hc.Core().compile_model(model, "HETERO:OPENVINO,CPU")
