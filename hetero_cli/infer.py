@@ -15,6 +15,7 @@ calling thread.
 
 from __future__ import annotations
 
+import copy
 import functools
 import logging
 import math
@@ -487,6 +488,11 @@ class InferRequest:
         self, inputs: Mapping[str, Any] | Sequence[Any] | np.ndarray | None = None
     ) -> dict[str, np.ndarray]:
         """Run once; ``inputs`` is {name: array}, a list in input order, or one array for one input."""
+        if self._busy:
+            raise InferenceError(
+                "this request is running an asynchronous inference: call wait() before infer(), or use "
+                "another request"
+            )
         begin = time.perf_counter()
         pool = self._pool
         if pool and type(inputs) is dict:  # the serving case first, with as little around it as can be
@@ -573,14 +579,22 @@ class InferRequest:
     # --- asynchronous inference (OpenVINO's InferRequest API) ---------------------------------------
 
     def start_async(
-        self, inputs: Mapping[str, Any] | Sequence[Any] | np.ndarray | None = None, userdata: Any = None
+        self,
+        inputs: Mapping[str, Any] | Sequence[Any] | np.ndarray | None = None,
+        userdata: Any = None,
+        share_inputs: bool = False,
     ) -> None:
         """Start one inference on the device pipeline and return at once; inputs are checked here.
 
-        ``userdata``, if given, is what the callback (set_callback) receives. One inference at a time per
-        request: InferenceError while the previous one runs (wait() first, or use an AsyncInferQueue).
+        The inputs are copied, as OpenVINO's ``start_async`` copies them: the caller may refill its arrays
+        right away. ``share_inputs=True`` reads the caller's arrays while the inference runs instead
+        (no copy; they must not change until wait() returns). ``userdata``, if given, is what the callback
+        (set_callback) receives. One inference at a time per request: InferenceError while the previous
+        one runs (wait() first, or use an AsyncInferQueue).
         """
         feeds = self._feeds(inputs)
+        if not share_inputs:
+            feeds = {name: _copied(value) for name, value in feeds.items()}
         with self._cond:
             if self._busy:
                 raise InferenceError(
@@ -609,12 +623,23 @@ class InferRequest:
             raise error
 
     def wait_for(self, timeout: int) -> bool:
-        """Wait at most ``timeout`` milliseconds: True if the inference is done (failure re-raised)."""
-        if not isinstance(timeout, numbers.Real) or isinstance(timeout, bool) or math.isnan(timeout):
-            raise InferenceError(f"wait_for takes a timeout in milliseconds, not {timeout!r}")
-        seconds = min(max(float(timeout), 0.0) / 1000.0, threading.TIMEOUT_MAX)
+        """Wait at most ``timeout`` milliseconds: True if a result is ready (failure re-raised), False if
+        the inference still runs or, as in OpenVINO, the request has never run one."""
+        if (
+            not isinstance(timeout, numbers.Real)
+            or isinstance(timeout, bool)
+            or math.isnan(timeout)
+            or timeout < 0
+        ):
+            raise InferenceError(
+                f"wait_for takes a timeout of 0 or more milliseconds, not {timeout!r} (wait() waits without limit)"
+            )
+        seconds = min(float(timeout) / 1000.0, threading.TIMEOUT_MAX)
         with self._cond:
-            done = self._cond.wait_for(lambda: self._finished >= self._started, seconds)
+            done = self._cond.wait_for(
+                lambda: self._finished >= self._started and (self._started > 0 or bool(self.results)),
+                seconds,
+            )
             error = self._error if done else None
         if error is not None:
             raise error
@@ -706,21 +731,23 @@ class InferRequest:
             self._busy = False
             self._error = failure
             callback, userdata = self._callback, self._userdata
-        if failure is None and callback is not None:
-            try:
-                callback(userdata)
-            except Exception as exc:
-                failure = InferenceError(f"the request's callback raised {type(exc).__name__}: {exc}")
-                failure.__cause__ = exc
-                with self._cond:
-                    if self._started == run.number:  # not already started again by the callback
-                        self._error = failure
-        hook = self._hook
-        if hook is not None:
-            hook(self, failure)
-        with self._cond:
-            self._finished += 1
-            self._cond.notify_all()
+        try:
+            if failure is None and callback is not None:
+                try:
+                    callback(userdata)
+                except BaseException as exc:  # SystemExit too: wait() re-raises it, nothing hangs
+                    failure = InferenceError(f"the request's callback raised {type(exc).__name__}: {exc}")
+                    failure.__cause__ = exc
+                    with self._cond:
+                        if self._started == run.number:  # not already started again by the callback
+                            self._error = failure
+            hook = self._hook
+            if hook is not None:
+                hook(self, failure)
+        finally:
+            with self._cond:
+                self._finished += 1
+                self._cond.notify_all()
 
     # --- linked tensors --------------------------------------------------------------------------------
 
@@ -963,6 +990,14 @@ def _check_tensor(name: str, arr: np.ndarray, dtype: np.dtype | None, shape: Any
                 f"input {name!r} has shape {shape_text(arr.shape)} but the model takes {shape_text(shape)}: "
                 "resize or reshape it"
             )
+
+
+def _copied(value: Any) -> Any:
+    """A start_async input the caller can no longer change: arrays copied, other values (sequences, maps)
+    copied deeply."""
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    return copy.deepcopy(value)
 
 
 def _to_numpy(name: str, value: Any) -> np.ndarray:

@@ -17,10 +17,12 @@ threads are daemons, stopped when the compiled model is garbage collected or ``c
 
 from __future__ import annotations
 
+import atexit
 import collections
 import logging
 import queue
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -39,6 +41,23 @@ Observer = Callable[[str, Any, int, str], None]
 
 _ATTRIBUTE = "_hetero_pipeline"
 _create_lock = threading.Lock()
+_live: weakref.WeakSet[Pipeline] = weakref.WeakSet()
+EXIT_WAIT_S = 10.0  # a longer wait is more likely a stuck callback than an inference
+
+
+def _drain_at_exit() -> None:
+    """Let the inferences still in flight finish before the interpreter goes: a lane thread left inside
+    an ONNX Runtime run while the process tears down aborts it ("terminate called ...")."""
+    deadline = time.monotonic() + EXIT_WAIT_S
+    while time.monotonic() < deadline:
+        busy = [p for p in list(_live) if p.lanes]
+        if not busy:
+            return
+        for p in busy:  # a stage that ends submits the next one to a fresh lane: closed on the next pass
+            p.close(max(0.0, deadline - time.monotonic()))
+
+
+atexit.register(_drain_at_exit)
 
 
 class _Lane:
@@ -115,7 +134,9 @@ def pipeline_of(compiled: CompiledModel) -> Pipeline:
         if found is None:
             found = Pipeline(getattr(compiled.model, "name", "model"))
             setattr(compiled, _ATTRIBUTE, found)
-            weakref.finalize(compiled, found.close, 1.0)
+            _live.add(found)
+            # at exit _drain_at_exit closes it, waiting longer for the inferences in flight
+            weakref.finalize(compiled, found.close, 1.0).atexit = False
     return found
 
 
@@ -152,17 +173,27 @@ class AsyncInferQueue:
     # --- OpenVINO's AsyncInferQueue API ---------------------------------------------------------------
 
     def start_async(
-        self, inputs: Mapping[str, Any] | Sequence[Any] | Any | None = None, userdata: Any = None
+        self,
+        inputs: Mapping[str, Any] | Sequence[Any] | Any | None = None,
+        userdata: Any = None,
+        share_inputs: bool = False,
     ) -> None:
-        """Run one inference on the next idle request (waits for one); inputs are checked right away."""
+        """Run one inference on the next idle request (waits for one); inputs are checked right away and,
+        unless ``share_inputs``, copied (the caller may refill its arrays at once), as OpenVINO does."""
         with self._cond:
             self._cond.wait_for(lambda: self._idle or self._errors)
             self._raise_errors()
             k = self._idle.popleft()
-        self._userdata[k] = userdata
+        request = self._requests[k]
+        hook = request._hook
+        assert isinstance(hook, _Hook)
+        previous, self._userdata[k] = self._userdata[k], userdata
+        hook.queue = self  # a queue the caller dropped still calls back for the jobs it started
         try:
-            self._requests[k].start_async(inputs)
+            request.start_async(inputs, share_inputs=share_inputs)
         except BaseException:
+            hook.queue = None
+            self._userdata[k] = previous
             with self._cond:
                 self._idle.appendleft(k)
                 self._cond.notify_all()
@@ -229,7 +260,7 @@ class AsyncInferQueue:
         elif self._callback is not None:
             try:
                 self._callback(request, self._userdata[k])
-            except Exception as exc:
+            except BaseException as exc:  # SystemExit too: the request goes idle, wait_all() re-raises it
                 failure = InferenceError(
                     f"the AsyncInferQueue callback raised on request {k}: {type(exc).__name__}: {exc}"
                 )
@@ -242,15 +273,18 @@ class AsyncInferQueue:
 
 
 class _Hook:
-    """A request's link back to its queue, weak so that a dropped queue can be collected."""
+    """A request's link back to its queue: weak while the request is idle, so that a dropped queue can be
+    collected, and strong (``queue``) while it runs a job the queue started."""
 
-    __slots__ = ("k", "method")
+    __slots__ = ("k", "method", "queue")
 
     def __init__(self, method: weakref.WeakMethod, k: int):
         self.method = method
         self.k = k
+        self.queue: AsyncInferQueue | None = None
 
     def __call__(self, request: InferRequest, error: BaseException | None) -> None:
-        completed = self.method()
+        completed = self.method()  # a strong reference first: dropping ``queue`` may free the queue
+        self.queue = None
         if completed is not None:
             completed(self.k, request, error)

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import collections
 import gc
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -120,10 +123,16 @@ def test_callback_gets_its_userdata_once_per_inference(cpu_compiled):
 
 def test_wait_for_returns_whether_done(cpu_compiled):
     req = cpu_compiled.create_infer_request()
-    assert req.wait_for(0)  # nothing started: done
+    assert not req.wait_for(0)  # as in OpenVINO: no result is ready before a first inference
     req.start_async({"x": inputs(1)[0]})
     assert req.wait_for(TIMEOUT_S * 1000)
     assert_same(req.results, ort_run(chain(), {"x": inputs(1)[0]}))
+    assert req.wait_for(0)
+    with pytest.raises(hc.InferenceError, match="0 or more milliseconds"):
+        req.wait_for(-1)  # OpenVINO raises too; wait() is the call without a limit
+    synchronous = cpu_compiled.create_infer_request()
+    synchronous.infer({"x": inputs(1)[0]})
+    assert synchronous.wait_for(0)  # a synchronous inference's result is ready as well
 
 
 def test_wait_for_times_out_while_a_subgraph_is_held(cpu_compiled):
@@ -140,6 +149,29 @@ def test_wait_for_times_out_while_a_subgraph_is_held(cpu_compiled):
         release.set()
         pipeline.observer = None
     req.wait()
+
+
+@pytest.mark.parametrize("share", [False, True])
+def test_start_async_copies_its_inputs_unless_shared(cpu_compiled, share):
+    """One buffer refilled right after start_async (the usual capture loop): the running inference keeps
+    the values it was given, as OpenVINO's start_async copies them; share_inputs=True reads the buffer."""
+    pipeline = pipeline_of(cpu_compiled)
+    release = threading.Event()
+    pipeline.observer = lambda event, request, position, lane: release.wait(TIMEOUT_S)
+    buffer = inputs(1)[0].copy()
+    given, refill = buffer.copy(), inputs(2)[1]
+    req = cpu_compiled.create_infer_request()
+    try:
+        req.start_async({"x": buffer}, share_inputs=share)
+        buffer[:] = refill
+        with pytest.raises(hc.InferenceError, match="call wait"):
+            req.infer({"x": buffer})  # OpenVINO: "Infer Request is busy"
+    finally:
+        release.set()
+        pipeline.observer = None
+    req.wait()
+    assert_same(req.results, ort_run(chain(), {"x": refill if share else given}))
+    req.infer({"x": buffer})  # idle again
 
 
 def test_input_errors_are_raised_by_start_async_itself(cpu_compiled):
@@ -180,6 +212,24 @@ def test_callback_exception_is_reraised_by_wait(cpu_compiled):
     with pytest.raises(hc.InferenceError, match="no room for results") as err:
         req.wait()
     assert isinstance(err.value.__cause__, RuntimeError)
+
+
+def test_callback_raising_system_exit_does_not_hang_its_request_or_queue(cpu_compiled):
+    req = cpu_compiled.create_infer_request()
+    req.set_callback(lambda userdata: sys.exit(1))
+    req.start_async({"x": inputs(1)[0]})
+    with pytest.raises(hc.InferenceError, match="SystemExit") as err:
+        req.wait()
+    assert isinstance(err.value.__cause__, SystemExit)
+    req.set_callback(None)
+    req.start_async({"x": inputs(1)[0]})
+    req.wait()  # the request is usable again
+    queue = hc.AsyncInferQueue(cpu_compiled, 2)
+    queue.set_callback(lambda request, userdata: sys.exit(2))
+    queue.start_async({"x": inputs(1)[0]})
+    with pytest.raises(hc.InferenceError, match="SystemExit"):
+        queue.wait_all()
+    assert queue.is_ready() and len(queue.userdata) == 2
 
 
 def test_callback_may_start_the_request_again(cpu_compiled):
@@ -457,10 +507,60 @@ def test_queue_callback_exception_is_reraised(cpu_compiled):
 def test_queue_start_async_input_error_leaves_the_request_idle(cpu_compiled):
     queue = hc.AsyncInferQueue(cpu_compiled, 1)
     with pytest.raises(hc.InferenceError, match="missing"):
-        queue.start_async({})
+        queue.start_async({}, userdata="refused")
     assert queue.is_ready()
+    assert queue.userdata == [None]  # the refused job's userdata is not recorded
     queue.start_async({"x": inputs(1)[0]})
     queue.wait_all()
+
+
+def test_a_dropped_queue_still_calls_back_for_the_jobs_it_started(cpu_compiled):
+    called = []
+    release = threading.Event()
+    pipeline = pipeline_of(cpu_compiled)
+    pipeline.observer = lambda event, request, position, lane: release.wait(TIMEOUT_S)
+    try:
+        queue = hc.AsyncInferQueue(cpu_compiled, 2)
+        queue.set_callback(lambda request, userdata: called.append(userdata))
+        for k in range(2):
+            queue.start_async({"x": inputs(1)[0]}, k)
+        requests = list(queue)
+        del queue
+        gc.collect()
+    finally:
+        release.set()
+        pipeline.observer = None
+    for request in requests:
+        request.wait()
+    assert sorted(called) == [0, 1]
+
+
+EXIT_IN_FLIGHT = """
+import sys, time
+import hetero_cli as hc
+from hetero_cli.pipeline import pipeline_of
+sys.path.insert(0, {tests!r})
+from test_async import chain, cpu_split, inputs
+compiled = cpu_split(chain())
+pipeline_of(compiled).observer = lambda *event: time.sleep(0.2)  # 2.4 s in all
+request = compiled.create_infer_request()
+request.set_callback(lambda userdata: print("callback ran", flush=True))
+request.start_async({{"x": inputs(1)[0]}})
+raise SystemExit(3)
+"""
+
+
+def test_the_interpreter_exits_after_the_inferences_in_flight(tmp_path):
+    """A script that ends with an inference in flight: it completes (callback included) before the
+    interpreter goes, instead of a lane thread being left inside ONNX Runtime's run at teardown (which
+    aborted the process now and then: "terminate called without an active exception")."""
+    script = tmp_path / "exit_in_flight.py"
+    script.write_text(EXIT_IN_FLIGHT.format(tests=str(Path(__file__).parent)))
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=TIMEOUT_S, cwd=tmp_path
+    )
+    assert done.returncode == 3, done.stderr
+    assert done.stdout == "callback ran\n"
 
 
 # --- benchmark ------------------------------------------------------------------------------------------
