@@ -790,6 +790,12 @@ def read_model(source: str | os.PathLike[str] | bytes | memoryview | onnx.ModelP
         raise ModelError(f"model file not found: {path}: check the path")
     if path.is_dir():
         raise ModelError(f"{path} is a directory: give the path of an .onnx file")
+    if not path.is_file():
+        # a pipe (<(cat m.onnx)) can be read once, but a model's weights stay in its file and sessions read
+        # them again; a device such as /dev/zero never ends
+        raise ModelError(
+            f"{path} is not a regular file (a pipe or a device): save the model to a file and give its path"
+        )
     try:
         proto = _load_skeleton(path) or onnx.load(str(path), load_external_data=False)
     except PermissionError:

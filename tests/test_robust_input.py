@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import struct
 import subprocess
 import sys
@@ -123,6 +124,19 @@ def _parses(data: bytes) -> bool:
     except Exception:
         return False
     return True
+
+
+@pytest.mark.parametrize("kind", ["pipe", "device"])
+def test_a_pipe_or_a_device_given_as_the_model_is_refused_at_once(tmp_path, kind):
+    """/dev/zero was read until killed; a pipe (bash's <(cat m.onnx)) was read once, then the probes and
+    sessions, which read the weights from the model's file again, found it empty: another split, no word."""
+    if kind == "pipe":
+        path = tmp_path / "model.onnx"
+        os.mkfifo(path)
+    else:
+        path = Path("/dev/zero")
+    with pytest.raises(hc.ModelError, match=r"not a regular file .*save the model to a file"):
+        hc.Core().read_model(path)
 
 
 @pytest.mark.parametrize(
