@@ -342,10 +342,13 @@ def split(config: Mapping[str, Any] | None, *, target: str | None = None) -> Spl
                 )
             for dev_key, dev_values in value.items():
                 _add_device(out, str(dev_key), dev_values)
+        elif upper == "HETERO":
+            raise ConfigError(
+                "HETERO's own keys go at the top level of this config (e.g. {'PERF_COUNT': 'YES'}), not under "
+                "a 'HETERO' key"
+            )
         elif isinstance(value, Mapping) and upper not in HETERO_KEYS and not _target_key(target, key):
             _add_device(out, key, value)
-        elif upper == "HETERO":
-            raise ConfigError("HETERO's own keys go at the top level of the config, not under 'HETERO'")
         elif target is not None and upper not in (PRIORITIES, PERFORMANCE_HINT):
             out.devices.setdefault(target, {})[key] = value
         elif upper in HETERO_KEYS:

@@ -510,3 +510,9 @@ def test_provider_option_scalars_become_the_text_ort_takes(tmp_path):
     assert options["cache_dir"] == str(tmp_path)
     assert options["model_priority"] == "4"
     assert all(isinstance(v, str) for v in options.values())
+
+
+@pytest.mark.parametrize("value", [{"PERF_COUNT": "YES"}, 5])
+def test_a_hetero_key_in_a_compile_config_says_where_heteros_keys_go(value):
+    with pytest.raises(hc.ConfigError, match=r"top level of this config .*not under a 'HETERO' key"):
+        hc.Core().compile_model(chain_model(), "HETERO:CPU", {"HETERO": value})
