@@ -49,7 +49,11 @@ _SHAPE = re.compile(r"\s*(?:([^\[\],]+?)\s*:?\s*)?\[([^\]]*)\]\s*,?")
 
 
 def parse_shapes(text: str, input_names: Sequence[str], option: str) -> dict[str, list[int | None]]:
-    """``[1,3,224,224]`` (every input) or ``name[1,3,224,224],other[1,4]``: {input: dims (None for ?/-1)}."""
+    """``[1,3,224,224]`` (every input) or ``name[1,3,224,224],other[1,4]``: {input: dims (None for ?/-1)}.
+
+    One shape per input: benchmark_app's several shapes for one input (``[1,3,8,8][1,3,4,4]``, or a name
+    given twice) would be run one after the other there; hetero-cli refuses them rather than keep the last.
+    """
     out: dict[str, list[int | None]] = {}
     pos = 0
     text = text.strip()
@@ -59,27 +63,43 @@ def parse_shapes(text: str, input_names: Sequence[str], option: str) -> dict[str
             raise BenchmarkError(
                 f"bad {option} {text!r}: write [1,3,224,224] for every input or name[1,3,224,224],other[1,4]"
             )
-        name, dims_text = m.group(1), m.group(2)
-        dims: list[int | None] = []
-        for part in (p.strip() for p in dims_text.split(",") if p.strip()):
-            if part in ("?", "-1"):
-                dims.append(None)
-                continue
-            if not part.isdigit() or int(part) == 0:
-                raise BenchmarkError(
-                    f"bad {option} {text!r}: dimension {part!r} is not a positive whole number "
-                    f"(? or -1 leaves it dynamic; dimensions the model fixes, 0 included, need no {option})"
-                )
-            dims.append(int(part))
-        targets = [name.strip()] if name else list(input_names)
-        for target in targets:
+        name, dims = m.group(1), _parse_dims(m.group(2), text, option)
+        for target in [name.strip()] if name else list(input_names):
             if target not in input_names:
                 raise BenchmarkError(
                     f"{option} names unknown input {target!r}: the model's inputs are {', '.join(input_names)}"
                 )
+            if target in out:
+                raise BenchmarkError(
+                    f"{option} {text!r} gives input {target!r} more than one shape ({shape_text(out[target])} "
+                    f"and {shape_text(dims)}): several shapes per input are not supported: give one"
+                )
             out[target] = dims
         pos = m.end()
     return out
+
+
+def _parse_dims(dims_text: str, text: str, option: str) -> list[int | None]:
+    """The dimensions between one pair of brackets (``[]`` is a scalar's): whole numbers, ? or -1 for
+    dynamic; an empty one (``[1,,3]``) is refused rather than dropped, which would change the rank."""
+    if not dims_text.strip():
+        return []
+    dims: list[int | None] = []
+    for k, part in enumerate(p.strip() for p in dims_text.split(",")):
+        if not part:
+            raise BenchmarkError(
+                f"bad {option} {text!r}: dimension {k} is empty: write a number, or ? (or -1) for a dynamic one"
+            )
+        if part in ("?", "-1"):
+            dims.append(None)
+            continue
+        if not part.isdigit() or int(part) == 0:
+            raise BenchmarkError(
+                f"bad {option} {text!r}: dimension {part!r} is not a positive whole number "
+                f"(? or -1 leaves it dynamic; dimensions the model fixes, 0 included, need no {option})"
+            )
+        dims.append(int(part))
+    return dims
 
 
 def _fixed(dim: Any) -> bool:
@@ -89,55 +109,99 @@ def _fixed(dim: Any) -> bool:
 
 
 def data_shapes(
-    model: Model, shape: str | None = None, data_shape: str | None = None, requests: int = 1
+    model: Model,
+    shape: str | None = None,
+    data_shape: str | None = None,
+    requests: int = 1,
+    from_images: Mapping[str, Mapping[int, int]] | None = None,
 ) -> tuple[dict[str, tuple[int, ...]], list[str]]:
-    """The concrete shape of every input's data, and notes on dynamic dimensions filled with 1.
+    """The concrete shape of every input's data, and notes on dynamic dimensions filled in.
 
     ``shape`` (-shape) fills the model's dynamic dimensions (hetero-cli does not reshape static ones);
-    ``data_shape`` (-data_shape) gives the data's shape, which must fit the model's. BenchmarkError if
-    ``requests`` sets of that data (one per infer request) would not fit in memory (check_data_size).
+    ``data_shape`` (-data_shape) gives the data's shape, which must fit the model's and -shape's.
+    ``from_images`` ({input: {axis: size}}, from image_dims()) fills the channels, height and width still
+    dynamic from the input's first image, as classify sizes its tensor; other dynamic dimensions are 1.
+    BenchmarkError if ``requests`` sets of that data (one per infer request) would not fit in memory.
     """
     names = [i.name for i in model.inputs]
-    wanted_model = parse_shapes(shape, names, "-shape") if shape else {}
-    wanted_data = parse_shapes(data_shape, names, "-data_shape") if data_shape else {}
+    wanted = [
+        ("-shape", parse_shapes(shape, names, "-shape") if shape else {}),
+        ("-data_shape", parse_shapes(data_shape, names, "-data_shape") if data_shape else {}),
+    ]
     out: dict[str, tuple[int, ...]] = {}
     notes: list[str] = []
     for info in model.inputs:
         dims = list(info.shape) if info.shape is not None else None
-        for option, wanted in (("-shape", wanted_model), ("-data_shape", wanted_data)):
-            given = wanted.get(info.name)
-            if given is None:
-                continue
-            if dims is None:
-                dims = list(given)
-            if len(given) != len(dims):
-                raise BenchmarkError(
-                    f"{option} gives {info.name!r} rank {len(given)} but the model's input is "
-                    f"{shape_text(dims)} (rank {len(dims)}): give {len(dims)} dimensions"
-                )
-            merged = []
-            for k, (want, have) in enumerate(zip(given, dims, strict=True)):
-                if want is not None and _fixed(have) and want != have:
-                    raise BenchmarkError(
-                        f"{option} gives {info.name!r} {shape_text(given)} but dimension {k} of the model's input "
-                        f"{shape_text(dims)} is fixed at {have}: hetero-cli does not reshape models; only dynamic "
-                        f"dimensions can be set"
-                    )
-                merged.append(want if want is not None else have)
-            dims = merged
+        set_by: list[str | None] = [None] * len(dims or ())
+        for option, given in wanted:
+            if info.name in given:
+                dims, set_by = _merge_dims(info, dims, set_by, given[info.name], option)
         if dims is None:
             raise BenchmarkError(
                 f"the model's input {info.name!r} has no known shape: give it with -data_shape {info.name}[...]"
             )
-        concrete = [d if _fixed(d) else 1 for d in dims]
-        if concrete != list(dims):
-            notes.append(
-                f"input {info.name!r} is {shape_text(info.shape or dims)}: dynamic dimensions set to 1 "
-                f"(-data_shape {info.name}{shape_text(concrete)} to choose)"
-            )
-        out[info.name] = tuple(concrete)
+        out[info.name], note = _concrete(info, dims, (from_images or {}).get(info.name, {}))
+        notes += [note] if note else []
     check_data_size(model, out, requests)
     return out, notes
+
+
+def _merge_dims(
+    info: TensorInfo,
+    dims: list[Any] | None,
+    set_by: list[str | None],
+    given: Sequence[int | None],
+    option: str,
+) -> tuple[list[Any], list[str | None]]:
+    """``dims`` with ``given`` (from ``option``) in its dynamic dimensions, and which option set each
+    dimension (None: the model). A given dimension that differs from a fixed one is refused, blaming
+    whoever fixed it: the model (hetero-cli does not reshape models) or -shape."""
+    if dims is None:  # the model gives no rank: the option gives it
+        dims, set_by = [None] * len(given), [None] * len(given)
+    if len(given) != len(dims):
+        raise BenchmarkError(
+            f"{option} gives {info.name!r} rank {len(given)} but the model's input is "
+            f"{shape_text(dims)} (rank {len(dims)}): give {len(dims)} dimensions"
+        )
+    merged, by = [], []
+    for k, (want, have, setter) in enumerate(zip(given, dims, set_by, strict=True)):
+        if want is not None and _fixed(have) and want != have:
+            if setter is not None:
+                raise BenchmarkError(
+                    f"{option} gives {info.name!r} {shape_text(given)} but {setter} set dimension {k} of it to "
+                    f"{have} (the model's input is {shape_text(info.shape)}): give the same value in both, or "
+                    f"? in {setter} to leave it to {option}"
+                )
+            raise BenchmarkError(
+                f"{option} gives {info.name!r} {shape_text(given)} but dimension {k} of the model's input "
+                f"{shape_text(info.shape)} is fixed at {have}: hetero-cli does not reshape models; only dynamic "
+                f"dimensions can be set"
+            )
+        merged.append(want if want is not None else have)
+        by.append(option if want is not None and not _fixed(have) else setter)
+    return merged, by
+
+
+def _concrete(
+    info: TensorInfo, dims: Sequence[Any], from_image: Mapping[int, int]
+) -> tuple[tuple[int, ...], str | None]:
+    """``dims`` with their dynamic dimensions filled: from the input's first image where it gives them
+    (``from_image``: {axis: size}), else 1; and a note saying what was filled (None if nothing was)."""
+    dynamic = [k for k, d in enumerate(dims) if not _fixed(d)]
+    if not dynamic:
+        return tuple(dims), None
+    concrete = tuple(from_image.get(k, 1) if k in dynamic else d for k, d in enumerate(dims))
+    sized = [k for k in dynamic if k in from_image]
+    if not sized:
+        what = "dynamic dimensions set to 1"
+    elif len(sized) == len(dynamic):
+        what = "dynamic dimensions taken from its first image"
+    else:
+        what = "image dimensions taken from its first image, the others set to 1"
+    return concrete, (
+        f"input {info.name!r} is {shape_text(info.shape or dims)}: {what} "
+        f"(-data_shape {info.name}{shape_text(concrete)} to choose)"
+    )
 
 
 def _dtype(info: TensorInfo) -> np.dtype:
@@ -200,7 +264,7 @@ def parse_input_files(values: Sequence[str], input_names: Sequence[str]) -> dict
     out: dict[str, list[Path]] = {}
     for value in values:
         for part in (p.strip() for p in value.split(",") if p.strip()):
-            name, sep, path = part.partition(":")
+            name, sep, path = _split_name(part, input_names)
             if sep and name in input_names:
                 if not path.strip():
                     raise BenchmarkError(
@@ -245,11 +309,57 @@ def parse_input_files(values: Sequence[str], input_names: Sequence[str]) -> dict
     return out
 
 
+def _split_name(part: str, input_names: Sequence[str]) -> tuple[str, str, str]:
+    """An -i value split as str.partition(":") splits it, but after the longest input name it starts with
+    (names may hold ':', as TensorFlow's ``input_1:0`` do) when there is one, at the first ':' otherwise."""
+    for name in sorted(input_names, key=len, reverse=True):
+        if part.startswith(name + ":"):
+            return name, ":", part[len(name) + 1 :]
+    return part.partition(":")
+
+
+def image_dims(
+    model: Model, files: Mapping[str, Sequence[Path]], layout: str | None = None
+) -> dict[str, dict[int, int]]:
+    """{input: {axis: size}}: the channels, height and width of the first image -i gives each image input
+    whose height or width the model leaves dynamic, at the axes of its layout, so that data_shapes sizes
+    the data to the images as classify does rather than squash them to 1x1."""
+    out: dict[str, dict[int, int]] = {}
+    for info in model.inputs:
+        given = files.get(info.name)
+        if not given or Path(given[0]).suffix.lower() not in IMAGE_SUFFIXES:
+            continue
+        spec = image.preprocessing(model, input_name=info.name, layout=layout).input
+        if spec.height is not None and spec.width is not None:
+            continue
+        picture = image.read(given[0])
+        first = 1 if spec.has_batch else 0
+        axes = (first, first + 1, first + 2) if spec.layout == "NCHW" else (first + 2, first, first + 1)
+        out[info.name] = dict(zip(axes, (spec.channels or 3, picture.height, picture.width), strict=True))
+    return out
+
+
+def _random_kind(dtype: np.dtype) -> bool:
+    """Whether random_tensor makes data of this type: booleans, integers and floats (not strings)."""
+    return dtype == np.bool_ or np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating)
+
+
+def check_random_data(model: Model, files: Mapping[str, Sequence[Path]]) -> None:
+    """BenchmarkError now, before anything is compiled or written, for an input -i gives no files for
+    and whose type random data cannot be made of (strings, for one)."""
+    for info in model.inputs:
+        if not files.get(info.name) and not _random_kind(_dtype(info)):
+            raise BenchmarkError(
+                f"cannot make random data of type {_dtype(info)} for input {info.name!r}: give its data with "
+                f"-i {info.name}:FILE.npy"
+            )
+
+
 def random_tensor(rng: np.random.Generator, dtype: np.dtype, shape: Sequence[int]) -> np.ndarray:
     """Seeded random data: images get 0..255, other floats 0..1, integers 0..9, booleans either."""
     dtype = np.dtype(dtype)
     shape = tuple(int(d) for d in shape)
-    if dtype == np.bool_ or np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating):
+    if _random_kind(dtype):
         over = limits.over_limit(data_bytes(dtype, shape))
         if over is not None:
             raise BenchmarkError(
@@ -624,9 +734,9 @@ def write_reports(
 ) -> list[Path]:
     """benchmark_report.csv (or .json) and, for counter reports, benchmark_<type>_report.csv (or .json)."""
     out_dir = Path(folder)
+    written: list[Path] = []
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        written = []
         if json_stats:
             path = out_dir / "benchmark_report.json"
             doc = {
@@ -666,6 +776,8 @@ def write_reports(
                 path.write_text("\n".join(lines) + "\n", encoding="utf-8")
             written.append(path)
     except OSError as exc:
+        for path in written:  # the reports come as a set: none rather than part of it
+            path.unlink(missing_ok=True)
         raise HeteroError(f"cannot write the report into {out_dir}: {exc.strerror or exc}") from None
     return written
 

@@ -13,14 +13,16 @@ Warnings from the library (logger "hetero_cli") print as ``[ WARNING ] ...`` on 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import shutil
 import sys
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,14 @@ from . import config as cfg
 from . import device_string, image, registry, visualize
 from ._ort import QUIET, ort
 from .core import Core
-from .errors import AffinityError, ConfigError, DeviceError, HeteroError, ModelError
+from .errors import (
+    AffinityError,
+    ConfigError,
+    DeviceError,
+    HeteroError,
+    ModelError,
+    UnsupportedNodesError,
+)
 from .model import Model, shape_text
 from .profiling import format_counters
 from .query import untyped_note
@@ -51,9 +60,10 @@ PROFILED_RUNS = 10
 # --- output --------------------------------------------------------------------------------------------
 
 
-def info(message: str = "") -> None:
-    """One ``[ INFO ]`` line on stdout, as OpenVINO's Python samples print them."""
-    click.echo(f"[ INFO ] {message}".rstrip())
+def info(message: str = "", *, err: bool = False) -> None:
+    """One ``[ INFO ]`` line on stdout, as OpenVINO's Python samples print them (on stderr with ``err``,
+    where stdout carries something else, such as query's --json)."""
+    click.echo(f"[ INFO ] {message}".rstrip(), err=err)
 
 
 def warn(message: str) -> None:
@@ -99,9 +109,15 @@ def running() -> None:
     _Phase.current = "run"
 
 
+class NotClassScoresError(ModelError):
+    """The model's output is no class scores (strings, maps, empty): classify cannot use the model given, a
+    usage error even when only the inference shows it."""
+
+
 def exit_code(exc: BaseException) -> int:
     """2 for usage errors, 1 for failures at run time."""
-    if isinstance(exc, ConfigError | AffinityError | image.ImageError | bench.BenchmarkError):
+    usage = ConfigError | AffinityError | image.ImageError | bench.BenchmarkError | NotClassScoresError
+    if isinstance(exc, usage):
         return 2
     if isinstance(exc, DeviceError | ModelError):
         return 2 if _Phase.current == "input" else 1
@@ -114,6 +130,40 @@ def _one_line(text: str) -> str:
 
 class _NeverRaised(Exception):
     pass
+
+
+@dataclass
+class _Written:
+    """What the running command has written, and the folders it created for it: a command that fails
+    removes them again, so that it leaves nothing behind (.dot files written before a later usage error)."""
+
+    files: list[Path] = field(default_factory=list)
+    folders: list[Path] = field(default_factory=list)
+
+    def creating(self, folder: Path) -> None:
+        """Note the folders that writing into ``folder`` is about to create."""
+        folder = folder.absolute()
+        while not folder.exists() and folder != folder.parent:
+            self.folders.append(folder)
+            folder = folder.parent
+
+    def wrote(self, path: Path) -> None:
+        """Note a file written."""
+        self.files.append(Path(path))
+
+    def remove(self) -> None:
+        """Remove what was noted (created folders only if empty), then forget it."""
+        for path in self.files:
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
+        for folder in sorted(set(self.folders), key=lambda f: len(f.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        self.files.clear()
+        self.folders.clear()
+
+
+written = _Written()
 
 
 # click >= 8.2 raises this for a group called without a command (8.1 prints the help and exits 0 itself).
@@ -148,7 +198,9 @@ class _Main:
         ort.set_default_logger_severity(2 if debug else QUIET)
         handler = _WarningLines()
         log.addHandler(handler)
-        code = 0
+        written.files.clear()
+        written.folders.clear()
+        code = 1  # until the command returns: anything escaping below counts as a failure
         try:
             rv = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)  # type: ignore[misc]
             code = rv if isinstance(rv, int) else 0
@@ -194,6 +246,8 @@ class _Main:
             code = 1
         finally:
             log.removeHandler(handler)
+            if code != 0:
+                written.remove()
         if standalone_mode:
             sys.exit(code)
         return code
@@ -272,6 +326,11 @@ def apply_config(
     head = device.strip().partition(":")[0].strip().upper()
     plain_device = None if head == "HETERO" else device.strip()
     for name, values in loaded.items():
+        if name.strip().upper() == "HETERO" and not isinstance(values, Mapping):
+            raise ConfigError(
+                f'-load_config: "HETERO" takes an object of HETERO\'s own keys, such as '
+                f'{{"HETERO": {{"PERF_COUNT": "YES"}}}}, not {values!r:.40}'
+            )
         if isinstance(values, Mapping) and name.strip().upper() not in cfg.HETERO_KEYS:
             if name.strip().upper() == "HETERO":
                 core.set_property("HETERO", dict(values))
@@ -376,7 +435,7 @@ def set_affinities(core: Core, model: Model, device: str, overrides: Mapping[str
             if cpu_listed
             else "add CPU to the device list or pin them with --affinity NODE=CPU"
         )
-        raise AffinityError(
+        raise UnsupportedNodesError(
             f"no device of {device} supports {len(missing)} node(s): {names}; {fix}{untyped_note(model, missing)}"
         )
     model.set_affinities(base)
@@ -414,14 +473,16 @@ def prepare(
     options = parse_config_options(config)
     loaded = read_config_file(load_config) if load_config else {}
     affinities_given = read_affinities(affinity, affinity_file)
-    path = Path(model_path) if model_path else default_model()
+    if model_path is not None and not model_path.strip():
+        raise click.UsageError(
+            "the model path is empty: give an ONNX file, or leave MODEL (-m) out for models/digits.onnx"
+        )
+    path = Path(model_path) if model_path is not None else default_model()
     core = Core()
     apply_config(core, device, loaded, options)
     if perf_count:
         core.set_property("HETERO", {cfg.PERF_COUNT: "YES"})
-    dots = Path(dot_dir) if dot_dir else (Path.cwd() if render else None)
-    if dots is not None:
-        core.set_property("HETERO", {cfg.DUMP_GRAPH_DOT: "YES", cfg.DOT_DIR: str(dots)})
+    dots = dot_folder(core, dot_dir, render)
     request = parse_device(core, device)
     if announce:
         info(f"Reading the model: {path}")
@@ -439,6 +500,47 @@ def default_model() -> Path:
     return DEFAULT_MODEL
 
 
+def _hetero_value(core: Core, key: str) -> Any:
+    """HETERO's property ``key`` as --config or -load_config set it, or None."""
+    try:
+        return core.get_property("HETERO", key)
+    except ConfigError:
+        return None
+
+
+def dot_folder(core: Core, dot_dir: str | None, render: str | None) -> Path | None:
+    """Where this command writes .dot files (None: it writes none), checked writable now, before any work.
+
+    compile_model's rule, which query follows too: HETERO_DUMP_GRAPH_DOT=YES (which --dot-dir and --render
+    set) or OPENVINO_HETERO_VISUALIZE asks for them, into HETERO_DOT_DIR (--dot-dir sets it), else here.
+    """
+    if dot_dir:
+        core.set_property("HETERO", {cfg.DUMP_GRAPH_DOT: "YES", cfg.DOT_DIR: dot_dir})
+    elif render:
+        core.set_property("HETERO", {cfg.DUMP_GRAPH_DOT: "YES"})
+    if render and shutil.which("dot") is None:
+        raise click.BadParameter(
+            "Graphviz is not installed (no 'dot' on PATH): install it (e.g. apt-get install graphviz), or "
+            "leave --render out",
+            param_hint="--render",
+        )
+    asked = cfg.parse_bool(cfg.DUMP_GRAPH_DOT, _hetero_value(core, cfg.DUMP_GRAPH_DOT) or False)
+    if not visualize.wanted(asked):
+        return None
+    folder = _hetero_value(core, cfg.DOT_DIR)
+    if folder:
+        option = "--dot-dir" if dot_dir else cfg.DOT_DIR
+        _check_writable(str(folder), option, folder=True)
+        return Path(folder)
+    problem = _unwritable(Path.cwd(), folder=True)
+    if problem:
+        why = "--render" if render else (cfg.DUMP_GRAPH_DOT if asked else visualize.ENV)
+        raise click.UsageError(
+            f".dot files go into the current directory ({why}), but {problem}: give --dot-dir DIR"
+        )
+    return Path.cwd()
+
+
 def compile_setup(setup: Setup) -> Any:
     """Apply affinities and compile, printing each subgraph; run-time phase from here on."""
     running()
@@ -446,6 +548,8 @@ def compile_setup(setup: Setup) -> Any:
         warn(f"--affinity only applies to HETERO devices; {setup.request} runs every node")
     elif setup.affinities:
         set_affinities(setup.core, setup.model, setup.device, setup.affinities)
+    if setup.dot_dir is not None:
+        written.creating(setup.dot_dir)
     compiled = setup.core.compile_model(setup.model, setup.device)
     for sub in compiled.subgraphs:
         info(f"  {sub.description}")
@@ -454,24 +558,20 @@ def compile_setup(setup: Setup) -> Any:
             f"  the {len(compiled.subgraphs)} subgraphs run in one ONNX Runtime session: the query's, which "
             "placed every node as this plan does (PERFORMANCE_HINT=THROUGHPUT gives each its own)"
         )
-    report_dots(setup.model, setup.dot_dir, setup.render)
+    report_dots(compiled.dot_files, setup.render)
     return compiled
 
 
-def report_dots(model: Model, folder: Path | None, render: str | None, plan: Any = None) -> None:
-    """Name the .dot files written (by --dot-dir / --render or OPENVINO_HETERO_VISUALIZE), rendering them if asked."""
-    if plan is not None and (folder is not None or visualize.wanted()):
-        visualize.dump(model, plan, folder)
-    where = folder if folder is not None else (Path.cwd() if visualize.wanted() else None)
-    if where is None:
-        return
-    stem = visualize.safe_name(model.name)
-    for kind in ("affinity", "subgraphs"):
-        path = where / f"hetero_{kind}_{stem}.dot"
-        if path.is_file():
-            info(f"Wrote {path}")
-            if render:
-                info(f"Rendered {visualize.render(path, render)}")
+def report_dots(paths: Sequence[Path], render: str | None, *, err: bool = False) -> None:
+    """Name the .dot files this command wrote, however they were asked for, rendering them if asked; a
+    failure later in the command removes them again (``written``)."""
+    for path in paths:
+        written.wrote(path)
+        info(f"Wrote {path}", err=err)
+        if render:
+            out = visualize.render(path, render)
+            written.wrote(out)
+            info(f"Rendered {out}", err=err)
 
 
 def shared_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -571,6 +671,53 @@ def top_results(probs: np.ndarray, top: int, labels: Sequence[str] | None) -> li
     return lines
 
 
+def check_classifier(path: Path, model: Model) -> None:
+    """A usage error, before anything runs, for a model whose outputs cannot be class scores as declared:
+    several outputs, or one of strings (labels) or other non-numbers."""
+    if len(model.outputs) != 1:
+        raise NotClassScoresError(
+            f"{path} has {len(model.outputs)} outputs: classification needs a model with one output of class "
+            f"scores"
+        )
+    declared = model.outputs[0]
+    if declared.dtype is not None and declared.dtype.kind not in "biuf":
+        raise NotClassScoresError(_not_scores(path, declared.name, _kind_text(declared.dtype, None)))
+
+
+def class_scores(path: Path, declared: Any, output: Any) -> np.ndarray:
+    """The first image's class scores in the model's output, flattened to float64; a usage error when the
+    output is no numbers (strings, maps) or is empty, which only the inference may show."""
+    try:
+        scores = np.asarray(output)
+    except ValueError:  # ragged sequences
+        scores = np.asarray(None, dtype=object)
+    if scores.dtype.kind not in "biuf":
+        first = scores.flat[0] if scores.size else None
+        raise NotClassScoresError(_not_scores(path, declared.name, _kind_text(scores.dtype, first)))
+    scores = scores[0] if scores.ndim >= 2 and len(scores) else scores
+    if scores.size == 0:
+        raise NotClassScoresError(
+            _not_scores(path, declared.name, f"no values (shape {shape_text(np.shape(output))})")
+        )
+    return scores.reshape(-1).astype(np.float64)
+
+
+def _kind_text(dtype: np.dtype, first: Any) -> str:
+    """What an output holds, for a message: strings, maps, or its numpy type."""
+    if dtype.kind in "US" or (dtype.kind == "O" and (first is None or isinstance(first, str | bytes))):
+        return "strings"
+    if isinstance(first, Mapping):
+        return "maps"
+    return f"values of type {dtype}"
+
+
+def _not_scores(path: Path, name: str, what: str) -> str:
+    return (
+        f"{path}'s output {name!r} holds {what}, not numeric class scores: classification needs a model whose one "
+        f"output holds a score per class (hetero benchmark runs any model)"
+    )
+
+
 @click.command(
     cls=Command,
     context_settings=CONTEXT,
@@ -631,11 +778,7 @@ def classify(
     picture = image.read(image_arg)
     tensor = image.to_tensor(picture, prep)
     names = read_labels(labels, setup.model, setup.model_path)
-    if len(setup.model.outputs) != 1:
-        raise ModelError(
-            f"{setup.model_path} has {len(setup.model.outputs)} outputs: classification needs a model with one "
-            f"output of class scores"
-        )
+    check_classifier(setup.model_path, setup.model)
     note = ", inverted" if image.inverted(picture, prep) else ""
     info(f"Preprocessing: {picture.width}x{picture.height} {picture.mode} -> {prep.describe()}{note}")
     info(f"Loading the model to {setup.device}")
@@ -645,9 +788,7 @@ def classify(
     if perf_counts:
         request.infer({prep.input.name: tensor})  # warm-up: the counters below are a second, warm run
     results = request.infer({prep.input.name: tensor})
-    output = next(iter(results.values()))
-    probs = np.asarray(output, dtype=np.float64)
-    probs = probs[0].reshape(-1) if probs.ndim >= 2 else probs.reshape(-1)
+    probs = class_scores(setup.model_path, setup.model.outputs[0], next(iter(results.values())))
     info(f"Image path: {image_arg}")
     info(f"Top {min(top, probs.size)} results:")
     for line in top_results(probs, top, names):
@@ -759,10 +900,11 @@ def benchmark(
         if p.name in ctx.params and ctx.get_parameter_source(p.name) == click.core.ParameterSource.COMMANDLINE
     ]
     counters = perf_counts or bool(pcsort) or report_type in ("average_counters", "detailed_counters")
+    counted_everywhere = counters  # asked on the command line: every device's subgraphs are counted
     if (json_stats or report_folder) and not report_type:
         report_type = "no_counters"
     step(1, "Parsing and validating input arguments")
-    _check_writable(report_folder, "-report_folder", folder=True)
+    _check_report_folder(report_folder, report_type)
     _check_writable(dump_config, "-dump_config", folder=False)
     duration = time_s if time_s is not None else (None if niter else 60)
     if api == "sync" and nireq not in (None, 1):
@@ -787,13 +929,15 @@ def benchmark(
     info(f"Read model {setup.model_path} took {read_ms:.2f} ms")
     _print_io(setup.model)
     step(5, "Resizing model to match image sizes and given batch")
-    shapes, notes = bench.data_shapes(setup.model, shape, data_shape, nireq)
+    files = bench.parse_input_files(inputs, [i.name for i in setup.model.inputs])
+    sizes = bench.image_dims(setup.model, files, layout)
+    shapes, notes = bench.data_shapes(setup.model, shape, data_shape, nireq, sizes)
     for note in notes:
         info(note)
     batch = bench.batch_size(shapes)
     info(f"Model batch size: {batch}")
     step(6, "Configuring input of the model")
-    files = bench.parse_input_files(inputs, [i.name for i in setup.model.inputs])
+    bench.check_random_data(setup.model, files)  # before anything is compiled or written
     for name, dims in shapes.items():
         source = f"{len(files[name])} file(s)" if name in files else "seeded random values"
         info(f"    {name}: data {shape_text(dims)} from {source}")
@@ -836,7 +980,7 @@ def benchmark(
     per_request: list[list[Any]] = []
     history: list[list[Any]] = []
     if counters:
-        per_request, history = _profile(setup, feeds, nireq)
+        per_request, history = _profile(setup, feeds, nireq, everywhere=counted_everywhere)
     step(11, "Dumping statistics report")
     if counters and (perf_counts or pcsort):
         for k, infos in enumerate(per_request):
@@ -852,7 +996,8 @@ def benchmark(
     info(f"   Max:           {result.latency_max_ms:.2f} ms")
     info(f"Throughput:   {result.throughput_fps:.2f} FPS")
     if report_type:
-        written = bench.write_reports(
+        written.creating(Path(report_folder or "."))
+        reports = bench.write_reports(
             report_folder or ".",
             report_type,
             json_stats=json_stats,
@@ -874,7 +1019,8 @@ def benchmark(
             per_request=per_request,
             average=bench.average_counters(history) if history else [],
         )
-        for path in written:
+        for path in reports:
+            written.wrote(path)
             info(f"Statistics report is stored to {path}")
 
 
@@ -986,15 +1132,18 @@ def _measure(
 
 
 def _profile(
-    setup: Setup, feeds: Sequence[Mapping[str, np.ndarray]], nireq: int
+    setup: Setup, feeds: Sequence[Mapping[str, np.ndarray]], nireq: int, *, everywhere: bool
 ) -> tuple[list[Any], list[Any]]:
     """Counters from a profiled compile, PROFILED_RUNS inferences per request, run after the measured loop.
 
     The measured loop runs without the profiler (unless a config turned PERF_COUNT on for it), so -pc does
-    not change the numbers it reports.
+    not change the numbers it reports. ``everywhere`` (-pc, -pcsort, a counters report) profiles every
+    device's subgraphs; else the config's PERF_COUNT stands, so a device's own PERF_COUNT=YES counts only
+    that device's subgraphs.
     """
     info(f"Collecting performance counters: {PROFILED_RUNS} profiled inferences per infer request")
-    setup.core.set_property("HETERO", {cfg.PERF_COUNT: "YES"})
+    if everywhere:
+        setup.core.set_property("HETERO", {cfg.PERF_COUNT: "YES"})
     profiled = setup.core.compile_model(setup.model, setup.device)
     per_request, history = [], []
     for k in range(nireq):
@@ -1008,28 +1157,51 @@ def _profile(
 
 def _check_writable(path: str | None, option: str, *, folder: bool) -> None:
     """Refuse now an output the command could only fail to write at its end, after the whole run."""
-    if not path:
-        return
-    given = Path(path)
+    problem = _unwritable(Path(path), folder=folder) if path else None
+    if problem:
+        raise click.BadParameter(problem, param_hint=option)
+
+
+def _unwritable(given: Path, *, folder: bool) -> str | None:
+    """Why ``given`` (a folder to write into, or a file) cannot be written, None if it can: missing folders
+    on the way are fine (they are created) as long as the nearest existing one is a writable folder."""
     if folder and given.exists() and not given.is_dir():
-        raise click.BadParameter(f"{path} is a file: give a folder", param_hint=option)
+        return f"cannot write into {given}: it is a file, not a folder"
     if not folder and given.is_dir():
-        raise click.BadParameter(f"{path} is a folder: give a file name", param_hint=option)
+        return f"{given} is a folder: give a file name"
     existing = given if folder else given.parent
-    while not existing.exists():
+    while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
-        raise click.BadParameter(f"{existing} is a file, so {path} cannot be written", param_hint=option)
+        return f"{existing} is a file, so {given} cannot be written"
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise click.BadParameter(f"cannot write into {existing}: permission denied", param_hint=option)
+        return f"cannot write into {existing}: permission denied"
+    return None
+
+
+def _check_report_folder(folder: str | None, report_type: str | None) -> None:
+    """Refuse now a report folder (-report_folder, else here) the reports could only fail to go into."""
+    if not report_type:
+        return
+    if folder:
+        _check_writable(folder, "-report_folder", folder=True)
+        return
+    problem = _unwritable(Path.cwd(), folder=True)
+    if problem:
+        raise click.UsageError(
+            f"the reports go into the current directory, but {problem}: give -report_folder DIR"
+        )
 
 
 def _write_json(path: str, doc: Any) -> None:
+    """Write ``doc`` as JSON, creating the folders on the way; a later failure removes it (``written``)."""
+    written.creating(Path(path).parent)
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(doc, indent=4) + "\n", encoding="utf-8")
     except OSError as exc:
         raise HeteroError(f"cannot write {path}: {exc.strerror or exc}") from None
+    written.wrote(Path(path))
 
 
 # --- hetero query --------------------------------------------------------------------------------------
@@ -1076,39 +1248,21 @@ def query(model: str | None, device: str, save: str | None, as_json: bool, **sha
       hetero query -m models/digits.onnx -d HETERO:GPU,OPENVINO,CPU
       hetero query -m models/digits.onnx -d HETERO:OPENVINO,CPU --affinity softmax=CPU --save fixed.onnx
     """
+    _check_writable(save, "--save", folder=False)
     setup = prepare(model, device, announce=not as_json, **_shared(shared))
     running()
     m = setup.model
-    manual = bool(m.affinities())
     if not as_json:
-        if not setup.request.hetero:
-            mode = "one device: it runs every node"
-        else:
-            mode = "manual mode: affinities from the model" if manual else "automatic mode"
-        info(f"Querying {setup.request} ({mode})")
-    if not setup.request.hetero:
-        if setup.affinities:
-            warn(f"--affinity only applies to HETERO devices; {setup.request} runs every node")
-        supported = setup.core.query_model(m, setup.device)
-        name = setup.request.names[0]
-        affinities = {n.get_friendly_name(): name for n in m.get_ops()}
-        source = {
-            n: "device" if n in supported else "device; unsupported, ORT falls back" for n in affinities
-        }
-    elif manual:
-        affinities, source = m.affinities(), dict.fromkeys(m.affinities(), "model")
-    else:
-        affinities = setup.core.query_model(m, setup.device)
-        source = dict.fromkeys(affinities, "query")
-    if setup.request.hetero:
-        affinities.update(setup.affinities)
-        source.update(dict.fromkeys(setup.affinities, "option"))
-    if not as_json:
-        _affinity_table(m, affinities, source)
-    if setup.request.hetero and (setup.affinities or manual):
-        set_affinities(setup.core, m, setup.device, setup.affinities)
-    plan = setup.core.plan(m, setup.device)
-    links = crossing(plan)
+        info(f"Querying {setup.request} ({_query_mode(setup)})")
+    affinities, source = _queried_affinities(setup)
+    try:  # affinities set wrong are refused before the table is printed
+        if setup.request.hetero and (setup.affinities or m.affinities()):
+            set_affinities(setup.core, m, setup.device, setup.affinities)
+        plan = setup.core.plan(m, setup.device)
+    except UnsupportedNodesError:
+        if not as_json:
+            _affinity_table(m, affinities, source)  # the table shows which nodes no device takes
+        raise
     if as_json:
         doc = {
             "model": str(setup.model_path),
@@ -1120,21 +1274,65 @@ def query(model: str | None, device: str, save: str | None, as_json: bool, **sha
         }
         click.echo(json.dumps(doc, indent=2))
     else:
-        _subgraph_table(plan, links)
+        _affinity_table(m, affinities, source)
+        _subgraph_table(plan, crossing(plan))
         crossing_all = plan.crossing_tensors()
         info(
             f"{len(plan.subgraphs)} subgraph(s) on {', '.join(plan.devices)}; "
             f"{len(crossing_all)} tensor(s) cross devices{': ' + ', '.join(crossing_all) if crossing_all else ''}"
         )
-    report_dots(m, setup.dot_dir, setup.render, plan=plan)
+    if setup.dot_dir is not None:
+        written.creating(setup.dot_dir)
+        report_dots(visualize.dump(m, plan, setup.dot_dir), setup.render, err=as_json)
     if save:
-        if not m.affinities():
-            m.set_affinities(dict(plan.affinities))
-        m.save(save)
-        if not as_json:
-            info(
-                f"Saved {save} with these affinities: `hetero classify -m {save} -d {setup.request}` compiles it as is"
-            )
+        _save_query(m, plan, save, setup.request, as_json)
+
+
+def _query_mode(setup: Setup) -> str:
+    """How the query places nodes, for its first line."""
+    if not setup.request.hetero:
+        return "one device: it runs every node"
+    return "manual mode: affinities from the model" if setup.model.affinities() else "automatic mode"
+
+
+def _queried_affinities(setup: Setup) -> tuple[dict[str, str], dict[str, str]]:
+    """Each node's device for the table and who set it: the device alone, the model's (manual mode) or the
+    query's (automatic mode), then --affinity's on a HETERO device."""
+    m = setup.model
+    if not setup.request.hetero:
+        if setup.affinities:
+            warn(f"--affinity only applies to HETERO devices; {setup.request} runs every node")
+        supported = setup.core.query_model(m, setup.device)
+        name = setup.request.names[0]
+        affinities = {n.get_friendly_name(): name for n in m.get_ops()}
+        return affinities, {
+            n: "device" if n in supported else "device; unsupported, ORT falls back" for n in affinities
+        }
+    if m.affinities():
+        affinities, source = m.affinities(), dict.fromkeys(m.affinities(), "model")
+    else:
+        affinities = setup.core.query_model(m, setup.device)
+        source = dict.fromkeys(affinities, "query")
+    affinities.update(setup.affinities)
+    source.update(dict.fromkeys(setup.affinities, "option"))
+    return affinities, source
+
+
+def _save_query(m: Model, plan: Any, save: str, request: Any, as_json: bool) -> None:
+    """--save: the model with the plan's affinities (unless it has its own), folders created on the way."""
+    if not m.affinities():
+        m.set_affinities(dict(plan.affinities))
+    written.creating(Path(save).parent)
+    try:
+        Path(save).parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HeteroError(f"cannot write {save}: {exc.strerror or exc}") from None
+    m.save(save)
+    written.wrote(Path(save))
+    if not as_json:
+        info(
+            f"Saved {save} with these affinities: `hetero classify -m {save} -d {request}` compiles it as is"
+        )
 
 
 def _affinity_table(model: Model, affinities: Mapping[str, str], source: Mapping[str, str]) -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from helpers import HAS_OPENVINO, chain_model, make_model, needs_openvino, vi
-from onnx import TensorProto
+from helpers import HAS_OPENVINO, chain_model, const, make_model, needs_openvino, vi
+from onnx import TensorProto, numpy_helper
 from onnx import helper as h
 from robust import external_model, invoke, nothing_left_behind, one_error_line, set_location
 
@@ -216,6 +216,9 @@ def test_no_dot_files_from_a_failed_compile(tmp_path):
         (cli.benchmark, ["-m", DIGITS, "-d", "CPU", "-niter", 1, "-dump_config", ""], "-dump_config"),
         (cli.benchmark, ["-m", DIGITS, "-d", "CPU", "-niter", 1, "-report_folder", ""], "-report_folder"),
         (cli.classify, [DIGITS, IMAGE, "CPU", "-load_config", ""], "-load_config"),
+        (cli.benchmark, ["-m", "", "-d", "CPU", "-niter", 1], "-m"),
+        (cli.query, ["-m", " ", "-d", "CPU"], "-m"),
+        (cli.classify, ["", IMAGE, "CPU"], "MODEL"),
     ],
 )
 def test_an_empty_path_is_a_usage_error(tmp_path, command, args, option):
@@ -241,6 +244,83 @@ def test_benchmark_checks_its_output_paths_before_it_runs(tmp_path):
         assert "Step 2/11" not in result.stdout
 
 
+def test_every_output_path_is_checked_before_any_work(tmp_path):
+    """--dot-dir, HETERO_DOT_DIR, --save and -report_folder under a regular file (unwritable even for root):
+    refused before the model is read, nothing written."""
+    under_a_file = tmp_path / "afile" / "sub"
+    (tmp_path / "afile").write_text("x")
+    for command, args, option in [
+        (cli.query, ["-d", "HETERO:CPU", "--dot-dir", under_a_file], "--dot-dir"),
+        (cli.classify, ["-i", IMAGE, "-d", "HETERO:CPU", "--dot-dir", under_a_file], "--dot-dir"),
+        (cli.query, ["-d", "HETERO:CPU", "--config", "HETERO_DUMP_GRAPH_DOT=YES",
+                     "--config", f"HETERO_DOT_DIR={under_a_file}"], "HETERO_DOT_DIR"),
+        (cli.query, ["-d", "HETERO:CPU", "--save", under_a_file / "m.onnx"], "--save"),
+        (cli.benchmark, ["-d", "CPU", "-niter", 1, "-report_folder", under_a_file], "-report_folder"),
+    ]:  # fmt: skip
+        with nothing_left_behind(tmp_path):
+            result = invoke(command, "-m", DIGITS, *args)
+        assert result.exit_code == 2, result.stderr
+        line = one_error_line(result)
+        assert option in line and "afile is a file" in line
+        assert "Reading the model" not in result.stdout and "Step 4/11" not in result.stdout
+
+
+def test_an_unwritable_current_directory_is_refused_up_front_where_outputs_go_there(tmp_path, monkeypatch):
+    """The default report folder and the .dot files OPENVINO_HETERO_VISUALIZE asks for go here: checked
+    before any work (os.access says no, as it does to a user without write permission)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli.os, "access", lambda *args, **kwargs: False)
+    result = invoke(cli.benchmark, "-m", DIGITS, "-niter", 2, "-report_type", "no_counters")
+    assert result.exit_code == 2
+    line = one_error_line(result)
+    assert "reports go into the current directory" in line and "-report_folder DIR" in line
+    assert "Step 4/11" not in result.stdout
+    monkeypatch.setenv("OPENVINO_HETERO_VISUALIZE", "1")
+    result = invoke(cli.query, "-m", DIGITS, "-d", "HETERO:CPU")
+    assert result.exit_code == 2
+    line = one_error_line(result)
+    assert "OPENVINO_HETERO_VISUALIZE" in line and "--dot-dir DIR" in line
+    assert "Reading the model" not in result.stdout
+
+
+def test_save_creates_missing_folders(tmp_path):
+    out = tmp_path / "new" / "deeper" / "m.onnx"
+    result = invoke(cli.query, "-m", DIGITS, "-d", "HETERO:CPU", "--save", out)
+    assert result.exit_code == 0, result.stderr
+    assert len(hc.Core().read_model(out).affinities()) == len(hc.Core().read_model(DIGITS).get_ops())
+
+
+def test_benchmark_refuses_random_strings_before_it_writes_anything(tmp_path):
+    node = h.make_node("Identity", ["s"], ["t"], name="id")
+    path = tmp_path / "strings.onnx"
+    onnx.save(
+        make_model([node], [vi("s", [1], TensorProto.STRING)], [vi("t", [1], TensorProto.STRING)]), path
+    )
+    with nothing_left_behind(tmp_path):
+        result = invoke(
+            cli.benchmark, "-m", path, "-d", "HETERO:CPU", "-niter", 2, "--dot-dir", tmp_path / "dots",
+            "-dump_config", tmp_path / "c" / "config.json",
+        )  # fmt: skip
+    assert result.exit_code == 2
+    assert "cannot make random data of type object for input 's'" in one_error_line(result)
+    assert "Step 7/11" not in result.stdout
+
+
+def test_a_later_usage_error_removes_what_the_command_wrote(tmp_path):
+    """Data that does not fit shows at Step 9, after the .dot files were written: they go again, and the
+    folders made for them."""
+    data = tmp_path / "bad.npy"
+    np.save(data, np.zeros((3, 3), np.float32))
+    with nothing_left_behind(tmp_path):
+        result = invoke(
+            cli.benchmark, "-m", DIGITS, "-d", "HETERO:CPU", "-niter", 2, "-i", data,
+            "--dot-dir", tmp_path / "dots" / "here",
+        )  # fmt: skip
+    assert result.exit_code == 2
+    assert "does not fit input 'image'" in one_error_line(result)
+    assert "Wrote" in result.stdout  # they were written, then removed
+
+
 def test_dot_dir_onto_a_file(tmp_path):
     a_file = tmp_path / "file.txt"
     a_file.write_text("x")
@@ -253,6 +333,37 @@ def test_classify_with_an_empty_device_is_refused():
     result = invoke(cli.classify, DIGITS, IMAGE, "")
     assert result.exit_code == 2
     assert "it is empty" in one_error_line(result)
+
+
+def _out_empty() -> onnx.ModelProto:
+    """x[1,1,8,8] -> Slice(0:0) -> y: an output with no values."""
+    starts, ends = const("s", [0], np.int64), const("e", [0], np.int64)
+    node = h.make_node("Slice", ["x", "s", "e"], ["y"], name="sl")
+    return make_model([node], [vi("x", [1, 1, 8, 8])], [vi("y", None)], [starts, ends])
+
+
+def _out_strings() -> onnx.ModelProto:
+    """x[1,1,8,8] -> Flatten -> ArgMax -> Gather over string labels -> y: a label, not scores."""
+    labels = numpy_helper.from_array(np.array([f"l{k}" for k in range(64)], dtype=object), "labels")
+    nodes = [
+        h.make_node("Flatten", ["x"], ["f"], name="fl"),
+        h.make_node("ArgMax", ["f"], ["a"], axis=1, keepdims=0, name="am"),
+        h.make_node("Gather", ["labels", "a"], ["y"], name="g"),
+    ]
+    return make_model(nodes, [vi("x", [1, 1, 8, 8])], [vi("y", [1], TensorProto.STRING)], [labels])
+
+
+@pytest.mark.parametrize(
+    ("proto", "words"), [(_out_empty, "holds no values"), (_out_strings, "holds strings")]
+)
+def test_classify_a_model_whose_output_is_no_class_scores(tmp_path, proto, words):
+    path = tmp_path / "m.onnx"
+    onnx.save(proto(), path)
+    with nothing_left_behind(tmp_path):
+        result = invoke(cli.classify, path, IMAGE, "HETERO:CPU", "--dot-dir", tmp_path / "dots")
+    assert result.exit_code == 2
+    line = one_error_line(result)
+    assert words in line and "not numeric class scores" in line
 
 
 # --- inputs ----------------------------------------------------------------------------------------------
@@ -296,8 +407,11 @@ def test_async_api_misuse_is_an_inference_error():
 
 
 def test_wait_for_takes_numpy_numbers_and_refuses_nan():
-    request = hc.Core().compile_model(DIGITS, "CPU").create_infer_request()
-    assert (
+    compiled = hc.Core().compile_model(DIGITS, "CPU")
+    request = compiled.create_infer_request()
+    (image,) = compiled.inputs
+    request.infer({image.name: np.zeros([d if isinstance(d, int) else 1 for d in image.shape], image.dtype)})
+    assert (  # a result is ready: no wait
         request.wait_for(np.int64(5)) and request.wait_for(np.float32(3)) and request.wait_for(float("inf"))
     )
     with pytest.raises(hc.InferenceError, match="milliseconds"):

@@ -289,6 +289,30 @@ def test_visualize_environment_variable_dumps_into_the_current_directory(tmp_pat
     assert (tmp_path / "hetero_subgraphs_digits.dot").is_file()
 
 
+def test_dot_files_asked_by_config_keys_are_reported(tmp_path, monkeypatch):
+    """HETERO_DUMP_GRAPH_DOT (and HETERO_DOT_DIR) ask for the files as --dot-dir does, for every command:
+    each file written is named, and query draws them by compile_model's rule."""
+    monkeypatch.chdir(tmp_path)
+    here = Path.cwd()
+    result = run(
+        cli.classify, DIGITS, SAMPLES / "digit_5.png", "HETERO:CPU", "--config", "HETERO_DUMP_GRAPH_DOT=YES"
+    )
+    assert result.exit_code == 0, result.stderr
+    for kind in ("affinity", "subgraphs"):
+        assert (here / f"hetero_{kind}_digits.dot").is_file()
+        assert f"[ INFO ] Wrote {here / f'hetero_{kind}_digits.dot'}" in result.stdout.splitlines()
+    config = ["--config", "HETERO_DUMP_GRAPH_DOT=YES", "--config", "HETERO_DOT_DIR=dd"]
+    result = run(cli.query, "-m", DIGITS, "-d", "HETERO:CPU", *config)
+    assert result.exit_code == 0, result.stderr
+    assert sorted(p.name for p in (here / "dd").iterdir()) == [
+        "hetero_affinity_digits.dot",
+        "hetero_subgraphs_digits.dot",
+    ]
+    assert "[ INFO ] Wrote dd/hetero_subgraphs_digits.dot" in result.stdout.splitlines()
+    result = run(cli.query, "-m", DIGITS, "-d", "HETERO:CPU", "--config", "HETERO_DOT_DIR=other")
+    assert result.exit_code == 0 and not (here / "other").exists()  # where, not whether
+
+
 def test_config_options_and_load_config(tmp_path):
     good = tmp_path / "good.json"
     good.write_text(json.dumps({"CPU": {"INFERENCE_NUM_THREADS": 1}, "HETERO": {"PERF_COUNT": "NO"}}))
@@ -314,6 +338,7 @@ def _bad_files(tmp: Path) -> dict[str, Path]:
     (tmp / "empty.jpg").write_bytes(b"")
     (tmp / "bad.json").write_text("{not json")
     (tmp / "list.json").write_text("[1, 2]")
+    (tmp / "hetero_not_object.json").write_text('{"HETERO": 5}')
     graph = h.make_graph(
         [h.make_node("Relu", ["x"], ["y"], name="relu")],
         "vector",
@@ -346,6 +371,7 @@ CLASSIFY_ERRORS = [
     ([DIGITS, IMG, "CPU", "-load_config", "{bad.json}"], 2, "not valid JSON"),
     ([DIGITS, IMG, "CPU", "-load_config", "{list.json}"], 2, "JSON object"),
     ([DIGITS, IMG, "CPU", "-load_config", "nofile.json"], 2, "no such file"),
+    ([DIGITS, IMG, "HETERO:CPU", "-load_config", "{hetero_not_object.json}"], 2, '"HETERO" takes an object'),
     ([DIGITS, IMG, "HETERO:CPU", "--affinity", "nonode=CPU"], 2, "names no node"),
     ([DIGITS, IMG, "HETERO:CPU", "--affinity", "conv1=FOO"], 2, "unknown device 'FOO'"),
     ([DIGITS, IMG, "HETERO:CPU", "--affinity", "conv1"], 2, "NODE=DEVICE"),
@@ -438,6 +464,34 @@ def test_query_json():
     doc = json.loads(result.stdout)
     assert doc["device"] == "HETERO:CPU" and set(doc["affinities"].values()) == {"CPU"}
     assert len(doc["plan"]["subgraphs"]) == 1 and doc["crossing_tensors"] == []
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        ["--dot-dir", "dd"],
+        pytest.param(
+            ["--render", "svg"], marks=pytest.mark.skipif(shutil.which("dot") is None, reason="needs dot")
+        ),
+        ["OPENVINO_HETERO_VISUALIZE"],
+    ],
+    ids=["dot-dir", "render", "environment"],
+)
+def test_query_json_stays_json_when_dot_files_are_written(tmp_path, monkeypatch, how):
+    monkeypatch.chdir(tmp_path)
+    env = {"OPENVINO_HETERO_VISUALIZE": "1"} if how == ["OPENVINO_HETERO_VISUALIZE"] else None
+    args = [] if env else how
+    result = run(cli.query, "-m", DIGITS, "-d", "HETERO:CPU", "--json", *args, env=env)
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["device"] == "HETERO:CPU"
+    assert result.stderr.count("[ INFO ] Wrote ") == 2
+
+
+def test_query_refuses_a_bad_affinity_before_printing_the_table():
+    result = run(cli.query, "-m", DIGITS, "-d", "HETERO:CPU", "--affinity", "softmax=OPENVINO")
+    assert result.exit_code == 2
+    assert "softmax=OPENVINO" in error_line(result)
+    assert "Affinities of" not in result.stdout and "conv1" not in result.stdout
 
 
 @needs_openvino
@@ -553,6 +607,19 @@ def test_benchmark_prints_counters_when_a_config_file_sets_perf_count_for_a_devi
     assert "Performance counts for 0-th infer request" in result.stdout
 
 
+@needs_openvino
+def test_benchmark_counts_only_the_device_a_config_sets_perf_count_for():
+    """The README: a device's PERF_COUNT counts only that device's subgraphs (-pc counts them all)."""
+    result = run(
+        cli.benchmark, "-m", DIGITS, "-d", "HETERO:OPENVINO,CPU", "-niter", "2", "-nireq", "1",
+        "--config", "CPU:PERF_COUNT=YES",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    block = result.stdout.split("Performance counts for 0-th infer request\n")[1].split("[ INFO ]")[0]
+    infos, _ = parse_counters(block)
+    assert infos and {i.exec_type for i in infos} == {"CPUExecutionProvider"}
+
+
 def test_benchmark_time_limit():
     result = run(cli.benchmark, "-m", DIGITS, "-t", "1", "-api", "sync")
     assert result.exit_code == 0, result.stderr
@@ -626,6 +693,10 @@ BENCHMARK_ERRORS = [
     (["-pcsort", "random"], 2, "-pcsort"),
     (["-report_type", "all"], 2, "-report_type"),
     (["-d", "HETERO:"], 2, "empty"),
+    (["-data_shape", "[1,1,32,32][2,1,32,32]"], 2, "more than one shape ([1,1,32,32] and [2,1,32,32])"),
+    (["-data_shape", "image[1,1,32,32],image[2,1,32,32]"], 2, "several shapes per input are not supported"),
+    (["-shape", "[1,,1,32,32]"], 2, "dimension 1 is empty"),
+    (["-shape", "[1,1,32,32]", "-data_shape", "[2,1,32,32]"], 2, "but -shape set dimension 0 of it to 1"),
 ]
 
 
@@ -659,6 +730,27 @@ def test_parse_shapes():
     for bad in ("a[1,x]", "[1,0]", "junk"):
         with pytest.raises(bench.BenchmarkError):
             bench.parse_shapes(bad, names, "-shape")
+
+
+def test_parse_shapes_refuses_several_shapes_per_input_and_empty_dimensions():
+    names = ["a", "b"]
+    for several in ("[1,3,8,8][1,3,4,4]", "a[1,2],a[3,4]", "[1,2],b[3,4]"):
+        with pytest.raises(bench.BenchmarkError, match=r"more than one shape.*give one"):
+            bench.parse_shapes(several, names, "-data_shape")
+    for empty in ("[1,,3]", "[1,3,]", "[,1]"):
+        with pytest.raises(bench.BenchmarkError, match="is empty"):
+            bench.parse_shapes(empty, names, "-shape")
+    assert bench.parse_shapes("a[]", names, "-shape") == {"a": []}  # a scalar
+
+
+def test_data_shape_against_a_dimension_shape_fixed_blames_shape():
+    model = hc.Core().read_model(DIGITS)
+    with pytest.raises(bench.BenchmarkError) as err:
+        bench.data_shapes(model, "[1,1,32,32]", "[2,1,32,32]")
+    assert "-shape set dimension 0 of it to 1 (the model's input is [batch,1,32,32])" in str(err.value)
+    assert "does not reshape" not in str(err.value)
+    with pytest.raises(bench.BenchmarkError, match=r"\[batch,1,32,32\] is fixed at 32"):
+        bench.data_shapes(model, None, "[2,1,32,16]")
 
 
 def test_measure_counts_and_stops():

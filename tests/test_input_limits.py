@@ -326,6 +326,65 @@ def test_input_files_still_accept_name_file_and_a_bare_file(tmp_path):
     assert bench.parse_input_files([str(data)], ["image"]) == {"image": [data]}
 
 
+def _relu_model(name: str) -> onnx.ModelProto:
+    """``name``[1,3,8,8] -> Relu -> y, for input names as TensorFlow gives them (``input_1:0``)."""
+    graph = h.make_graph(
+        [h.make_node("Relu", [name], ["y"], name="r")],
+        "colon",
+        [h.make_tensor_value_info(name, TensorProto.FLOAT, [1, 3, 8, 8])],
+        [h.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 8, 8])],
+    )
+    return h.make_model(graph, ir_version=9, opset_imports=[h.make_opsetid("", 17)])
+
+
+def test_input_names_with_a_colon_take_name_file_and_shapes(tmp_path):
+    data = tmp_path / "x.npy"
+    np.save(data, np.zeros((1, 3, 8, 8), np.float32))
+    assert bench.parse_input_files([f"input_1:0:{data}"], ["input_1:0"]) == {"input_1:0": [data]}
+    assert bench.parse_input_files([f"a:b:{data}"], ["a", "a:b"]) == {"a:b": [data]}  # the longest name
+    assert bench.parse_input_files([f"a:{data}"], ["a", "a:b"]) == {"a": [data]}
+    assert bench.parse_shapes("input_1:0[1,3,8,8]", ["input_1:0"], "-shape") == {"input_1:0": [1, 3, 8, 8]}
+    path = saved(tmp_path, _relu_model("input_1:0"))
+    result = invoke(
+        cli.benchmark, "-m", path, "-d", "CPU", "-niter", 1, "-api", "sync", "-i", f"input_1:0:{data}",
+        "-data_shape", "input_1:0[1,3,8,8]",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    assert "input_1:0: data [1,3,8,8] from 1 file(s)" in result.stdout
+
+
+def test_benchmark_takes_dynamic_height_and_width_from_the_image(tmp_path):
+    """As classify does: an input [1,3,H,W] fed an image 12 wide and 10 high gets [1,3,10,12], not 1x1."""
+    path = saved(tmp_path, identity_model([1, 3, "H", "W"]))
+    picture = tmp_path / "p.png"
+    Image.new("RGB", (12, 10), (200, 10, 10)).save(picture)
+    model = hc.Core().read_model(path)
+    assert bench.image_dims(model, {"x": [picture]}) == {"x": {1: 3, 2: 10, 3: 12}}
+    assert bench.image_dims(model, {"x": [picture]}, "NHWC") == {"x": {3: 3, 1: 10, 2: 12}}
+    assert bench.image_dims(hc.Core().read_model(DIGITS), {"image": [picture]}) == {}  # fixed 32x32
+    result = invoke(cli.benchmark, "-m", path, "-d", "CPU", "-niter", 1, "-api", "sync", "-i", picture)
+    assert result.exit_code == 0, result.stderr
+    assert "x: data [1,3,10,12] from 1 file(s)" in result.stdout
+    assert "taken from its first image" in result.stdout
+    result = invoke(
+        cli.benchmark,
+        "-m",
+        path,
+        "-d",
+        "CPU",
+        "-niter",
+        1,
+        "-api",
+        "sync",
+        "-i",
+        picture,
+        "-data_shape",
+        "[1,3,4,4]",
+    )
+    assert result.exit_code == 0, result.stderr
+    assert "x: data [1,3,4,4] from 1 file(s)" in result.stdout
+
+
 # --- 6. --mean on a grey input --------------------------------------------------------------------------
 
 

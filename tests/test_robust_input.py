@@ -547,11 +547,14 @@ def test_query_save_writes_nothing_when_the_query_fails(tmp_path, extra, code):
 
 
 def test_query_save_into_a_missing_folder_or_onto_a_folder(tmp_path):
-    for out in (tmp_path / "no" / "such" / "out.onnx", tmp_path):
-        with nothing_left_behind(tmp_path):
-            result = invoke(cli.query, "-m", DIGITS, "-d", "HETERO:CPU", "--save", out)
-        assert result.exit_code == 1
-        one_error_line(result)
+    """A missing folder is created, as -dump_config's is; a folder as the file is refused before any work."""
+    out = tmp_path / "no" / "such" / "out.onnx"
+    assert invoke(cli.query, "-m", DIGITS, "-d", "HETERO:CPU", "--save", out).exit_code == 0
+    assert hc.Core().read_model(out).affinities()
+    with nothing_left_behind(tmp_path):
+        result = invoke(cli.query, "-m", DIGITS, "-d", "HETERO:CPU", "--save", tmp_path)
+    assert result.exit_code == 2
+    assert "is a folder" in one_error_line(result)
 
 
 def test_model_save_failing_half_way_leaves_no_partial_file(tmp_path, monkeypatch):
