@@ -456,9 +456,14 @@ def _check_manual(
         )
     if problems:
         order = ", ".join(d.name for d in devices)
+        fixes = []
+        if unknown or outside:
+            fixes.append(f"list the device in {request}")
+        if absent:
+            fixes.append("run where the device is available")
         raise AffinityError(
             "the affinities set by hand must name devices of "
-            f"{request}: " + "; ".join(problems) + f". Use {order}, or list the device in {request}"
+            f"{request}: " + "; ".join(problems) + f". Use {order}, or " + " or ".join(fixes)
         )
     return {n.friendly_name: resolved[n.friendly_name] for n in model.get_ops()}
 

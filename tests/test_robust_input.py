@@ -44,7 +44,7 @@ from robust import (
 )
 
 import hetero_cli as hc
-from hetero_cli import cli, image
+from hetero_cli import cli, image, registry
 
 ROOT = Path(__file__).resolve().parent.parent
 DIGITS = ROOT / "models" / "digits.onnx"
@@ -460,6 +460,24 @@ def test_affinities_naming_unknown_nodes_or_devices():
     for node in model.get_ops():
         node.get_rt_info()["affinity"] = "XPU" if node.get_friendly_name() == "relu" else "CPU"
     with pytest.raises(hc.AffinityError, match="relu=XPU"):
+        hc.Core().compile_model(model, "HETERO:CPU")
+
+
+def test_affinities_naming_a_device_listed_but_not_here_or_not_listed():
+    """Each problem gets its own fix: a device the string lists but this machine lacks cannot be fixed by
+    listing it; one the string leaves out can."""
+    model = hc.Core().read_model(hardmax_model())
+    absent = [d for d in ("GPU", "TENSORRT", "OPENVINO.NPU") if not registry.is_available(registry.lookup(d))]
+    if not absent:
+        pytest.skip("every device this test could name is available here")
+    missing = absent[0]
+    model.set_affinities({n.get_friendly_name(): "CPU" for n in model.get_ops()} | {"relu": missing})
+    with pytest.raises(hc.AffinityError) as caught:
+        hc.Core().compile_model(model, f"HETERO:{missing},CPU")
+    assert "not available on this machine" in str(caught.value)
+    assert "run where the device is available" in str(caught.value)
+    assert "list the device" not in str(caught.value)
+    with pytest.raises(hc.AffinityError, match="or list the device in HETERO:CPU"):
         hc.Core().compile_model(model, "HETERO:CPU")
 
 
