@@ -587,7 +587,11 @@ def _contradicted_types(
             if declared is None or not declared.HasField("tensor_type"):
                 continue
             tensor = declared.tensor_type
-            dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
+            # a negative dim_value (paddle2onnx writes -1 for the batch) declares nothing: as dynamic as none
+            dims = [
+                d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None
+                for d in tensor.shape.dim
+            ]
             if not tensor.HasField("shape") or None in dims:
                 continue
             seen = list(arg.shape)

@@ -47,6 +47,19 @@ def test_a_true_value_info_is_kept_as_declared(caplog):
     assert compiled.subgraphs[0].session.get_outputs()[0].shape == [2, 3]
 
 
+def test_a_minus_one_dimension_is_dynamic_not_contradicted(caplog):
+    """paddle2onnx declares a dynamic batch as dim_value -1: ORT's [?, 3] for such a tensor contradicts
+    nothing (it was called a contradiction, and the sessions on both sides were made twice)."""
+    proto = relu_neg(vi("t", [-1, 3]))
+    proto.graph.input[0].type.tensor_type.shape.dim[0].dim_value = -1
+    proto.graph.output[0].type.tensor_type.shape.dim[0].dim_value = -1
+    with caplog.at_level(logging.WARNING, logger="hetero_cli"):
+        compiled = cpu_split(proto)
+    assert "contradicts" not in caplog.text
+    x = seeded((4, 3)) - 0.5
+    assert_same(compiled({"x": x}), ort_run(proto, {"x": x}))
+
+
 def test_a_wrong_element_type_fails_as_it_does_in_onnx_runtime():
     proto = relu_neg(vi("t", [2, 3], TensorProto.DOUBLE))
     with pytest.raises(Exception, match="double"):
