@@ -562,8 +562,10 @@ class InferRequest:
             if run is None:
                 continue
             outputs = [o for o in sub.outputs if o in self.compiled.plan.outputs]
+            model = self.compiled.model
+            nodes = {n: model.node(n).get_type_name() for n in sub.nodes}
             infos += subgraph_counters(
-                sub.index + 1, sub.device, sub.target.ep, sub.on_host, sub.nodes, run, outputs
+                sub.index + 1, sub.device, sub.target.ep, sub.on_host, nodes, run, outputs
             )
         return infos
 

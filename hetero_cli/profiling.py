@@ -16,7 +16,7 @@ import itertools
 import json
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -206,11 +206,12 @@ def subgraph_counters(
     device: str,
     ep: str,
     device_on_host: bool,
-    nodes: Sequence[str],
+    nodes: Mapping[str, str],
     run: Run,
     outputs: Iterable[str],
 ) -> list[ProfilingInfo]:
-    """Counter lines of one subgraph run: per node (kernel EPs) or numbered stages (fused EPs).
+    """Counter lines of one subgraph run: per node (kernel EPs) or numbered stages (fused EPs); ``nodes``
+    ({name: op type}) are the subgraph's, those the run shows no kernel for being OPTIMIZED_OUT.
 
     Where ORT ran part of a fused EP's subgraph on another EP, the lines follow the run's order: the EP's
     parts are stages of their own, the other EP's kernels sit between them, and no microsecond is counted
@@ -266,9 +267,9 @@ def subgraph_counters(
             )
         )
     if not fused:
-        for name in nodes:
+        for name, op_type in nodes.items():
             if name not in seen:
-                lines.append(ProfilingInfo(name, "", ep, OPTIMIZED_OUT, 0, 0, number))
+                lines.append(ProfilingInfo(name, op_type, ep, OPTIMIZED_OUT, 0, 0, number))
     for out in outputs:
         lines.append(ProfilingInfo(f"out_{out}", "Output", "unknown", NOT_RUN, 0, 0, number))
     return lines

@@ -14,6 +14,7 @@ import hetero_cli as hc
 from hetero_cli.profiling import (
     EXECUTED,
     NOT_RUN,
+    OPTIMIZED_OUT,
     NodeEvent,
     ProfilingInfo,
     Run,
@@ -68,7 +69,7 @@ def test_fused_ep_parts_and_the_kernels_between_them_follow_the_run() -> None:
             NodeEvent("tail", "Identity", cpu, 1090.0, 4),
         ),
     )
-    infos = subgraph_counters(2, "OPENVINO", ov, True, ["a", "b"], run, ["y"])
+    infos = subgraph_counters(2, "OPENVINO", ov, True, {"a": "Relu", "b": "Neg"}, run, ["y"])
     assert [i.node_name for i in infos] == [
         "cast",
         "1. input transfer to OPENVINO",
@@ -83,7 +84,7 @@ def test_fused_ep_parts_and_the_kernels_between_them_follow_the_run() -> None:
     assert sum(i.real_time_us for i in infos) <= 100
     alone = Run(1, 1000.0, 1100.0, (NodeEvent("OpenVINO-EP-subgraph_1_0", "", ov, 1010.0, 80),))
     assert [
-        (i.node_name, i.real_time_us) for i in subgraph_counters(1, "OPENVINO", ov, True, [], alone, [])
+        (i.node_name, i.real_time_us) for i in subgraph_counters(1, "OPENVINO", ov, True, {}, alone, [])
     ] == [
         ("1. input transfer to OPENVINO", 10),
         ("2. OPENVINO execute time", 80),
@@ -113,6 +114,16 @@ def _check_numbering(compiled: hc.CompiledModel, infos: list[ProfilingInfo]) -> 
         ("out_c", producer["c"]),
     }
     assert all(i.status == NOT_RUN and i.real_time_us == 0 for i in outputs)
+
+
+def test_a_node_orts_optimizations_removed_is_optimized_out_with_its_op_type() -> None:
+    cpu = "CPUExecutionProvider"
+    run = Run(1, 0.0, 50.0, (NodeEvent("relu", "Relu", cpu, 10.0, 30),))
+    infos = subgraph_counters(1, "CPU", cpu, True, {"relu": "Relu", "copy": "Identity"}, run, [])
+    assert [(i.node_name, i.node_type, i.status) for i in infos] == [
+        ("relu", "Relu", EXECUTED),
+        ("copy", "Identity", OPTIMIZED_OUT),
+    ]
 
 
 def test_cpu_alone_gives_one_line_per_node() -> None:
