@@ -14,6 +14,7 @@ Warnings from the library (logger "hetero_cli") print as ``[ WARNING ] ...`` on 
 from __future__ import annotations
 
 import contextlib
+import difflib
 import json
 import logging
 import os
@@ -114,6 +115,22 @@ class NotClassScoresError(ModelError):
     usage error even when only the inference shows it."""
 
 
+def _unknown_option(exc: click.UsageError, argv: Sequence[str]) -> str | None:
+    """The message for an unknown single-dash option as typed (``-nireqq``), where click, reading it as a
+    cluster of short options, names only its first letter (``-n``); None for any other usage error."""
+    if not isinstance(exc, click.NoSuchOption) or exc.ctx is None or len(exc.option_name) != 2:
+        return None
+    typed = next(
+        (a for a in argv if a.startswith(exc.option_name) and len(a) > 2 and not a.startswith("--")), None
+    )
+    if typed is None:
+        return None
+    name = typed.split("=", 1)[0]
+    known = [o for p in exc.ctx.command.params for o in getattr(p, "opts", ()) if o.startswith("-")]
+    close = difflib.get_close_matches(name, known, n=1)
+    return f"No such option '{name}'" + (f" (did you mean {close[0]}?)" if close else "")
+
+
 def exit_code(exc: BaseException) -> int:
     """2 for usage errors, 1 for failures at run time."""
     usage = ConfigError | AffinityError | image.ImageError | bench.BenchmarkError | NotClassScoresError
@@ -211,7 +228,7 @@ class _Main:
             if debug:
                 traceback.print_exc()
             path = exc.ctx.command_path if exc.ctx else self._command_path(argv, prog_name)
-            message = _one_line(exc.format_message()).rstrip(".")
+            message = _one_line(_unknown_option(exc, argv) or exc.format_message()).rstrip(".")
             click.echo(f"[ ERROR ] {message}. See '{path} --help'", err=True)
             code = 2
         except click.ClickException as exc:

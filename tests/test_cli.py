@@ -377,6 +377,8 @@ CLASSIFY_ERRORS = [
     ([DIGITS, IMG, "HETERO:CPU", "--affinity", "conv1"], 2, "NODE=DEVICE"),
     ([DIGITS, IMG, "HETERO:CPU", "--affinity-file", "{list.json}"], 2, "JSON object"),
     ([DIGITS, IMG, "CPU", "--bogus"], 2, "No such option"),
+    ([DIGITS, IMG, "CPU", "-foo"], 2, "No such option '-foo'"),  # click alone named '-f'
+    ([DIGITS, IMG, "CPU", "-pcc"], 2, "No such option '-pcc' (did you mean -pc?)"),
     ([DIGITS, IMG, "CPU", "extra"], 2, "unexpected extra argument"),
     ([DIGITS], 2, "no image given"),
     ([DIGITS, IMG, "CPU", "--scale", "0"], 2, "divide by zero"),
