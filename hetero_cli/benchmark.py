@@ -198,9 +198,13 @@ def _concrete(
         what = "dynamic dimensions taken from its first image"
     else:
         what = "image dimensions taken from its first image, the others set to 1"
-    return concrete, (
-        f"input {info.name!r} is {shape_text(info.shape or dims)}: {what} "
-        f"(-data_shape {info.name}{shape_text(concrete)} to choose)"
+    shown = shape_text(info.shape or dims)
+    if info.shape is not None and list(dims) != list(info.shape):  # -shape / -data_shape set some
+        shown += f" ({shape_text(dims)} as given)"
+        what = what.replace("dynamic dimensions", "dimensions still dynamic")
+    return (
+        concrete,
+        f"input {info.name!r} is {shown}: {what} (-data_shape {info.name}{shape_text(concrete)} to choose)",
     )
 
 

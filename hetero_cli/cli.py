@@ -120,13 +120,18 @@ def _unknown_option(exc: click.UsageError, argv: Sequence[str]) -> str | None:
     cluster of short options, names only its first letter (``-n``); None for any other usage error."""
     if not isinstance(exc, click.NoSuchOption) or exc.ctx is None or len(exc.option_name) != 2:
         return None
-    typed = next(
-        (a for a in argv if a.startswith(exc.option_name) and len(a) > 2 and not a.startswith("--")), None
-    )
-    if typed is None:
-        return None
-    name = typed.split("=", 1)[0]
     known = [o for p in exc.ctx.command.params for o in getattr(p, "opts", ()) if o.startswith("-")]
+    typed = [
+        name
+        for name in (a.split("=", 1)[0] for a in argv)
+        if name.startswith(exc.option_name)
+        and len(name) > 2
+        and not name.startswith("--")
+        and name not in known
+    ]
+    if not typed:
+        return None
+    name = typed[0]
     close = difflib.get_close_matches(name, known, n=1)
     return f"No such option '{name}'" + (f" (did you mean {close[0]}?)" if close else "")
 
@@ -152,10 +157,26 @@ class _NeverRaised(Exception):
 @dataclass
 class _Written:
     """What the running command has written, and the folders it created for it: a command that fails
-    removes them again, so that it leaves nothing behind (.dot files written before a later usage error)."""
+    removes them again, so that it leaves nothing behind (.dot files written before a later usage error).
+    Files that were there before the command (``keep_existing``) are never removed, even if overwritten."""
 
     files: list[Path] = field(default_factory=list)
     folders: list[Path] = field(default_factory=list)
+    existing: set[Path] = field(default_factory=set)
+
+    def reset(self) -> None:
+        """Forget everything: a new command starts."""
+        self.files.clear()
+        self.folders.clear()
+        self.existing.clear()
+
+    def keep_existing(self, path: Path) -> None:
+        """Before writing ``path`` (a file, or a folder files go into): note what is already there."""
+        path = Path(path).absolute()
+        if path.is_dir():
+            self.existing.update(p for p in path.iterdir() if not p.is_dir())
+        elif path.exists():
+            self.existing.add(path)
 
     def creating(self, folder: Path) -> None:
         """Note the folders that writing into ``folder`` is about to create."""
@@ -165,8 +186,10 @@ class _Written:
             folder = folder.parent
 
     def wrote(self, path: Path) -> None:
-        """Note a file written."""
-        self.files.append(Path(path))
+        """Note a file written (unless it was there before the command)."""
+        path = Path(path).absolute()
+        if path not in self.existing:
+            self.files.append(path)
 
     def remove(self) -> None:
         """Remove what was noted (created folders only if empty), then forget it."""
@@ -176,8 +199,7 @@ class _Written:
         for folder in sorted(set(self.folders), key=lambda f: len(f.parts), reverse=True):
             with contextlib.suppress(OSError):
                 folder.rmdir()
-        self.files.clear()
-        self.folders.clear()
+        self.reset()
 
 
 written = _Written()
@@ -215,8 +237,7 @@ class _Main:
         ort.set_default_logger_severity(2 if debug else QUIET)
         handler = _WarningLines()
         log.addHandler(handler)
-        written.files.clear()
-        written.folders.clear()
+        written.reset()
         code = 1  # until the command returns: anything escaping below counts as a failure
         try:
             rv = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)  # type: ignore[misc]
@@ -566,6 +587,7 @@ def compile_setup(setup: Setup) -> Any:
     elif setup.affinities:
         set_affinities(setup.core, setup.model, setup.device, setup.affinities)
     if setup.dot_dir is not None:
+        written.keep_existing(setup.dot_dir)
         written.creating(setup.dot_dir)
     compiled = setup.core.compile_model(setup.model, setup.device)
     for sub in compiled.subgraphs:
@@ -707,7 +729,7 @@ def class_scores(path: Path, declared: Any, output: Any) -> np.ndarray:
     try:
         scores = np.asarray(output)
     except ValueError:  # ragged sequences
-        scores = np.asarray(None, dtype=object)
+        raise NotClassScoresError(_not_scores(path, declared.name, "a ragged sequence")) from None
     if scores.dtype.kind not in "biuf":
         first = scores.flat[0] if scores.size else None
         raise NotClassScoresError(_not_scores(path, declared.name, _kind_text(scores.dtype, first)))
@@ -1013,6 +1035,7 @@ def benchmark(
     info(f"   Max:           {result.latency_max_ms:.2f} ms")
     info(f"Throughput:   {result.throughput_fps:.2f} FPS")
     if report_type:
+        written.keep_existing(Path(report_folder or "."))
         written.creating(Path(report_folder or "."))
         reports = bench.write_reports(
             report_folder or ".",
@@ -1212,6 +1235,7 @@ def _check_report_folder(folder: str | None, report_type: str | None) -> None:
 
 def _write_json(path: str, doc: Any) -> None:
     """Write ``doc`` as JSON, creating the folders on the way; a later failure removes it (``written``)."""
+    written.keep_existing(Path(path))
     written.creating(Path(path).parent)
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -1299,6 +1323,7 @@ def query(model: str | None, device: str, save: str | None, as_json: bool, **sha
             f"{len(crossing_all)} tensor(s) cross devices{': ' + ', '.join(crossing_all) if crossing_all else ''}"
         )
     if setup.dot_dir is not None:
+        written.keep_existing(setup.dot_dir)
         written.creating(setup.dot_dir)
         report_dots(visualize.dump(m, plan, setup.dot_dir), setup.render, err=as_json)
     if save:
@@ -1339,6 +1364,7 @@ def _save_query(m: Model, plan: Any, save: str, request: Any, as_json: bool) -> 
     """--save: the model with the plan's affinities (unless it has its own), folders created on the way."""
     if not m.affinities():
         m.set_affinities(dict(plan.affinities))
+    written.keep_existing(Path(save).parent)
     written.creating(Path(save).parent)
     try:
         Path(save).parent.mkdir(parents=True, exist_ok=True)

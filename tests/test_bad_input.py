@@ -321,6 +321,31 @@ def test_a_later_usage_error_removes_what_the_command_wrote(tmp_path):
     assert "Wrote" in result.stdout  # they were written, then removed
 
 
+def test_a_failing_command_keeps_the_files_that_were_there_before_it(tmp_path):
+    """The files a failed run overwrote are the user's (a -dump_config onto the -load_config file, the .dot
+    files of an earlier run): only what the run created goes again."""
+    config = tmp_path / "config.json"
+    config.write_text('{"CPU": {"INFERENCE_NUM_THREADS": 1}}')
+    dots = tmp_path / "dots"
+    assert invoke(cli.query, "-m", DIGITS, "-d", "HETERO:CPU", "--dot-dir", dots).exit_code == 0
+    earlier = sorted(dots.iterdir())
+    data = tmp_path / "bad.npy"
+    np.save(data, np.zeros((3, 3), np.float32))
+    result = invoke(
+        cli.benchmark, "-m", DIGITS, "-d", "HETERO:CPU", "-niter", 2, "-i", data, "--dot-dir", dots,
+        "-load_config", config, "-dump_config", config,
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert config.is_file() and sorted(dots.iterdir()) == earlier and earlier
+
+
+def test_class_scores_names_a_ragged_sequence():
+    declared = hc.Core().read_model(DIGITS).outputs[0]
+    ragged = [np.zeros(2, np.float32), np.zeros(3, np.float32)]
+    with pytest.raises(cli.NotClassScoresError, match="holds a ragged sequence, not numeric class scores"):
+        cli.class_scores(Path("m.onnx"), declared, ragged)
+
+
 def test_dot_dir_onto_a_file(tmp_path):
     a_file = tmp_path / "file.txt"
     a_file.write_text("x")

@@ -379,6 +379,7 @@ CLASSIFY_ERRORS = [
     ([DIGITS, IMG, "CPU", "--bogus"], 2, "No such option"),
     ([DIGITS, IMG, "CPU", "-foo"], 2, "No such option '-foo'"),  # click alone named '-f'
     ([DIGITS, IMG, "CPU", "-pcc"], 2, "No such option '-pcc' (did you mean -pc?)"),
+    ([DIGITS, IMG, "CPU", "-pc", "-pcx"], 2, "No such option '-pcx'"),  # not the valid -pc before it
     ([DIGITS, IMG, "CPU", "extra"], 2, "unexpected extra argument"),
     ([DIGITS], 2, "no image given"),
     ([DIGITS, IMG, "CPU", "--scale", "0"], 2, "divide by zero"),

@@ -383,6 +383,16 @@ def test_benchmark_takes_dynamic_height_and_width_from_the_image(tmp_path):
     )
     assert result.exit_code == 0, result.stderr
     assert "x: data [1,3,4,4] from 1 file(s)" in result.stdout
+    result = invoke(
+        cli.benchmark, "-m", path, "-d", "CPU", "-niter", 1, "-api", "sync", "-i", picture,
+        "-data_shape", "[1,3,?,40]",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    assert "x: data [1,3,10,40] from 1 file(s)" in result.stdout  # the width as given, the height the image's
+    assert (
+        "is [1,3,H,W] ([1,3,H,40] as given): dimensions still dynamic taken from its first image"
+        in result.stdout
+    )
 
 
 # --- 6. --mean on a grey input --------------------------------------------------------------------------
