@@ -34,7 +34,7 @@ from .compile import CompiledModel, CompiledSubgraph
 from .errors import InferenceError
 from .model import shape_text
 from .partition import CONSTANT, INPUT
-from .pipeline import Pipeline, pipeline_of
+from .pipeline import Pipeline, in_flight, pipeline_of
 from .profiling import ProfilingInfo, subgraph_counters
 
 log = logging.getLogger("hetero_cli")
@@ -476,6 +476,7 @@ class InferRequest:
         # asynchronous state
         self._cond = threading.Condition()
         self._busy = False
+        self._ran = False  # a synchronous inference was run (wait_for's "ready" before any start_async)
         self._started = 0
         self._finished = 0
         self._error: InferenceError | None = None
@@ -493,6 +494,7 @@ class InferRequest:
                 "this request is running an asynchronous inference: call wait() before infer(), or use "
                 "another request"
             )
+        self._ran = True  # wait_for: a result (or this inference's failure) is there from now on
         begin = time.perf_counter()
         pool = self._pool
         if pool and type(inputs) is dict:  # the serving case first, with as little around it as can be
@@ -603,6 +605,7 @@ class InferRequest:
                     "this request is still running its previous asynchronous inference: call wait() first, "
                     "or use several requests (an AsyncInferQueue)"
                 )
+            in_flight.begin()  # refused once the interpreter exits; _complete ends it
             self._busy = True
             self._error = None
             self._started += 1
@@ -612,9 +615,12 @@ class InferRequest:
         if not self._steps:  # only inputs and constants as outputs: nothing to run
             self._complete(run, None, self._collect({}, feeds, {}))
             return
-        if self._pipeline is None:
-            self._pipeline = pipeline_of(self.compiled)
-        self._launch(run)
+        try:
+            if self._pipeline is None:
+                self._pipeline = pipeline_of(self.compiled)
+            self._launch(run)
+        except BaseException as exc:  # the request must not stay busy: wait() re-raises it
+            self._complete(run, exc)
 
     def wait(self) -> None:
         """Wait for the asynchronous inference (and its callback); re-raise its failure as InferenceError."""
@@ -639,7 +645,7 @@ class InferRequest:
         seconds = min(float(timeout) / 1000.0, threading.TIMEOUT_MAX)
         with self._cond:
             done = self._cond.wait_for(
-                lambda: self._finished >= self._started and (self._started > 0 or bool(self.results)),
+                lambda: self._finished >= self._started and (self._started > 0 or self._ran),
                 seconds,
             )
             error = self._error if done else None
@@ -750,6 +756,7 @@ class InferRequest:
             with self._cond:
                 self._finished += 1
                 self._cond.notify_all()
+            in_flight.end()
 
     # --- linked tensors --------------------------------------------------------------------------------
 

@@ -22,7 +22,6 @@ import collections
 import logging
 import queue
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -41,23 +40,41 @@ Observer = Callable[[str, Any, int, str], None]
 
 _ATTRIBUTE = "_hetero_pipeline"
 _create_lock = threading.Lock()
-_live: weakref.WeakSet[Pipeline] = weakref.WeakSet()
 EXIT_WAIT_S = 10.0  # a longer wait is more likely a stuck callback than an inference
 
 
-def _drain_at_exit() -> None:
-    """Let the inferences still in flight finish before the interpreter goes: a lane thread left inside
-    an ONNX Runtime run while the process tears down aborts it ("terminate called ...")."""
-    deadline = time.monotonic() + EXIT_WAIT_S
-    while time.monotonic() < deadline:
-        busy = [p for p in list(_live) if p.lanes]
-        if not busy:
-            return
-        for p in busy:  # a stage that ends submits the next one to a fresh lane: closed on the next pass
-            p.close(max(0.0, deadline - time.monotonic()))
+class _InFlight:
+    """The asynchronous inferences running in this process: at exit, new ones are refused and those in
+    flight are waited for, so that no lane thread is left inside an ONNX Runtime run while the process
+    tears down (that aborts it: "terminate called without an active exception")."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._count = 0
+        self._exiting = False
+
+    def begin(self) -> None:
+        """One more inference starts; InferenceError once the interpreter is exiting."""
+        with self._cond:
+            if self._exiting:
+                raise InferenceError("the interpreter is exiting: no new asynchronous inference starts")
+            self._count += 1
+
+    def end(self) -> None:
+        """An inference begun here has completed (callback included)."""
+        with self._cond:
+            self._count -= 1
+            self._cond.notify_all()
+
+    def drain(self, timeout_s: float = EXIT_WAIT_S) -> None:
+        """Refuse new inferences and wait up to ``timeout_s`` for those in flight (atexit)."""
+        with self._cond:
+            self._exiting = True
+            self._cond.wait_for(lambda: self._count == 0, timeout_s)
 
 
-atexit.register(_drain_at_exit)
+in_flight = _InFlight()
+atexit.register(in_flight.drain)
 
 
 class _Lane:
@@ -134,8 +151,8 @@ def pipeline_of(compiled: CompiledModel) -> Pipeline:
         if found is None:
             found = Pipeline(getattr(compiled.model, "name", "model"))
             setattr(compiled, _ATTRIBUTE, found)
-            _live.add(found)
-            # at exit _drain_at_exit closes it, waiting longer for the inferences in flight
+            # not at exit: lanes closed then would start again for the next stages of the inferences in
+            # flight (in_flight.drain waits for those), a new thread where Python 3.12 refuses one
             weakref.finalize(compiled, found.close, 1.0).atexit = False
     return found
 

@@ -133,6 +133,10 @@ def test_wait_for_returns_whether_done(cpu_compiled):
     synchronous = cpu_compiled.create_infer_request()
     synchronous.infer({"x": inputs(1)[0]})
     assert synchronous.wait_for(0)  # a synchronous inference's result is ready as well
+    failed = cpu_compiled.create_infer_request()
+    with pytest.raises(hc.InferenceError):
+        failed.infer({"x": np.zeros((2, 2), np.float32)})
+    assert failed.wait_for(0)  # done, though it failed: a loop polling wait_for must end
 
 
 def test_wait_for_times_out_while_a_subgraph_is_held(cpu_compiled):
@@ -548,6 +552,40 @@ request.set_callback(lambda userdata: print("callback ran", flush=True))
 request.start_async({{"x": inputs(1)[0]}})
 raise SystemExit(3)
 """
+
+
+RESTART_AT_EXIT = """
+import sys
+import hetero_cli as hc
+sys.path.insert(0, {tests!r})
+from test_async import chain, cpu_split, inputs
+compiled = cpu_split(chain())
+request = compiled.create_infer_request()
+
+def again(userdata):  # OpenVINO's continuous loop: each completion starts the next inference
+    try:
+        request.start_async({{"x": inputs(1)[0]}})
+    except hc.InferenceError as exc:
+        print(exc, flush=True)
+
+request.set_callback(again)
+request.start_async({{"x": inputs(1)[0]}})
+"""
+
+
+def test_a_callback_restarting_its_request_does_not_hold_the_exit(tmp_path):
+    """At exit, inferences in flight finish but no new one starts (the loop above held the exit for the
+    whole drain, 10 s, and left lanes running after it)."""
+    script = tmp_path / "restart_at_exit.py"
+    script.write_text(RESTART_AT_EXIT.format(tests=str(Path(__file__).parent)))
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=TIMEOUT_S, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert (
+        done.stdout.strip().splitlines()[-1]
+        == "the interpreter is exiting: no new asynchronous inference starts"
+    )
 
 
 def test_the_interpreter_exits_after_the_inferences_in_flight(tmp_path):
