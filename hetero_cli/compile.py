@@ -30,7 +30,7 @@ from .export import extract, fed_initializers, subgraph_model
 from .model import Model, TensorInfo, shape_text, type_shape
 from .partition import CONSTANT, INPUT, Plan, Subgraph
 from .profiling import SessionProfile
-from .query import KNOWN_FAILURES, Probe, known_to_fail, supported_nodes
+from .query import KNOWN_FAILURES, Probe, known_claims, known_to_fail
 from .registry import Device
 
 if TYPE_CHECKING:
@@ -264,13 +264,13 @@ def _loads_on_cpu(data: str | bytes, model: Model) -> bool:
 
 
 def _unclaimed_note(model: Model, subgraph: Subgraph, device: Device) -> str:
-    """The subgraph's nodes the query finds ``device`` does not take, for a compile error's advice."""
+    """The subgraph's nodes ``device`` does not take, for a compile error's advice: from the query when
+    it probed the device (automatic mode), else a pointer to ``hetero query``."""
     if device.is_cpu:
         return ""
-    try:
-        claimed = supported_nodes(model, device)
-    except Exception:  # the advice is a courtesy: the compile error it goes with is the news
-        return ""
+    claimed = known_claims(model, device)
+    if claimed is None:
+        return f" (`hetero query -d HETERO:{device.name},CPU` shows which nodes {device.name} takes)"
     refused = [n for n in subgraph.nodes if n not in claimed]
     if not refused:
         return ""

@@ -215,7 +215,8 @@ def subgraph_counters(
 
     Where ORT ran part of a fused EP's subgraph on another EP, the lines follow the run's order: the EP's
     parts are stages of their own, the other EP's kernels sit between them, and no microsecond is counted
-    twice (the transfer stages exclude those kernels' time).
+    twice (the transfer stages exclude those kernels' time): ``run`` holds one thread's kernels
+    (parse_trace), which never overlap.
     """
     lines: list[ProfilingInfo] = []
     events = sorted(run.nodes, key=lambda e: e.start_us)

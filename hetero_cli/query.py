@@ -111,6 +111,13 @@ def supported_nodes(model: Model, device: Device) -> frozenset[str]:
     return model.query_cache[key]
 
 
+def known_claims(model: Model, device: Device) -> frozenset[str] | None:
+    """What a query already found ``device`` claims in ``model`` (under any settings), None if no query
+    probed it: for advice in an error, where probing the whole model again could take longer than the
+    compile that failed."""
+    return next((claims for key, claims in model.query_cache.items() if key[0] == device.name), None)
+
+
 def _piece(model: Model, nodes: Sequence[Node]) -> onnx.ModelProto:
     """A probe model of some nodes: constant inputs computed inside, every other input cut."""
     chosen = {n.index: n for n in nodes}
