@@ -570,12 +570,8 @@ def dot_folder(core: Core, dot_dir: str | None, render: str | None) -> Path | No
         option = "--dot-dir" if dot_dir else cfg.DOT_DIR
         _check_writable(str(folder), option, folder=True)
         return Path(folder)
-    problem = _unwritable(Path.cwd(), folder=True)
-    if problem:
-        why = "--render" if render else (cfg.DUMP_GRAPH_DOT if asked else visualize.ENV)
-        raise click.UsageError(
-            f".dot files go into the current directory ({why}), but {problem}: give --dot-dir DIR"
-        )
+    why = "--render" if render else (cfg.DUMP_GRAPH_DOT if asked else visualize.ENV)
+    _check_current_directory(f".dot files ({why})", "--dot-dir")
     return Path.cwd()
 
 
@@ -1226,11 +1222,14 @@ def _check_report_folder(folder: str | None, report_type: str | None) -> None:
     if folder:
         _check_writable(folder, "-report_folder", folder=True)
         return
+    _check_current_directory("the reports", "-report_folder")
+
+
+def _check_current_directory(what: str, option: str) -> None:
+    """Refuse now ``what`` going into the current directory where it cannot be written."""
     problem = _unwritable(Path.cwd(), folder=True)
     if problem:
-        raise click.UsageError(
-            f"the reports go into the current directory, but {problem}: give -report_folder DIR"
-        )
+        raise click.UsageError(f"{what} go into the current directory, but {problem}: give {option} DIR")
 
 
 def _write_json(path: str, doc: Any) -> None:
