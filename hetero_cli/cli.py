@@ -443,20 +443,28 @@ def check_affinities(model: Model, affinities: Mapping[str, str]) -> dict[str, s
     return out
 
 
+def affinities_with_sources(
+    core: Core, model: Model, device: str, overrides: Mapping[str, str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Each node's device and where it came from ("model", "query" or "option"): the model's own
+    affinities (manual mode) or the automatic query's, then ``overrides`` (--affinity) on top."""
+    if model.affinities():
+        base, origin = model.affinities(), "model"
+    else:
+        base, origin = core.query_model(model, device), "query"
+    source = dict.fromkeys(base, origin)
+    base.update(overrides)
+    source.update(dict.fromkeys(overrides, "option"))
+    return base, source
+
+
 def set_affinities(core: Core, model: Model, device: str, overrides: Mapping[str, str]) -> dict[str, str]:
     """The doc's query-then-fix: start from the model's own affinities, or the automatic query, then override.
 
     Returns {node: where its affinity came from} ("model", "query" or "option").
     """
     from_model = bool(model.affinities())
-    if from_model:
-        base = model.affinities()
-        source = dict.fromkeys(base, "model")
-    else:
-        base = core.query_model(model, device)
-        source = dict.fromkeys(base, "query")
-    base.update(overrides)
-    source.update(dict.fromkeys(overrides, "option"))
+    base, source = affinities_with_sources(core, model, device, overrides)
     missing = [n for n in model.get_ops() if n.get_friendly_name() not in base]
     if missing:
         names = ", ".join(f"{n.get_friendly_name()} ({n.get_type_name()})" for n in missing[:6])
@@ -1349,14 +1357,7 @@ def _queried_affinities(setup: Setup) -> tuple[dict[str, str], dict[str, str]]:
         return affinities, {
             n: "device" if n in supported else "device; unsupported, ORT falls back" for n in affinities
         }
-    if m.affinities():
-        affinities, source = m.affinities(), dict.fromkeys(m.affinities(), "model")
-    else:
-        affinities = setup.core.query_model(m, setup.device)
-        source = dict.fromkeys(affinities, "query")
-    affinities.update(setup.affinities)
-    source.update(dict.fromkeys(setup.affinities, "option"))
-    return affinities, source
+    return affinities_with_sources(setup.core, m, setup.device, setup.affinities)
 
 
 def _save_query(m: Model, plan: Any, save: str, request: Any, as_json: bool) -> None:
