@@ -38,6 +38,14 @@ NONDETERMINISTIC = frozenset(
 )
 
 
+def _random(node: onnx.NodeProto) -> bool:
+    """Whether a node may give another value each run: a random op, or a Dropout given a training_mode
+    input (a mask drawn each run, unless its seed or training_mode=False says otherwise: not looked into)."""
+    if node.op_type in NONDETERMINISTIC:
+        return True
+    return node.op_type == "Dropout" and len(node.input) > 2 and bool(node.input[2])
+
+
 @dataclass(frozen=True)
 class TensorInfo:
     """A graph input or output: name, numpy dtype (None if unknown) and shape (ints, names or None)."""
@@ -557,7 +565,7 @@ class Model:
         foldable = set(self.initializer_names - self.overridable_initializers)
         for node in self._ops:
             p = node.proto
-            if p.domain not in ("", "ai.onnx") or p.op_type in NONDETERMINISTIC or node.has_subgraphs:
+            if p.domain not in ("", "ai.onnx") or _random(p) or node.has_subgraphs:
                 continue
             if p.op_type == "Constant" or (node.inputs and all(i in foldable for i in node.inputs)):
                 node.is_constant = True

@@ -15,6 +15,7 @@ from helpers import (
     OPENVINO_ONLY,
     assert_same,
     const,
+    cpu_split,
     make_model,
     needs_openvino,
     ort_run,
@@ -283,3 +284,28 @@ def test_shared_constant_is_copied_not_sent(capture):
         }
     x = seeded((2,))
     assert_same(compiled({"x": x}), ort_run(source, {"x": x}), exact=False)
+
+
+def test_a_training_mode_dropout_on_weights_is_one_tensor_drawn_each_run():
+    """Dropout(W, ratio, training_mode=True) reads only initializers, yet draws a new mask each run: it
+    was taken for a constant, so each subgraph reading it computed a mask of its own and its model output
+    was computed once at compile time."""
+    nodes = [
+        h.make_node("Dropout", ["w", "ratio", "train"], ["d"], name="drop"),
+        h.make_node("Add", ["x", "d"], ["a"], name="add"),
+        h.make_node("Mul", ["x", "d"], ["b"], name="mul"),
+    ]
+    initializers = [
+        const("w", np.ones((4, 64), np.float32)),
+        const("ratio", np.float32(0.5)),
+        const("train", True, np.bool_),
+    ]
+    proto = make_model(nodes, [vi("x", [4, 64])], [vi(n, [4, 64]) for n in "abd"], initializers)
+    compiled = cpu_split(proto, ["A", "A", "B"])
+    assert not any(n.is_constant for n in compiled.model.get_ops())
+    request = compiled.create_infer_request()
+    x = np.ones((4, 64), np.float32)
+    first, second = dict(request.infer({"x": x})), request.infer({"x": x})
+    for out in (first, second):
+        assert np.array_equal(out["a"] - 1, out["d"]) and np.array_equal(out["b"], out["d"])
+    assert not np.array_equal(first["d"], second["d"])  # 256 draws at 0.5: the same mask twice is 2**-256
