@@ -660,35 +660,43 @@ class Model:
 
 
 def _fill_control_flow_ranks(node: onnx.NodeProto, types: dict[str, onnx.TypeProto]) -> None:
-    """Give If/Loop/Scan outputs whose rank onnx could not infer the rank their body declares.
+    """Give If/Loop/Scan outputs whose rank onnx could not infer the rank their body declares (for an If,
+    both branches, where they agree: a rank one branch alone gives would refuse the other's tensors).
 
     A subgraph boundary needs a rank (onnx.checker, and EPs that cannot compile dynamic ranks); the
     dimensions stay symbolic.
     """
     attrs = {a.name: a for a in node.attribute}
-    body: onnx.GraphProto | None = None
+    bodies: list[onnx.GraphProto] = []
     offset, carried = 0, len(node.output)
-    if node.op_type == "If" and "then_branch" in attrs:
-        body = attrs["then_branch"].g
+    if node.op_type == "If" and "then_branch" in attrs and "else_branch" in attrs:
+        bodies = [attrs["then_branch"].g, attrs["else_branch"].g]
     elif node.op_type == "Loop" and "body" in attrs:
-        body, offset, carried = attrs["body"].g, 1, len(node.input) - 2
+        bodies, offset, carried = [attrs["body"].g], 1, len(node.input) - 2
     elif node.op_type == "Scan" and "body" in attrs:
         scans = attrs["num_scan_inputs"].i if "num_scan_inputs" in attrs else 0
-        body, carried = attrs["body"].g, len(node.input) - scans
-    if body is None:
-        return
+        bodies, carried = [attrs["body"].g], len(node.input) - scans
     for k, name in enumerate(node.output):
         known = types.get(name)
-        if not name or (known is not None and known.tensor_type.HasField("shape")):
+        if not bodies or not name or (known is not None and known.tensor_type.HasField("shape")):
             continue
-        if k + offset >= len(body.output):
+        declared = [_declared_tensor(body, k + offset) for body in bodies]
+        ranks = {len(d.shape.dim) if d is not None else None for d in declared}
+        if len(ranks) != 1 or None in ranks or declared[0] is None:
             continue
-        declared = body.output[k + offset].type
-        if not declared.HasField("tensor_type") or not declared.tensor_type.HasField("shape"):
-            continue
-        rank = len(declared.tensor_type.shape.dim) + (0 if k < carried else 1)
-        elem = known.tensor_type.elem_type if known is not None else declared.tensor_type.elem_type
+        rank = ranks.pop() + (0 if k < carried else 1)
+        elem = known.tensor_type.elem_type if known is not None else declared[0].elem_type
         types[name] = helper.make_tensor_type_proto(elem, [f"{name}_dim{i}" for i in range(rank)])
+
+
+def _declared_tensor(body: onnx.GraphProto, k: int) -> onnx.TypeProto.Tensor | None:
+    """The tensor type with a shape that ``body`` declares for its output ``k``, else None."""
+    if k >= len(body.output):
+        return None
+    declared = body.output[k].type
+    if not declared.HasField("tensor_type") or not declared.tensor_type.HasField("shape"):
+        return None
+    return declared.tensor_type
 
 
 def type_shape(t: onnx.TypeProto | None) -> tuple[int | str | None, ...] | None:

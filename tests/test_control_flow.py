@@ -14,7 +14,17 @@ import random
 import numpy as np
 import onnx
 import pytest
-from helpers import HAS_OPENVINO, SPLIT, SPLIT_DEVICES, SPLIT_TOLERANCE, const, make_model, ort_run, vi
+from helpers import (
+    HAS_OPENVINO,
+    SPLIT,
+    SPLIT_DEVICES,
+    SPLIT_TOLERANCE,
+    const,
+    cpu_split,
+    make_model,
+    ort_run,
+    vi,
+)
 from onnx import TensorProto
 from onnx import helper as h
 
@@ -286,3 +296,24 @@ def test_outer_values_of_a_nested_body_reach_its_subgraph():
     loop_part = next(s for s in plan.subgraphs if "loop" in s.nodes)
     assert "r" in loop_part.inputs  # read two scopes down, inside the If inside the Loop
     assert "k" not in loop_part.inputs  # an initializer: copied, never sent
+
+
+def test_an_if_whose_branches_give_different_ranks_crosses_a_boundary():
+    """then gives [2,3], else [6]: the If's output at a boundary took the then branch's rank, so the next
+    subgraph refused the else branch's tensor. Its rank is left open where the branches disagree."""
+    then = h.make_graph([h.make_node("Identity", ["x"], ["t"])], "then", [], [vi("t", [2, 3])])
+    other = h.make_graph([h.make_node("Reshape", ["x", "flat"], ["e"])], "else", [], [vi("e", [6])])
+    nodes = [
+        h.make_node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
+        h.make_node("Greater", ["s", "zero"], ["cond"], name="positive"),
+        h.make_node("If", ["cond"], ["picked"], name="if", then_branch=then, else_branch=other),
+        h.make_node("Abs", ["picked"], ["y"], name="abs"),
+    ]
+    initializers = [const("zero", 0.0), const("flat", [6], np.int64)]
+    proto = make_model(nodes, [vi("x", [2, 3])], [vi("y", None)], initializers)
+    compiled = cpu_split(proto, ["A", "A", "A", "B"])
+    for sign in (1, -1):
+        x = sign * (np.arange(6, dtype=np.float32).reshape(2, 3) + 1)
+        got, want = compiled({"x": x}), ort_run(proto, {"x": x})
+        assert got["y"].shape == want["y"].shape == ((2, 3) if sign > 0 else (6,))
+        assert np.array_equal(got["y"], want["y"])
