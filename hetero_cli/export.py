@@ -140,13 +140,12 @@ def _complete(t: onnx.TypeProto) -> bool:
 def ort_types(model: Model, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
     """Ask ONNX Runtime (which knows its contrib ops) the types of tensors onnx could not infer."""
     try:
-        # types, not weights: the weightless copy first, the whole model if ORT needs a weight's value
+        # types, not weights: the weightless copy first, the whole model if ORT needs a weight's value;
+        # nodes named by their friendly names, unique where the model repeats a name (ORT refuses that)
         try:
-            sess = _typing_session(model.weightless_copy(), names, model)
+            sess = _typing_session(model.weightless_copy(rename=True), names, model)
         except Exception:
-            full = onnx.ModelProto()
-            full.CopyFrom(model.proto)
-            sess = _typing_session(full, names, model)
+            sess = _typing_session(model.session_copy(), names, model)
     except Exception as exc:
         raise ModelError(
             f"cannot tell the type of tensor(s) {', '.join(names)} at a subgraph boundary "

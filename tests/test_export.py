@@ -309,3 +309,21 @@ def test_a_training_mode_dropout_on_weights_is_one_tensor_drawn_each_run():
     for out in (first, second):
         assert np.array_equal(out["a"] - 1, out["d"]) and np.array_equal(out["b"], out["d"])
     assert not np.array_equal(first["d"], second["d"])  # 256 draws at 0.5: the same mask twice is 2**-256
+
+
+def test_a_boundary_type_only_ort_knows_in_a_model_with_repeated_node_names():
+    """com.microsoft Gelu's output type comes from an ORT session of the model, which refused the model's
+    own repeated node names ('two nodes with same node name'): the session now names nodes uniquely."""
+    nodes = [
+        h.make_node("Relu", ["x"], ["r"], name="dup"),
+        h.make_node("Gelu", ["r"], ["g"], name="dup", domain="com.microsoft"),
+        h.make_node("Neg", ["g"], ["y"], name="neg"),
+    ]
+    proto = make_model(nodes, [vi("x", [2, 3])], [vi("y", [2, 3])], opsets={"": 17, "com.microsoft": 1})
+    model = hc.Core().read_model(proto)
+    compiled = cpu_split(model, ["A", "A", "B"])
+    unique = onnx.ModelProto()
+    unique.CopyFrom(proto)
+    unique.graph.node[1].name = "gelu"
+    x = seeded((2, 3)) - 0.5
+    assert_same(compiled({"x": x}), ort_run(unique, {"x": x}))
