@@ -451,8 +451,12 @@ def compile_plan(
                 for s in plan.subgraphs
             ]
         )
-        contradicted = _contradicted_types(model, plan, compiled)
-        if contradicted:
+        # a correction can reveal the next one (a consumer's own output, declared wrong too, inferred again)
+        for _ in range(len(plan.subgraphs)):
+            contradicted = _contradicted_types(model, plan, compiled)
+            if not contradicted:
+                break
+            contradicted.update(_led_astray(model, plan, contradicted))
             log.warning(
                 "the model's value_info contradicts what ONNX Runtime infers for %s: using ONNX Runtime's "
                 "shapes at these subgraph boundaries (fix or drop that value_info)",
@@ -572,6 +576,24 @@ def _one_session(
     return CompiledModel(model, plan, subgraphs, config, device_name, runs=runs)
 
 
+def _led_astray(model: Model, plan: Plan, found: Mapping[str, onnx.TypeProto]) -> dict[str, onnx.TypeProto]:
+    """{tensor: its type without the model's value_info} for the other tensors passed between subgraphs
+    whose type, inferred from a value_info ORT contradicted (``found``), has another rank or fixed size:
+    ORT's sessions report such a type as declared, so only inference without the value_info shows it."""
+    passed = {link.tensor for link in plan.links() if link.producer is not None} - found.keys()
+    truth = model.types_without_value_info() if passed else {}
+    out = {}
+    for name in sorted(passed):
+        have, real = type_shape(model.value_type(name)), type_shape(truth.get(name))
+        if have is None or real is None:
+            continue
+        if len(have) != len(real) or any(
+            isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(have, real, strict=True)
+        ):
+            out[name] = truth[name]
+    return out
+
+
 def _contradicted_types(
     model: Model, plan: Plan, compiled: Sequence[CompiledSubgraph]
 ) -> dict[str, onnx.TypeProto]:
@@ -587,13 +609,14 @@ def _contradicted_types(
             if declared is None or not declared.HasField("tensor_type"):
                 continue
             tensor = declared.tensor_type
-            # a negative dim_value (paddle2onnx writes -1 for the batch) declares nothing: as dynamic as none
+            if not tensor.HasField("shape"):
+                continue
+            # a negative dim_value (paddle2onnx writes -1 for the batch) declares nothing: as dynamic as none;
+            # the rank is declared even where every dimension is symbolic
             dims = [
                 d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None
                 for d in tensor.shape.dim
             ]
-            if not tensor.HasField("shape") or None in dims:
-                continue
             seen = list(arg.shape)
             if len(seen) != len(dims):
                 out[arg.name] = helper.make_tensor_type_proto(tensor.elem_type, None)

@@ -516,6 +516,18 @@ class Model:
             self._types = self._collect_types(inferred=True)
         return self._types.get(name)
 
+    def types_without_value_info(self) -> dict[str, onnx.TypeProto]:
+        """What onnx's shape inference gives each tensor from the graph's inputs and weights alone, the
+        model's value_info left out: where that value_info is wrong, what it wrongly led inference to
+        (a consumer's output) shows here as it is. Empty where inference fails."""
+        copy = self.weightless_copy()
+        del copy.graph.value_info[:]
+        try:
+            result = onnx.shape_inference.infer_shapes(copy, check_type=False, strict_mode=False)
+        except Exception:
+            return {}
+        return {vi.name: vi.type for vi in result.graph.value_info}
+
     def correct_type(self, name: str, value_type: onnx.TypeProto) -> None:
         """Use ``value_type`` for tensor ``name`` from now on: where ONNX Runtime found that the model's
         value_info contradicts what the tensor really is (ORT itself goes by what it infers)."""

@@ -39,6 +39,32 @@ def test_a_split_at_a_tensor_whose_value_info_lies_gives_the_whole_models_result
         assert_same(request.infer({"x": x}), ort_run(proto, {"x": x}))
 
 
+CHAINED_LIES = {
+    "two wrong shapes in a row": [vi("t", [3, 2]), vi("n", [3, 2])],
+    "a wrong rank in symbols": [vi("t", ["a", "b", "c"])],
+    "a partly fixed wrong shape": [vi("t", [3, "b"])],
+}
+
+
+@pytest.mark.parametrize("declared", list(CHAINED_LIES.values()), ids=list(CHAINED_LIES))
+def test_value_info_lies_over_two_boundaries_are_all_corrected(declared, caplog):
+    """relu -> t -> neg -> n -> abs on three subgraphs: correcting t re-infers nothing by itself, and n's
+    type (declared wrong, or inferred from t's lie) is reported by ORT's session as declared: both are
+    corrected, with symbolic or partly fixed lies too."""
+    nodes = [
+        h.make_node("Relu", ["x"], ["t"], name="relu"),
+        h.make_node("Neg", ["t"], ["n"], name="neg"),
+        h.make_node("Abs", ["n"], ["y"], name="abs"),
+    ]
+    proto = make_model(nodes, [vi("x", [2, 3])], [vi("y", [2, 3])])
+    proto.graph.value_info.extend(declared)
+    with caplog.at_level(logging.WARNING, logger="hetero_cli"):
+        compiled = cpu_split(proto, ["A", "B", "A"])
+    assert "value_info contradicts" in caplog.text
+    x = seeded((2, 3)) - 0.5
+    assert_same(compiled({"x": x}), ort_run(proto, {"x": x}))
+
+
 def test_a_true_value_info_is_kept_as_declared(caplog):
     proto = relu_neg(vi("t", [2, 3]))
     with caplog.at_level(logging.WARNING, logger="hetero_cli"):
