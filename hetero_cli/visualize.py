@@ -8,6 +8,7 @@ Colours are fixed per device (sorted order), so two runs of one model give ident
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -54,29 +55,44 @@ def quote(text: str) -> str:
     return '"' + "".join(out) + '"'
 
 
+LABEL_LIMIT = 1000  # characters of a name shown in a label: Graphviz refuses quoted strings over 16,384
+ID_LIMIT = 200
+
+
+def node_id(kind: str, name: str) -> str:
+    """A DOT node id, quoted: the kind of box (``in``, ``out``, ``op``, ``copy``, ``legend``) then the name,
+    so no two kinds collide (an op named ``in:x`` is not the model input ``x``); a long name is cut and
+    keeps a hash of the whole, so ids stay unique and within Graphviz's limits."""
+    if len(name) > ID_LIMIT:
+        name = f"{name[: ID_LIMIT // 2]}...#{hashlib.sha1(name.encode('utf-8')).hexdigest()[:16]}"
+    return quote(f"{kind}:{name}")
+
+
 def device_colours(devices: Iterable[str]) -> dict[str, str]:
     """A fixed colour per device, assigned in sorted order."""
     return {d: PALETTE[i % len(PALETTE)] for i, d in enumerate(sorted(set(devices)))}
 
 
 def _label(*lines: str) -> str:
-    return quote("\n".join(lines))
+    return quote(
+        "\n".join(line if len(line) <= LABEL_LIMIT else line[:LABEL_LIMIT] + "..." for line in lines)
+    )
 
 
 def affinity_dot(model: Model, affinities: Mapping[str, str]) -> str:
     """DOT text: every op labelled with name, type and device, filled with the device's colour."""
     colours = device_colours(affinities.values())
     lines = [
-        f"digraph {quote('hetero_affinity_' + model.name)} {{",
+        f"digraph {_label('hetero_affinity_' + model.name)} {{",
         "  rankdir=TB;",
         "  node [shape=box, style=filled];",
     ]
     for name in model.input_names:
-        lines.append(f"  {quote('in:' + name)} [shape=ellipse, style=solid, label={_label('input', name)}];")
+        lines.append(f"  {node_id('in', name)} [shape=ellipse, style=solid, label={_label('input', name)}];")
     for node in model.get_ops():
         device = affinities.get(node.friendly_name, "?")
         lines.append(
-            f"  {quote(node.friendly_name)} [label={_label(node.friendly_name, node.get_type_name(), 'device=' + device)}, "
+            f"  {node_id('op', node.friendly_name)} [label={_label(node.friendly_name, node.get_type_name(), 'device=' + device)}, "
             f"fillcolor={quote(colours.get(device, '#ffffff'))}];"
         )
     lines += _edges(model)
@@ -86,11 +102,12 @@ def affinity_dot(model: Model, affinities: Mapping[str, str]) -> str:
 
 
 def _producer_id(model: Model, tensor: str) -> str | None:
+    """The quoted id of what makes ``tensor``: its op, or the model input; None for an initializer."""
     node = model.producer.get(tensor)
     if node is not None:
-        return node.friendly_name
+        return node_id("op", node.friendly_name)
     if tensor in model.input_names:
-        return "in:" + tensor
+        return node_id("in", tensor)
     return None
 
 
@@ -101,7 +118,7 @@ def _edges(model: Model) -> list[str]:
         for tensor in node.inputs:
             src = _producer_id(model, tensor)
             if src is not None:
-                lines.append(f"  {quote(src)} -> {quote(node.friendly_name)} [label={quote(tensor)}];")
+                lines.append(f"  {src} -> {node_id('op', node.friendly_name)} [label={_label(tensor)}];")
     return lines
 
 
@@ -109,11 +126,11 @@ def _outputs(model: Model) -> list[str]:
     lines = []
     for name in model.output_names:
         lines.append(
-            f"  {quote('out:' + name)} [shape=ellipse, style=solid, label={_label('output', name)}];"
+            f"  {node_id('out', name)} [shape=ellipse, style=solid, label={_label('output', name)}];"
         )
         src = _producer_id(model, name)
         if src is not None:
-            lines.append(f"  {quote(src)} -> {quote('out:' + name)};")
+            lines.append(f"  {src} -> {node_id('out', name)};")
     return lines
 
 
@@ -121,10 +138,10 @@ def subgraphs_dot(model: Model, plan: Plan) -> str:
     """DOT text: one cluster per subgraph titled ``subgraph<N>: <DEVICE>``, crossing tensors bold red, legend."""
     colours = device_colours(s.device for s in plan.subgraphs)
     owner = {n: s for s in plan.subgraphs for n in s.nodes}
-    lines = [f"digraph {quote('hetero_subgraphs_' + model.name)} {{", "  rankdir=TB; compound=true;",
+    lines = [f"digraph {_label('hetero_subgraphs_' + model.name)} {{", "  rankdir=TB; compound=true;",
              "  node [shape=box, style=filled];"]  # fmt: skip
     for name in model.input_names:
-        lines.append(f"  {quote('in:' + name)} [shape=ellipse, style=solid, label={_label('input', name)}];")
+        lines.append(f"  {node_id('in', name)} [shape=ellipse, style=solid, label={_label('input', name)}];")
     for s in plan.subgraphs:
         colour = colours[s.device]
         lines.append(f"  subgraph {quote('cluster_' + str(s.index + 1))} {{")
@@ -134,13 +151,13 @@ def subgraphs_dot(model: Model, plan: Plan) -> str:
         for c in s.constant_nodes:
             node = model.node(c)
             lines.append(
-                f"    {quote(c + '@' + s.name)} [label={_label(c, node.get_type_name(), 'constant copy')}, "
+                f"    {node_id('copy', c + '@' + s.name)} [label={_label(c, node.get_type_name(), 'constant copy')}, "
                 f'fillcolor={quote(colour)}, style="filled,dashed"];'
             )
         for n in s.nodes:
             node = model.node(n)
             lines.append(
-                f"    {quote(n)} [label={_label(n, node.get_type_name(), 'subgraph=' + str(s.index + 1))}, "
+                f"    {node_id('op', n)} [label={_label(n, node.get_type_name(), 'subgraph=' + str(s.index + 1))}, "
                 f"fillcolor={quote(colour)}];"
             )
         lines.append("  }")
@@ -150,24 +167,24 @@ def subgraphs_dot(model: Model, plan: Plan) -> str:
         copies = set(s.constant_nodes)
         for name in (*s.constant_nodes, *s.nodes):
             node = model.node(name)
-            dst = name + "@" + s.name if name in copies else name
+            dst = node_id("copy", name + "@" + s.name) if name in copies else node_id("op", name)
             for tensor in node.inputs:
                 producer = model.producer.get(tensor)
                 if producer is None:
                     if tensor in model.input_names:
-                        lines.append(f"  {quote('in:' + tensor)} -> {quote(dst)} [label={quote(tensor)}];")
+                        lines.append(f"  {node_id('in', tensor)} -> {dst} [label={_label(tensor)}];")
                     continue
                 if producer.is_constant:
-                    src, extra = producer.friendly_name + "@" + s.name, ""
+                    src, extra = node_id("copy", producer.friendly_name + "@" + s.name), ""
                 else:
-                    src = producer.friendly_name
-                    extra = crossing if owner[src].device != s.device else ""
-                lines.append(f"  {quote(src)} -> {quote(dst)} [label={quote(tensor)}{extra}];")
+                    src = node_id("op", producer.friendly_name)
+                    extra = crossing if owner[producer.friendly_name].device != s.device else ""
+                lines.append(f"  {src} -> {dst} [label={_label(tensor)}{extra}];")
     lines += _outputs(model)
     lines.append('  subgraph "cluster_legend" {')
     lines.append('    label="devices"; style=dashed;')
     for device, colour in colours.items():
-        lines.append(f"    {quote('legend:' + device)} [label={quote(device)}, fillcolor={quote(colour)}];")
+        lines.append(f"    {node_id('legend', device)} [label={quote(device)}, fillcolor={quote(colour)}];")
     lines.append("  }")
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 import onnx
 import onnx.helper as h
 import pytest
-from helpers import ACCELERATOR
+from helpers import ACCELERATOR, make_model, vi
 from onnx import TensorProto as T
 
 import hetero_cli as hc
@@ -77,7 +77,7 @@ def test_file_names_and_clusters(tmp_path: Path) -> None:
         label = visualize.quote(
             f"{node.get_friendly_name()}\n{node.get_type_name()}\ndevice={node.get_rt_info()['affinity']}"
         )
-        assert f"{visualize.quote(node.get_friendly_name())} [label={label}" in aff_text
+        assert f"{visualize.node_id('op', node.get_friendly_name())} [label={label}" in aff_text
     assert "device=CPU" in aff_text and f"device={OTHER}" in aff_text
 
 
@@ -133,6 +133,34 @@ def test_no_dump_without_the_switch(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.chdir(tmp_path)
     hc.Core().compile_model(_odd_model(), "HETERO:CPU")
     assert not list(tmp_path.glob("*.dot"))
+
+
+def _lookalike_names(tmp_path: Path) -> tuple[Path, Path]:
+    """.dot files of Relu named ``in:x`` (on input x) -> Neg named 20,000 n's -> Abs named ``out:y``."""
+    long = "n" * 20_000
+    nodes = [
+        h.make_node("Relu", ["x"], ["a"], name="in:x"),
+        h.make_node("Neg", ["a"], [long], name=long),
+        h.make_node("Abs", [long], ["y"], name="out:y"),
+    ]
+    model = hc.Core().read_model(make_model(nodes, [vi("x", [2])], [vi("y", [2])]))
+    return visualize.dump(model, hc.Core().plan(model, "HETERO:CPU"), tmp_path)
+
+
+def test_names_that_look_like_other_boxes_or_run_long_get_boxes_of_their_own(tmp_path: Path) -> None:
+    """An op named ``in:x`` was drawn as the box of model input ``x`` (a cycle the model does not have);
+    names past Graphviz's 16,384-character limit for a quoted string made the files fail to render."""
+    for path in _lookalike_names(tmp_path):
+        text = path.read_text()
+        assert text.count('"in:x" [') == 1 and '"op:in:x" [' in text and '"op:out:y" [' in text
+        assert max(len(line) for line in text.splitlines()) < 16_384
+
+
+@needs_dot
+def test_names_that_run_long_render(tmp_path: Path) -> None:
+    for path in _lookalike_names(tmp_path):
+        result = subprocess.run(["dot", "-Tsvg", str(path), "-o", os.devnull], capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
 
 
 @needs_dot
