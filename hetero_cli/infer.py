@@ -707,10 +707,9 @@ class InferRequest:
         except _BoundFailure as failure:
             try:
                 self._recheck(failure, run.values)
+                self._launch(run)  # from the first subgraph again, with fresh buffers
             except BaseException as exc:
                 self._complete(run, exc)
-                return
-            self._launch(run)  # from the first subgraph again, with fresh buffers
             return
         except BaseException as exc:
             self._complete(run, exc)

@@ -178,6 +178,32 @@ def test_start_async_copies_its_inputs_unless_shared(cpu_compiled, share):
     req.infer({"x": buffer})  # idle again
 
 
+def test_a_relaunch_that_fails_completes_the_request_with_its_error(cpu_compiled, monkeypatch):
+    """A subgraph whose bound buffers no longer fit starts the request again; if that start failed, the
+    request never completed (wait() hung)."""
+    from hetero_cli import infer
+
+    req = cpu_compiled.create_infer_request()
+    launches = []
+    launch = req._launch
+
+    def failing_relaunch(run):
+        launches.append(run)
+        if len(launches) > 1:
+            raise MemoryError("no room for fresh buffers")
+        launch(run)
+
+    def bound_failure(step, values, buffers, windows):
+        raise infer._BoundFailure(step, ValueError("shape changed"))
+
+    monkeypatch.setattr(req, "_launch", failing_relaunch)
+    monkeypatch.setattr(req, "_run_step", bound_failure)
+    monkeypatch.setattr(req, "_recheck", lambda failure, values: None)
+    req.start_async({"x": inputs(1)[0]})
+    with pytest.raises(hc.InferenceError, match="no room for fresh buffers"):
+        req.wait()
+
+
 def test_input_errors_are_raised_by_start_async_itself(cpu_compiled):
     req = cpu_compiled.create_infer_request()
     with pytest.raises(hc.InferenceError, match="float64"):
