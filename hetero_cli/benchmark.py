@@ -313,6 +313,18 @@ def parse_input_files(values: Sequence[str], input_names: Sequence[str]) -> dict
     return out
 
 
+def _npy_fix(name: str, given: Sequence[int], declared: Sequence[Any] | None) -> str:
+    """What makes a .npy file's data fit an input: -data_shape where the model leaves the dimensions
+    that differ dynamic, else data of the model's shape."""
+    if declared is not None and len(declared) == len(given):
+        clash = [k for k, (g, d) in enumerate(zip(given, declared, strict=True)) if _fixed(d) and g != d]
+        if not clash:
+            return f"give -data_shape {name}{shape_text(given)}"
+        return f"the model fixes dimension {clash[0]} at {declared[clash[0]]}: give data of its shape"
+    rank = f"rank {len(declared)}" if declared is not None else "the input's rank"
+    return f"give data of {rank} ({shape_text(declared) if declared is not None else '?'})"
+
+
 def _split_name(part: str, input_names: Sequence[str]) -> tuple[str, str, str]:
     """An -i value split as str.partition(":") splits it, but after the longest input name it starts with
     (names may hold ':', as TensorFlow's ``input_1:0`` do) when there is one, at the first ':' otherwise."""
@@ -413,8 +425,8 @@ def _file_tensor(
         if tuple(arr.shape) != tuple(shape):
             if arr.size != int(np.prod(shape)):
                 raise BenchmarkError(
-                    f"-i {path}: shape {tuple(arr.shape)} does not fit input {name!r} {list(shape)}: "
-                    f"give -data_shape {name}{shape_text(arr.shape)} if the input is dynamic"
+                    f"-i {path}: shape {shape_text(arr.shape)} does not fit input {name!r} {shape_text(shape)}: "
+                    + _npy_fix(name, arr.shape, model.tensor_info(name).shape)
                 )
             arr = arr.reshape(shape)
         return arr

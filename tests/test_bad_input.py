@@ -15,6 +15,7 @@ from onnx import helper as h
 from robust import external_model, invoke, nothing_left_behind, one_error_line, set_location
 
 import hetero_cli as hc
+from hetero_cli import benchmark as bench
 from hetero_cli import cli
 from hetero_cli._ort import failure_reason, model_fault
 
@@ -318,6 +319,7 @@ def test_a_later_usage_error_removes_what_the_command_wrote(tmp_path):
         )  # fmt: skip
     assert result.exit_code == 2
     assert "does not fit input 'image'" in one_error_line(result)
+    assert "[3,3] does not fit input 'image' [1,1,32,32]: give data of rank 4" in one_error_line(result)
     assert "Wrote" in result.stdout  # they were written, then removed
 
 
@@ -344,6 +346,16 @@ def test_class_scores_names_a_ragged_sequence():
     ragged = [np.zeros(2, np.float32), np.zeros(3, np.float32)]
     with pytest.raises(cli.NotClassScoresError, match="holds a ragged sequence, not numeric class scores"):
         cli.class_scores(Path("m.onnx"), declared, ragged)
+
+
+def test_an_npy_file_of_the_wrong_shape_gets_the_fix_that_fits():
+    """-data_shape only where the model leaves the differing dimensions dynamic; said plainly otherwise."""
+    assert bench._npy_fix("x", (4, 3), ("batch", 3)) == "give -data_shape x[4,3]"
+    assert (
+        bench._npy_fix("x", (4, 5), ("batch", 3))
+        == "the model fixes dimension 1 at 3: give data of its shape"
+    )
+    assert bench._npy_fix("x", (12,), ("batch", 3)) == "give data of rank 2 ([batch,3])"
 
 
 def test_dot_dir_onto_a_file(tmp_path):
