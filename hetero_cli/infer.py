@@ -596,9 +596,11 @@ class InferRequest:
         (set_callback) receives. One inference at a time per request: InferenceError while the previous
         one runs (wait() first, or use an AsyncInferQueue).
         """
-        feeds = self._feeds(inputs)
+        exact = self._exact_feeds(inputs)
+        given = exact if exact is not None else self._as_dict(inputs)
+        feeds = dict(exact) if exact is not None else self._check(given)
         if not share_inputs:
-            feeds = {name: _copied(value) for name, value in feeds.items()}
+            feeds = {name: _own(value, given.get(name)) for name, value in feeds.items()}
         with self._cond:
             if self._busy:
                 raise InferenceError(
@@ -1000,11 +1002,12 @@ def _check_tensor(name: str, arr: np.ndarray, dtype: np.dtype | None, shape: Any
             )
 
 
-def _copied(value: Any) -> Any:
-    """A start_async input the caller can no longer change: arrays copied, other values (sequences, maps)
-    copied deeply."""
+def _own(value: Any, given: Any) -> Any:
+    """A start_async input the caller can no longer change: ``value`` as checked from the caller's
+    ``given``; an array converted from the caller's array (another dtype or layout) is already a copy,
+    anything else is copied (arrays) or copied deeply (sequences, maps)."""
     if isinstance(value, np.ndarray):
-        return value.copy()
+        return value if value is not given and isinstance(given, np.ndarray) else value.copy()
     return copy.deepcopy(value)
 
 
