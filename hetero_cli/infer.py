@@ -414,6 +414,8 @@ class _Run:
     buffers: _Buffers | None = None
     values: dict[str, Any] = field(default_factory=dict)
     windows: list[tuple[int, int, float, float]] = field(default_factory=list)
+    queued: bool = False  # its first stage is on a lane: the lanes complete it from now on
+    completed: bool = False
 
 
 def _failure(step: _Step, exc: BaseException) -> InferenceError:
@@ -614,15 +616,20 @@ class InferRequest:
             if userdata is not None:
                 self._userdata = userdata
             run = _Run(feeds, self._started, begin=time.perf_counter())
-        if not self._steps:  # only inputs and constants as outputs: nothing to run
-            self._complete(run, None, self._collect({}, feeds, {}))
-            return
         try:
+            if not self._steps:  # only inputs and constants as outputs: nothing to run
+                results = self._collect({}, feeds, {})
+                run.queued = True
+                self._complete(run, None, results)
+                return
             if self._pipeline is None:
                 self._pipeline = pipeline_of(self.compiled)
             self._launch(run)
-        except BaseException as exc:  # the request must not stay busy: wait() re-raises it
-            self._complete(run, exc)
+        except BaseException as exc:
+            if not run.queued:  # never reached a lane: the request must not stay busy; wait() re-raises it
+                self._complete(run, exc)
+            if not isinstance(exc, Exception):
+                raise  # Ctrl-C and the like still stop the caller
 
     def wait(self) -> None:
         """Wait for the asynchronous inference (and its callback); re-raise its failure as InferenceError."""
@@ -680,7 +687,9 @@ class InferRequest:
         run.values = self._values(run.feeds, run.buffers)
         run.windows = []
         run.position = 0
+        run.queued = False
         self._pipeline.submit(self._steps[0].lane, functools.partial(self._stage, run))
+        run.queued = True
 
     def _stage(self, run: _Run) -> None:
         """Run the request's subgraphs on this lane until the next one belongs to another lane."""
@@ -707,11 +716,13 @@ class InferRequest:
                     return
             results = self._collect(run.values, run.feeds, run.buffers.views)
         except _BoundFailure as failure:
+            run.queued = False  # off its lane: queued again only once _launch has submitted it
             try:
                 self._recheck(failure, run.values)
                 self._launch(run)  # from the first subgraph again, with fresh buffers
             except BaseException as exc:
-                self._complete(run, exc)
+                if not run.queued:
+                    self._complete(run, exc)
             return
         except BaseException as exc:
             self._complete(run, exc)
@@ -722,7 +733,12 @@ class InferRequest:
     def _complete(
         self, run: _Run, error: BaseException | None, results: dict[str, np.ndarray] | None = None
     ) -> None:
-        """Finish an asynchronous inference: results, callback, the queue's hook, then wake the waiters."""
+        """Finish an asynchronous inference: results, callback, the queue's hook, then wake the waiters.
+        Only once per run: a start_async interrupted right as its job was queued completes it itself."""
+        with self._cond:
+            if run.completed:
+                return
+            run.completed = True
         failure: InferenceError | None = None
         if error is not None:
             failure = (

@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import collections
 import logging
+import os
 import queue
 import threading
 import weakref
@@ -49,6 +50,11 @@ class _InFlight:
     tears down (that aborts it: "terminate called without an active exception")."""
 
     def __init__(self) -> None:
+        self._reset()
+        # a forked child has none of the parent's lane threads, so none of its inferences in flight
+        os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
         self._cond = threading.Condition()
         self._count = 0
         self._exiting = False

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import gc
+import os
 import subprocess
 import sys
 import threading
@@ -38,7 +39,7 @@ from onnx import helper as h
 import hetero_cli as hc
 from hetero_cli import benchmark as bench
 from hetero_cli import cli
-from hetero_cli.pipeline import pipeline_of
+from hetero_cli.pipeline import in_flight, pipeline_of
 
 TIMEOUT_S = 30
 
@@ -202,6 +203,45 @@ def test_a_relaunch_that_fails_completes_the_request_with_its_error(cpu_compiled
     req.start_async({"x": inputs(1)[0]})
     with pytest.raises(hc.InferenceError, match="no room for fresh buffers"):
         req.wait()
+
+
+def test_ctrl_c_while_start_async_launches_reaches_the_caller_and_frees_the_request(
+    cpu_compiled, monkeypatch
+):
+    req = cpu_compiled.create_infer_request()
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(req, "_take", interrupted)
+    with pytest.raises(KeyboardInterrupt):  # it was turned into the inference's failure and swallowed
+        req.start_async({"x": inputs(1)[0]})
+    with pytest.raises(hc.InferenceError, match="KeyboardInterrupt"):
+        req.wait()
+    monkeypatch.undo()
+    req.start_async({"x": inputs(1)[0]})
+    req.wait()
+    assert in_flight._count == 0
+
+
+def test_a_forked_child_counts_no_inference_of_its_parent_in_flight(cpu_compiled):
+    """The child has none of the parent's lane threads: counting the parent's inferences made its exit
+    wait the whole drain (10 s)."""
+    pipeline = pipeline_of(cpu_compiled)
+    release = threading.Event()
+    pipeline.observer = lambda event, request, position, lane: release.wait(TIMEOUT_S)
+    req = cpu_compiled.create_infer_request()
+    try:
+        req.start_async({"x": inputs(1)[0]})
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if in_flight._count == 0 else 1)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        release.set()
+        pipeline.observer = None
+    req.wait()
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 def test_input_errors_are_raised_by_start_async_itself(cpu_compiled):
