@@ -577,18 +577,20 @@ def _one_session(
 
 
 def _led_astray(model: Model, plan: Plan, found: Mapping[str, onnx.TypeProto]) -> dict[str, onnx.TypeProto]:
-    """{tensor: its type without the model's value_info} for the other tensors passed between subgraphs
-    whose type, inferred from a value_info ORT contradicted (``found``), has another rank or fixed size:
+    """{tensor: its type without the model's value_info} for the tensors passed between subgraphs whose
+    type (as ``found`` corrects it, or as inferred from a value_info ORT contradicted) fixes a dimension
+    that inference without the value_info gives another size or leaves dynamic, or has another rank:
     ORT's sessions report such a type as declared, so only inference without the value_info shows it."""
-    passed = {link.tensor for link in plan.links() if link.producer is not None} - found.keys()
+    passed = {link.tensor for link in plan.links() if link.producer is not None}
     truth = model.types_without_value_info() if passed else {}
     out = {}
     for name in sorted(passed):
-        have, real = type_shape(model.value_type(name)), type_shape(truth.get(name))
+        have = type_shape(found.get(name) or model.value_type(name))
+        real = type_shape(truth.get(name))
         if have is None or real is None:
             continue
         if len(have) != len(real) or any(
-            isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(have, real, strict=True)
+            isinstance(a, int) and a != b for a, b in zip(have, real, strict=True)
         ):
             out[name] = truth[name]
     return out

@@ -65,6 +65,21 @@ def test_value_info_lies_over_two_boundaries_are_all_corrected(declared, caplog)
     assert_same(compiled({"x": x}), ort_run(proto, {"x": x}))
 
 
+def test_a_lie_that_fixes_a_dynamic_batch_is_corrected_too():
+    """x [N,3]: t declared [3,4] and n [3,3]; ORT's session reports n as [3,?], keeping the lie's 3 where
+    the tensor's batch is N: the type inferred without the value_info wins."""
+    nodes = [
+        h.make_node("Relu", ["x"], ["t"], name="relu"),
+        h.make_node("Neg", ["t"], ["n"], name="neg"),
+        h.make_node("Abs", ["n"], ["y"], name="abs"),
+    ]
+    proto = make_model(nodes, [vi("x", ["N", 3])], [vi("y", ["N", 3])])
+    proto.graph.value_info.extend([vi("t", [3, 4]), vi("n", [3, 3])])
+    compiled = cpu_split(proto, ["A", "B", "A"])
+    x = seeded((2, 3)) - 0.5
+    assert_same(compiled({"x": x}), ort_run(proto, {"x": x}))
+
+
 def test_a_true_value_info_is_kept_as_declared(caplog):
     proto = relu_neg(vi("t", [2, 3]))
     with caplog.at_level(logging.WARNING, logger="hetero_cli"):
