@@ -39,16 +39,18 @@ def safe_name(name: str) -> str:
 
 
 def quote(text: str) -> str:
-    """A DOT double-quoted string: backslashes and quotes escaped, non-ASCII as HTML entities."""
+    """A DOT double-quoted string: backslashes and quotes escaped, '&', other control characters and
+    non-ASCII as HTML entities (so that two names never give one string: 'a<TAB>b' is not 'a b', a
+    literal '&#233;' is not 'é')."""
     out = []
     for ch in text:
         if ch in '"\\':
             out.append("\\" + ch)
         elif ch == "\n":
             out.append("\\n")
-        elif ord(ch) < 32:
-            out.append(" ")
-        elif ord(ch) > 126:
+        elif ch == "&":
+            out.append("&amp;")
+        elif ord(ch) < 32 or ord(ch) > 126:
             out.append(f"&#{ord(ch)};")
         else:
             out.append(ch)

@@ -156,6 +156,11 @@ def test_names_that_look_like_other_boxes_or_run_long_get_boxes_of_their_own(tmp
         assert max(len(line) for line in text.splitlines()) < 16_384
 
 
+def test_names_quoted_alike_stay_apart() -> None:
+    names = ["a\tb", "a b", "&#233;", "\u00e9", "a&b"]
+    assert len({visualize.quote(n) for n in names}) == len(names)
+
+
 @needs_dot
 def test_names_that_run_long_render(tmp_path: Path) -> None:
     for path in _lookalike_names(tmp_path):
