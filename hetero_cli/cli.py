@@ -158,7 +158,7 @@ class _NeverRaised(Exception):
 class _Written:
     """What the running command has written, and the folders it created for it: a command that fails
     removes them again, so that it leaves nothing behind (.dot files written before a later usage error).
-    Files that were there before the command (``keep_existing``) are never removed, even if overwritten."""
+    Files that were there before the command (``before_writing``) are never removed, even if overwritten."""
 
     files: list[Path] = field(default_factory=list)
     folders: list[Path] = field(default_factory=list)
@@ -170,20 +170,18 @@ class _Written:
         self.folders.clear()
         self.existing.clear()
 
-    def keep_existing(self, path: Path) -> None:
-        """Before writing ``path`` (a file, or a folder files go into): note what is already there."""
+    def before_writing(self, path: Path, *, folder: bool) -> None:
+        """Before writing ``path`` (a file, or with ``folder`` a folder files go into): note what is
+        already there, and the folders the writing is about to create."""
         path = Path(path).absolute()
         if path.is_dir():
             self.existing.update(p for p in path.iterdir() if not p.is_dir())
         elif path.exists():
             self.existing.add(path)
-
-    def creating(self, folder: Path) -> None:
-        """Note the folders that writing into ``folder`` is about to create."""
-        folder = folder.absolute()
-        while not folder.exists() and folder != folder.parent:
-            self.folders.append(folder)
-            folder = folder.parent
+        parent = path if folder else path.parent
+        while not parent.exists() and parent != parent.parent:
+            self.folders.append(parent)
+            parent = parent.parent
 
     def wrote(self, path: Path) -> None:
         """Note a file written (unless it was there before the command)."""
@@ -591,8 +589,7 @@ def compile_setup(setup: Setup) -> Any:
     elif setup.affinities:
         set_affinities(setup.core, setup.model, setup.device, setup.affinities)
     if setup.dot_dir is not None:
-        written.keep_existing(setup.dot_dir)
-        written.creating(setup.dot_dir)
+        written.before_writing(setup.dot_dir, folder=True)
     compiled = setup.core.compile_model(setup.model, setup.device)
     for sub in compiled.subgraphs:
         info(f"  {sub.description}")
@@ -1039,8 +1036,7 @@ def benchmark(
     info(f"   Max:           {result.latency_max_ms:.2f} ms")
     info(f"Throughput:   {result.throughput_fps:.2f} FPS")
     if report_type:
-        written.keep_existing(Path(report_folder or "."))
-        written.creating(Path(report_folder or "."))
+        written.before_writing(Path(report_folder or "."), folder=True)
         reports = bench.write_reports(
             report_folder or ".",
             report_type,
@@ -1242,8 +1238,7 @@ def _check_current_directory(what: str, option: str) -> None:
 
 def _write_json(path: str, doc: Any) -> None:
     """Write ``doc`` as JSON, creating the folders on the way; a later failure removes it (``written``)."""
-    written.keep_existing(Path(path))
-    written.creating(Path(path).parent)
+    written.before_writing(Path(path), folder=False)
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(doc, indent=4) + "\n", encoding="utf-8")
@@ -1330,8 +1325,7 @@ def query(model: str | None, device: str, save: str | None, as_json: bool, **sha
             f"{len(crossing_all)} tensor(s) cross devices{': ' + ', '.join(crossing_all) if crossing_all else ''}"
         )
     if setup.dot_dir is not None:
-        written.keep_existing(setup.dot_dir)
-        written.creating(setup.dot_dir)
+        written.before_writing(setup.dot_dir, folder=True)
         report_dots(visualize.dump(m, plan, setup.dot_dir), setup.render, err=as_json)
     if save:
         _save_query(m, plan, save, setup.request, as_json)
@@ -1364,8 +1358,7 @@ def _save_query(m: Model, plan: Any, save: str, request: Any, as_json: bool) -> 
     """--save: the model with the plan's affinities (unless it has its own), folders created on the way."""
     if not m.affinities():
         m.set_affinities(dict(plan.affinities))
-    written.keep_existing(Path(save).parent)
-    written.creating(Path(save).parent)
+    written.before_writing(Path(save).parent, folder=True)  # with any data file saved beside it
     try:
         Path(save).parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

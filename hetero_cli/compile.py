@@ -581,8 +581,8 @@ def _led_astray(model: Model, plan: Plan, found: Mapping[str, onnx.TypeProto]) -
     type (as ``found`` corrects it, or as inferred from a value_info ORT contradicted) fixes a dimension
     that inference without the value_info gives another size or leaves dynamic, or has another rank:
     ORT's sessions report such a type as declared, so only inference without the value_info shows it."""
-    passed = {link.tensor for link in plan.links() if link.producer is not None}
-    truth = model.types_without_value_info() if passed else {}
+    passed = plan.passed_tensors()
+    truth = model.types_without_value_info if passed else {}
     out = {}
     for name in sorted(passed):
         have = type_shape(found.get(name) or model.value_type(name))
@@ -603,7 +603,7 @@ def _contradicted_types(
     declares and ORT contradicts. ORT runs such a model whole (it warns and goes by what it infers) and
     reports the dimensions in conflict as unknown: declared as they are, a consumer's input would refuse
     the real tensor."""
-    passed = {link.tensor for link in plan.links() if link.producer is not None}
+    passed = plan.passed_tensors()
     out: dict[str, onnx.TypeProto] = {}
     for c in compiled:
         for arg in c.session.get_outputs():

@@ -516,10 +516,12 @@ class Model:
             self._types = self._collect_types(inferred=True)
         return self._types.get(name)
 
+    @functools.cached_property
     def types_without_value_info(self) -> dict[str, onnx.TypeProto]:
         """What onnx's shape inference gives each tensor from the graph's inputs and weights alone, the
         model's value_info left out: where that value_info is wrong, what it wrongly led inference to
-        (a consumer's output) shows here as it is. Empty where inference fails."""
+        (a consumer's output) shows here as it is. Empty where inference fails. Computed once: the
+        corrections made from it leave the model's graph as it is."""
         copy = self.weightless_copy()
         del copy.graph.value_info[:]
         try:
@@ -694,7 +696,7 @@ def _fill_control_flow_ranks(node: onnx.NodeProto, types: dict[str, onnx.TypePro
             continue
         declared = [_declared_tensor(body, k + offset) for body in bodies]
         ranks = {len(d.shape.dim) if d is not None else None for d in declared}
-        if len(ranks) != 1 or None in ranks or declared[0] is None:
+        if len(ranks) != 1 or None in ranks:
             continue
         rank = ranks.pop() + (0 if k < carried else 1)
         elem = known.tensor_type.elem_type if known is not None else declared[0].elem_type

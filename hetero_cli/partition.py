@@ -93,6 +93,10 @@ class Plan:
             )
         return out
 
+    def passed_tensors(self) -> set[str]:
+        """Tensors one subgraph hands to another (not model inputs)."""
+        return {link.tensor for link in self.links() if link.producer is not None}
+
     def crossing_tensors(self) -> list[str]:
         """Tensors that move from one device to another at run time."""
         return [link.tensor for link in self.links() if link.crosses_devices]
