@@ -933,12 +933,7 @@ def benchmark(
     \b
       hetero benchmark -m models/digits.onnx -d HETERO:GPU,OPENVINO,CPU -niter 1000 -pc
     """
-    ctx = click.get_current_context()
-    given = [
-        (p.opts[0], ctx.params[p.name])
-        for p in ctx.command.params
-        if p.name in ctx.params and ctx.get_parameter_source(p.name) == click.core.ParameterSource.COMMANDLINE
-    ]
+    given = _given_on_command_line(click.get_current_context())
     counters = perf_counts or bool(pcsort) or report_type in ("average_counters", "detailed_counters")
     counted_everywhere = counters  # asked on the command line: every device's subgraphs are counted
     if (json_stats or report_folder) and not report_type:
@@ -956,31 +951,15 @@ def benchmark(
     t0 = time.perf_counter()
     setup = prepare(model, device, announce=False, **_shared(shared))
     read_ms = (time.perf_counter() - t0) * 1000.0
-    # -hint, else a PERFORMANCE_HINT from --config or -load_config, else benchmark_app's default for -api
-    configured = None if hint is not None else _configured(setup.core, cfg.PERFORMANCE_HINT)
-    hint_given = hint is not None or configured is not None
+    hint_given = hint is not None or _configured(setup.core, cfg.PERFORMANCE_HINT) is not None
+    hint, nireq = _hint_and_requests(setup, hint, api, nireq)
     if not perf_counts and _profiling_configured(setup):
         perf_counts = counters = True  # PERF_COUNT=YES in a config prints the counters, as -pc does
-    hint = hint or configured or ("throughput" if api == "async" else "latency")
-    if nireq is None:
-        nireq = 1 if api == "sync" or hint == "latency" else max(2, min(4, os.cpu_count() or 1))
-    _apply_hint(setup, hint, nireq)
     step(4, "Reading model files")
     info(f"Read model {setup.model_path} took {read_ms:.2f} ms")
     _print_io(setup.model)
     step(5, "Resizing model to match image sizes and given batch")
-    files = bench.parse_input_files(inputs, [i.name for i in setup.model.inputs])
-    sizes = bench.image_dims(setup.model, files, layout)
-    shapes, notes = bench.data_shapes(setup.model, shape, data_shape, nireq, sizes)
-    for note in notes:
-        info(note)
-    batch = bench.batch_size(shapes)
-    info(f"Model batch size: {batch}")
-    step(6, "Configuring input of the model")
-    bench.check_random_data(setup.model, files)  # before anything is compiled or written
-    for name, dims in shapes.items():
-        source = f"{len(files[name])} file(s)" if name in files else "seeded random values"
-        info(f"    {name}: data {shape_text(dims)} from {source}")
+    files, shapes, batch = _input_data(setup.model, inputs, shape, data_shape, nireq, layout)
     step(7, "Loading the model to the device")
     t0 = time.perf_counter()
     compiled = compile_setup(setup)
@@ -989,9 +968,7 @@ def benchmark(
     step(8, "Querying optimal runtime parameters")
     if not hint_given:
         warn(f"Performance hint was not explicitly specified in command line: it is set to {hint.upper()}")
-    info(f"  EXECUTION_DEVICES: {', '.join(compiled.get_property('EXECUTION_DEVICES'))}")
-    info(f"  NUMBER_OF_SUBGRAPHS: {compiled.get_property('NUMBER_OF_SUBGRAPHS')}")
-    info(f"  PERFORMANCE_HINT: {compiled.get_property('PERFORMANCE_HINT')}; infer requests: {nireq}")
+    _print_runtime_parameters(compiled, nireq)
     step(9, "Creating infer requests and preparing input tensors")
     feeds = bench.input_sets(setup.model, shapes, files, nireq, layout=layout)
     if dump_config:
@@ -1000,16 +977,7 @@ def benchmark(
     planned = bench.planned_iterations(niter, nireq, api)
     if planned != niter:
         info(f"Number of iterations rounded up to {planned} for {nireq} infer requests")
-    limits = []
-    if planned:
-        limits.append(f"{planned} iterations")
-    if duration:
-        limits.append(f"{duration * 1000} ms duration")
-    mode = "synchronously" if api == "sync" else "asynchronously"
-    step(
-        10,
-        f"Measuring performance (Start inference {mode}, {nireq} inference requests, limits: {', '.join(limits)})",
-    )
+    step(10, f"Measuring performance ({_measuring_text(api, nireq, planned, duration)})")
     if api == "async":
         info(
             f"{nireq} requests in flight on an AsyncInferQueue: each device runs its subgraphs on its own "
@@ -1026,6 +994,88 @@ def benchmark(
         for k, infos in enumerate(per_request):
             info(f"Performance counts{' sorted' if pcsort else ''} for {k}-th infer request")
             click.echo(bench.sorted_counters(infos, pcsort) if pcsort else format_counters(infos))
+    _print_statistics(compiled, result)
+    if report_type:
+        _write_statistics(
+            report_folder or ".",
+            report_type,
+            json_stats=json_stats,
+            parameters=given,
+            configuration=_configuration(compiled, nireq, api),
+            results=[
+                ("read model time (ms)", read_ms),
+                ("compile model time (ms)", compile_ms),
+                *_result_rows(result, nireq),
+            ],
+            per_request=per_request,
+            average=bench.average_counters(history) if history else [],
+        )
+
+
+def _hint_and_requests(setup: Setup, hint: str | None, api: str, nireq: int | None) -> tuple[str, int]:
+    """The hint (-hint, else a PERFORMANCE_HINT from --config or -load_config, else benchmark_app's default
+    for -api) and the number of infer requests, applied to the setup's HETERO config."""
+    hint = (
+        hint
+        or _configured(setup.core, cfg.PERFORMANCE_HINT)
+        or ("throughput" if api == "async" else "latency")
+    )
+    if nireq is None:
+        nireq = 1 if api == "sync" or hint == "latency" else max(2, min(4, os.cpu_count() or 1))
+    _apply_hint(setup, hint, nireq)
+    return hint, nireq
+
+
+def _input_data(
+    model: Model,
+    inputs: Sequence[str],
+    shape: str | None,
+    data_shape: str | None,
+    nireq: int,
+    layout: str | None,
+) -> tuple[dict[str, list[Path]], dict[str, tuple[int, ...]], int]:
+    """Steps 5 and 6: the -i files per input, each input's data shape and the batch size, printed."""
+    files = bench.parse_input_files(inputs, [i.name for i in model.inputs])
+    sizes = bench.image_dims(model, files, layout)
+    shapes, notes = bench.data_shapes(model, shape, data_shape, nireq, sizes)
+    for note in notes:
+        info(note)
+    batch = bench.batch_size(shapes)
+    info(f"Model batch size: {batch}")
+    step(6, "Configuring input of the model")
+    bench.check_random_data(model, files)  # before anything is compiled or written
+    for name, dims in shapes.items():
+        source = f"{len(files[name])} file(s)" if name in files else "seeded random values"
+        info(f"    {name}: data {shape_text(dims)} from {source}")
+    return files, shapes, batch
+
+
+def _given_on_command_line(ctx: click.Context) -> list[tuple[str, Any]]:
+    """(option, value) for each option given on the command line: the reports' command line parameters."""
+    return [
+        (p.opts[0], ctx.params[p.name])
+        for p in ctx.command.params
+        if p.name in ctx.params and ctx.get_parameter_source(p.name) == click.core.ParameterSource.COMMANDLINE
+    ]
+
+
+def _print_runtime_parameters(compiled: Any, nireq: int) -> None:
+    info(f"  EXECUTION_DEVICES: {', '.join(compiled.get_property('EXECUTION_DEVICES'))}")
+    info(f"  NUMBER_OF_SUBGRAPHS: {compiled.get_property('NUMBER_OF_SUBGRAPHS')}")
+    info(f"  PERFORMANCE_HINT: {compiled.get_property('PERFORMANCE_HINT')}; infer requests: {nireq}")
+
+
+def _measuring_text(api: str, nireq: int, planned: int | None, duration: int | None) -> str:
+    limits = []
+    if planned:
+        limits.append(f"{planned} iterations")
+    if duration:
+        limits.append(f"{duration * 1000} ms duration")
+    mode = "synchronously" if api == "sync" else "asynchronously"
+    return f"Start inference {mode}, {nireq} inference requests, limits: {', '.join(limits)}"
+
+
+def _print_statistics(compiled: Any, result: Any) -> None:
     info(f"Execution Devices:{compiled.execution_devices}")
     info(f"Count:            {result.count} iterations")
     info(f"Duration:         {result.duration_ms:.2f} ms")
@@ -1035,33 +1085,29 @@ def benchmark(
     info(f"   Min:           {result.latency_min_ms:.2f} ms")
     info(f"   Max:           {result.latency_max_ms:.2f} ms")
     info(f"Throughput:   {result.throughput_fps:.2f} FPS")
-    if report_type:
-        written.before_writing(Path(report_folder or "."), folder=True)
-        reports = bench.write_reports(
-            report_folder or ".",
-            report_type,
-            json_stats=json_stats,
-            parameters=given,
-            configuration=_configuration(compiled, nireq, api),
-            results=[
-                ("read model time (ms)", read_ms),
-                ("compile model time (ms)", compile_ms),
-                ("first inference time (ms)", result.first_inference_ms),
-                ("total execution time (ms)", result.duration_ms),
-                ("total number of iterations", result.count),
-                ("number of parallel infer requests", nireq),
-                ("latency (ms)", result.latency_median_ms),
-                ("avg latency", result.latency_average_ms),
-                ("min latency", result.latency_min_ms),
-                ("max latency", result.latency_max_ms),
-                ("throughput", result.throughput_fps),
-            ],
-            per_request=per_request,
-            average=bench.average_counters(history) if history else [],
-        )
-        for path in reports:
-            written.wrote(path)
-            info(f"Statistics report is stored to {path}")
+
+
+def _result_rows(result: Any, nireq: int) -> list[tuple[str, Any]]:
+    """The measured loop's rows of benchmark_app's execution results report."""
+    return [
+        ("first inference time (ms)", result.first_inference_ms),
+        ("total execution time (ms)", result.duration_ms),
+        ("total number of iterations", result.count),
+        ("number of parallel infer requests", nireq),
+        ("latency (ms)", result.latency_median_ms),
+        ("avg latency", result.latency_average_ms),
+        ("min latency", result.latency_min_ms),
+        ("max latency", result.latency_max_ms),
+        ("throughput", result.throughput_fps),
+    ]
+
+
+def _write_statistics(folder: str, report_type: str, **report: Any) -> None:
+    """benchmark_app's statistics reports in ``folder``; a later failure removes them (``written``)."""
+    written.before_writing(Path(folder), folder=True)
+    for path in bench.write_reports(folder, report_type, **report):
+        written.wrote(path)
+        info(f"Statistics report is stored to {path}")
 
 
 def _version() -> str:

@@ -218,47 +218,13 @@ def subgraph_counters(
     twice (the transfer stages exclude those kernels' time): ``run`` holds one thread's kernels
     (parse_trace), which never overlap.
     """
-    lines: list[ProfilingInfo] = []
     events = sorted(run.nodes, key=lambda e: e.start_us)
     fused = [e for e in events if e.provider == ep and ep in FUSED_EPS]
     others = [e for e in events if not (e.provider == ep and ep in FUSED_EPS)]
-    stage = itertools.count(1)
-
-    def stage_line(label: str, us: float, on_device: bool) -> ProfilingInfo:
-        us = max(0, round(us))
-        cpu = us if device_on_host or not on_device else 0
-        return ProfilingInfo(f"{next(stage)}. {label}", "", ep, EXECUTED, us, cpu, number)
-
-    def node_line(e: NodeEvent) -> ProfilingInfo:
-        launch_only = e.provider in ASYNC_EPS
-        return ProfilingInfo(
-            e.name,
-            e.op_type,
-            e.provider + (" (launch)" if launch_only else ""),
-            EXECUTED,
-            0 if launch_only else e.dur_us,
-            e.dur_us,
-            number,
-        )
-
     if fused:
-        first, last = fused[0].start_us, max(e.start_us + e.dur_us for e in fused)
-        before = sum(e.dur_us for e in others if e.start_us < first)
-        after = sum(e.dur_us for e in others if e.start_us >= last)
-        lines.append(stage_line(f"input transfer to {device}", first - run.start_us - before, False))
-        part = itertools.count(1)
-        for e in events:
-            if e.provider == ep:
-                label = f" (part {next(part)} of {len(fused)})" if len(fused) > 1 else ""
-                lines.append(stage_line(f"{device} execute time{label}", e.dur_us, True))
-            elif first <= e.start_us < last:
-                lines.append(node_line(e))
-        lines[:0] = [node_line(e) for e in others if e.start_us < first]
-        lines.append(stage_line(f"output transfer from {device}", run.end_us - last - after, False))
-        lines += [node_line(e) for e in others if e.start_us >= last]
+        lines = _fused_run(number, device, ep, device_on_host, run, events, others)
     else:
-        lines += [node_line(e) for e in others]
-    seen = {e.name for e in others}
+        lines = [_node_line(e, number) for e in others]
     if ep in ASYNC_EPS:
         launches = sum(e.dur_us for e in others)
         total = round(run.end_us - run.start_us)
@@ -268,12 +234,65 @@ def subgraph_counters(
             )
         )
     if not fused:
-        for name, op_type in nodes.items():
-            if name not in seen:
-                lines.append(ProfilingInfo(name, op_type, ep, OPTIMIZED_OUT, 0, 0, number))
-    for out in outputs:
-        lines.append(ProfilingInfo(f"out_{out}", "Output", "unknown", NOT_RUN, 0, 0, number))
+        seen = {e.name for e in others}
+        lines += [
+            ProfilingInfo(name, op_type, ep, OPTIMIZED_OUT, 0, 0, number)
+            for name, op_type in nodes.items()
+            if name not in seen
+        ]
+    lines += [ProfilingInfo(f"out_{out}", "Output", "unknown", NOT_RUN, 0, 0, number) for out in outputs]
     return lines
+
+
+def _fused_run(
+    number: int,
+    device: str,
+    ep: str,
+    device_on_host: bool,
+    run: Run,
+    events: Sequence[NodeEvent],
+    others: Sequence[NodeEvent],
+) -> list[ProfilingInfo]:
+    """A fused EP's run as numbered stages (input transfer, each part the EP ran, output transfer), with
+    the kernels of other EPs in their place between them; transfers exclude those kernels' time."""
+    fused = [e for e in events if e.provider == ep]
+    stage = itertools.count(1)
+
+    def stage_line(label: str, us: float, on_device: bool) -> ProfilingInfo:
+        us = max(0, round(us))
+        cpu = us if device_on_host or not on_device else 0
+        return ProfilingInfo(f"{next(stage)}. {label}", "", ep, EXECUTED, us, cpu, number)
+
+    first, last = fused[0].start_us, max(e.start_us + e.dur_us for e in fused)
+    before = [e for e in others if e.start_us < first]
+    after = [e for e in others if e.start_us >= last]
+    lines = [_node_line(e, number) for e in before]
+    spent_before = sum(e.dur_us for e in before)
+    lines.append(stage_line(f"input transfer to {device}", first - run.start_us - spent_before, False))
+    part = itertools.count(1)
+    for e in events:
+        if e.provider == ep:
+            label = f" (part {next(part)} of {len(fused)})" if len(fused) > 1 else ""
+            lines.append(stage_line(f"{device} execute time{label}", e.dur_us, True))
+        elif first <= e.start_us < last:
+            lines.append(_node_line(e, number))
+    spent_after = sum(e.dur_us for e in after)
+    lines.append(stage_line(f"output transfer from {device}", run.end_us - last - spent_after, False))
+    return lines + [_node_line(e, number) for e in after]
+
+
+def _node_line(e: NodeEvent, number: int) -> ProfilingInfo:
+    """A kernel's line; an async EP's kernel only launches work, its time on the device is not its own."""
+    launch_only = e.provider in ASYNC_EPS
+    return ProfilingInfo(
+        e.name,
+        e.op_type,
+        e.provider + (" (launch)" if launch_only else ""),
+        EXECUTED,
+        0 if launch_only else e.dur_us,
+        e.dur_us,
+        number,
+    )
 
 
 def format_counters(infos: Sequence[ProfilingInfo]) -> str:
