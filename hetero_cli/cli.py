@@ -389,13 +389,7 @@ def _set_one(core: Core, plain_device: str | None, dev: str | None, key: str, va
 
 def parse_device(core: Core, device: str) -> device_string.DeviceRequest:
     """The device string, checked now (a usage error) rather than at compile time."""
-    try:
-        priorities = core.get_property("HETERO", cfg.PRIORITIES)
-    except HeteroError:
-        priorities = None
-    if isinstance(priorities, list | tuple):
-        priorities = ",".join(priorities)
-    return device_string.parse(device, priorities)
+    return device_string.parse(device, core.get_property("HETERO", cfg.PRIORITIES) or None)
 
 
 def read_affinities(values: Iterable[str], path: str | None) -> dict[str, str]:
@@ -546,10 +540,7 @@ def default_model() -> Path:
 
 def _hetero_value(core: Core, key: str) -> Any:
     """HETERO's property ``key`` as --config or -load_config set it, or None."""
-    try:
-        return core.get_property("HETERO", key)
-    except ConfigError:
-        return None
+    return core.configured("HETERO", key)
 
 
 def dot_folder(core: Core, dot_dir: str | None, render: str | None) -> Path | None:
@@ -889,7 +880,9 @@ def _shared(shared: Mapping[str, Any]) -> dict[str, Any]:
 @click.option("-hint", type=click.Choice(["latency", "throughput", "none"]), help="Performance hint.")
 @click.option("-pc", "perf_counts", is_flag=True, help="Print performance counters per infer request.")
 @click.option(
-    "-pcsort", type=click.Choice(["sort", "no_sort", "simple_sort"]), help="Counters sorted by real time."
+    "-pcsort",
+    type=click.Choice(["sort", "no_sort", "simple_sort"]),
+    help="Print the counters as a table: sort (by real time), no_sort, simple_sort (only the executed).",
 )
 @click.option(
     "-report_type", type=click.Choice(list(bench.REPORT_TYPES)), help="Write benchmark_app's CSV reports."
@@ -1141,10 +1134,8 @@ def _profiling_configured(setup: Setup) -> bool:
 
 def _configured(core: Core, key: str, device: str = "HETERO") -> str | None:
     """``device``'s property ``key`` as --config or -load_config set it (lower case), or None."""
-    try:
-        return str(core.get_property(device, key)).lower()
-    except ConfigError:
-        return None
+    value = core.configured(device, key)
+    return None if value is None else str(value).lower()
 
 
 def _apply_hint(setup: Setup, hint: str, nireq: int) -> None:
@@ -1411,10 +1402,11 @@ def _save_query(m: Model, plan: Any, save: str, request: Any, as_json: bool) -> 
         raise HeteroError(f"cannot write {save}: {exc.strerror or exc}") from None
     m.save(save)
     written.wrote(Path(save))
-    if not as_json:
-        info(
-            f"Saved {save} with these affinities: `hetero classify -m {save} -d {request}` compiles it as is"
-        )
+    # named on stderr under --json, as every file a command writes is
+    info(
+        f"Saved {save} with these affinities: `hetero benchmark -m {save} -d {request}` runs it as is",
+        err=as_json,
+    )
 
 
 def _affinity_table(model: Model, affinities: Mapping[str, str], source: Mapping[str, str]) -> None:
@@ -1483,6 +1475,8 @@ def _console() -> Any:
 def _value_text(value: Any) -> str:
     if value is None:
         return "(not set)"
+    if isinstance(value, bool):
+        return "YES" if value else "NO"
     if isinstance(value, list | tuple):
         return ", ".join(str(v) for v in value)
     return str(value)

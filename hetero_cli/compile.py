@@ -23,6 +23,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from . import registry
 from ._ort import assignment, failure_reason, ort, record_assignment, refused_model, session_options
 from .config import LATENCY, SplitConfig
 from .errors import CompileError, ConfigError
@@ -375,8 +376,14 @@ class CompiledModel:
 
     @property
     def execution_devices(self) -> list[str]:
-        """Devices that run subgraphs, unique, in execution order."""
-        return self.plan.devices
+        """Devices that run the model's nodes, unique: the plan's in execution order, then the CPU where
+        ORT ran part of a subgraph on its CPU EP (the subgraph's description names those nodes)."""
+        devices = list(self.plan.devices)
+        if "CPU" not in devices and any(
+            ep == "CPUExecutionProvider" for run in self.runs for _, _, ep in run.fallback_nodes
+        ):
+            devices.append("CPU")
+        return devices
 
     def create_infer_request(self) -> InferRequest:
         """A new request with its own intermediate tensors (one per thread for concurrent inference)."""
@@ -402,11 +409,19 @@ class CompiledModel:
             return max(1, len({r.device for r in self.runs}))
         if key == "PERFORMANCE_HINT":
             return self.config.performance_mode
-        if key == "DEVICE_PROPERTIES":
-            return {k: dict(v) for k, v in self.config.devices.items()}
+        if key == "DEVICE_PROPERTIES":  # of the devices this compile could use, not every one configured
+            named = {registry.lookup(name).name for name in self._priorities().split(",") if name}
+            return {k: dict(v) for k, v in self.config.devices.items() if k in named}
         if key == "MULTI_DEVICE_PRIORITIES":
-            return self.device_name.partition(":")[2] or self.config.priorities
+            return self._priorities()
         raise ConfigError(f"unknown compiled-model property {name!r}: use {', '.join(COMPILED_PROPERTIES)}")
+
+    def _priorities(self) -> str:
+        """The devices this compile chose from: HETERO's priorities, or the one device it was given."""
+        head, _, rest = self.device_name.partition(":")
+        if head.strip().upper() != "HETERO":
+            return self.device_name
+        return rest or self.config.priorities or ""
 
     def __repr__(self) -> str:
         return f"<CompiledModel {self.model.name} on {self.device_name}: {len(self.subgraphs)} subgraph(s)>"
@@ -475,11 +490,11 @@ def compile_plan(
                 else c
                 for c in compiled
             ]
+        result = CompiledModel(model, plan, compiled, config, device_name)  # constant outputs may fail
     except BaseException:
         if profile_dir is not None:
             shutil.rmtree(profile_dir, ignore_errors=True)
         raise
-    result = CompiledModel(model, plan, compiled, config, device_name)
     if profile_dir is not None:
         weakref.finalize(result, shutil.rmtree, profile_dir, True)
     return result

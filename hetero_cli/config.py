@@ -216,7 +216,26 @@ NAMED_KEYS: dict[str, tuple[Callable[[Device, DeviceSettings, Any], None], froze
 }
 
 
-NAMED_DEFAULTS: dict[str, Any] = {PERF_COUNT: "NO", NUM_THREADS: 0, PRECISION: "f32"}
+NAMED_DEFAULTS: dict[str, Any] = {PERF_COUNT: False, NUM_THREADS: 0, PRECISION: "f32"}
+
+
+def canonical_key(key: str) -> str:
+    """A named key in its one spelling (``perf_count`` is PERF_COUNT: set twice, the later value wins);
+    provider options as given (ONNX Runtime's names are case-sensitive)."""
+    upper = key.upper()
+    return upper if upper in NAMED_KEYS else key
+
+
+def named_value(key: str, value: Any) -> Any:
+    """A named key's value as get_property answers it, typed as OpenVINO's are: PERF_COUNT a bool,
+    INFERENCE_NUM_THREADS an int, INFERENCE_PRECISION_HINT its short name (f32, f16, bf16)."""
+    if key == PERF_COUNT:
+        return parse_bool(key, value)
+    if key == NUM_THREADS:
+        return _parse_threads(key, value)
+    if key == PRECISION:
+        return _parse_precision(key, value)
+    return value
 
 
 def known_keys(device: Device) -> list[str]:
@@ -285,10 +304,14 @@ class SplitConfig:
 
     def settings(self, device: Device) -> DeviceSettings:
         """The device's settings, with HETERO-level PERF_COUNT applying to every device."""
+        return device_settings(device, self.device_values(device))
+
+    def device_values(self, device: Device) -> dict[str, Any]:
+        """The device's keys as set, with HETERO-level PERF_COUNT where the device has none of its own."""
         values = dict(self.devices.get(device.name, {}))
-        if PERF_COUNT in self.hetero and not any(k.upper() == PERF_COUNT for k in values):
+        if PERF_COUNT in self.hetero and PERF_COUNT not in values:
             values[PERF_COUNT] = self.hetero[PERF_COUNT]
-        return device_settings(device, values)
+        return values
 
 
 def check_priorities(value: Any) -> Any:
@@ -348,9 +371,9 @@ def split(config: Mapping[str, Any] | None, *, target: str | None = None) -> Spl
                 "a 'HETERO' key"
             )
         elif isinstance(value, Mapping) and upper not in HETERO_KEYS and not _target_key(target, key):
-            _add_device(out, key, value)
-        elif target is not None and upper not in (PRIORITIES, PERFORMANCE_HINT):
-            out.devices.setdefault(target, {})[key] = value
+            _add_device(out, key, value, target)
+        elif target is not None and upper not in (PRIORITIES, PERFORMANCE_HINT, DUMP_GRAPH_DOT, DOT_DIR):
+            out.devices.setdefault(target, {})[canonical_key(key)] = value
         elif upper in HETERO_KEYS:
             # a bad value fails when set, not at compile time
             if upper == PERFORMANCE_HINT:
@@ -378,8 +401,14 @@ def _target_key(target: str | None, key: str) -> bool:
     return target is not None and _device_name(key) is None and _knows(target, key)
 
 
-def _add_device(out: SplitConfig, key: str, values: Any) -> None:
+def _add_device(out: SplitConfig, key: str, values: Any, target: str | None = None) -> None:
     name = _device_name(key)
+    if name is None and target is not None:
+        raise ConfigError(
+            f"unknown config key {key!r} for {target}: it knows "
+            f"{', '.join(known_keys(registry.lookup(target)))}; nor is it a device (a mapping under a "
+            f"device's name configures that device; known devices are {registry.known_names_text()})"
+        )
     if name is None:
         raise ConfigError(
             f"config names unknown device {key!r}: known devices are {registry.known_names_text()}"
@@ -388,4 +417,4 @@ def _add_device(out: SplitConfig, key: str, values: Any) -> None:
         raise ConfigError(f"config for {name} must be a mapping of keys to values, not {values!r}")
     device = registry.lookup(name)
     device_settings(device, values)  # validate early, so a bad key fails before anything runs
-    out.devices.setdefault(name, {}).update({str(k): v for k, v in values.items()})
+    out.devices.setdefault(name, {}).update({canonical_key(str(k)): v for k, v in values.items()})

@@ -59,18 +59,19 @@ class Core:
             update = cfg.split({registry.lookup(name).name: dict(properties)})
         self._properties = update.merged_over(self._properties)
 
+    def get_available_devices(self) -> list[str]:
+        """Canonical names of the devices that can run on this machine (OpenVINO's spelling of
+        ``available_devices``)."""
+        return self.available_devices
+
     def get_property(self, device_name: str, name: str) -> Any:
-        """A property set with set_property, or a device's read-only one (FULL_DEVICE_NAME, ...)."""
+        """A property's value: as set_property set it, else its default; or a device's read-only one
+        (FULL_DEVICE_NAME, SUPPORTED_PROPERTIES, ...). Values are typed as OpenVINO's: PERF_COUNT a bool,
+        INFERENCE_NUM_THREADS an int."""
         key = str(name).upper()
         device_name = registry.check_name(device_name)
         if device_name.upper() == "HETERO":
-            if key == "SUPPORTED_PROPERTIES":
-                return list(cfg.HETERO_KEYS)
-            if key in self._properties.hetero:
-                return self._properties.hetero[key]
-            raise ConfigError(
-                f"HETERO property {name!r} is not set; HETERO knows {', '.join(cfg.HETERO_KEYS)}"
-            )
+            return self._hetero_property(name, key)
         device = registry.lookup(device_name)
         if key == "FULL_DEVICE_NAME":
             return device.kind.full_name
@@ -78,17 +79,45 @@ class Core:
             return cfg.known_keys(device)
         if key == "EXECUTION_PROVIDER":
             return device.ep
-        values = self._properties.devices.get(device.name, {})
-        for k, v in values.items():
-            if k.upper() == key or k == name:
-                return v
-        if key in cfg.NAMED_DEFAULTS and key in cfg.known_keys(device):
-            return cfg.NAMED_DEFAULTS[key]
+        values = self._properties.device_values(device)
+        if key in cfg.NAMED_KEYS and key in cfg.known_keys(device):
+            return cfg.named_value(key, values.get(key, cfg.NAMED_DEFAULTS[key]))
         if name in device.kind.provider_option_names:
-            return device.provider_options.get(name)
+            return values.get(name, device.provider_options.get(name))
         raise ConfigError(
             f"unknown property {name!r} for {device.name}: it knows {', '.join(cfg.known_keys(device))}"
         )
+
+    def _hetero_property(self, name: str, key: str) -> Any:
+        props = self._properties
+        if key == "SUPPORTED_PROPERTIES":
+            return [*cfg.HETERO_KEYS, "FULL_DEVICE_NAME"]
+        if key == "FULL_DEVICE_NAME":
+            return "HETERO"
+        if key == cfg.PRIORITIES:
+            return props.priorities or ""
+        if key == cfg.DEVICE_PROPERTIES:
+            return {device: dict(values) for device, values in props.devices.items()}
+        if key == cfg.PERFORMANCE_HINT:
+            return props.performance_mode
+        if key in (cfg.PERF_COUNT, cfg.DUMP_GRAPH_DOT):
+            return cfg.parse_bool(key, props.hetero.get(key, False))
+        if key == cfg.DOT_DIR:
+            return props.dot_dir or ""
+        raise ConfigError(
+            f"unknown HETERO property {name!r}: HETERO knows {', '.join(self._hetero_property('', 'SUPPORTED_PROPERTIES'))}"
+        )
+
+    def configured(self, device_name: str, name: str) -> Any:
+        """The value set_property (or a compile config file read into it) gave ``name`` for
+        ``device_name`` ("HETERO" or a device), as set; None where it was never set (get_property would
+        answer the default)."""
+        key = str(name).upper()
+        device_name = registry.check_name(device_name)
+        if device_name.upper() == "HETERO":
+            return self._properties.hetero.get(key)
+        values = self._properties.devices.get(registry.lookup(device_name).name, {})
+        return values.get(cfg.canonical_key(str(name)))
 
     # --- the pipeline ----------------------------------------------------------------------------------
 
@@ -124,7 +153,8 @@ class Core:
             return query.greedy(model, devices)
 
     def plan(self, model: ModelSource, device_name: str, config: Mapping[str, Any] | None = None) -> Plan:
-        """The partition plan a compile would use, without creating any inference session."""
+        """The partition plan a compile would use, without compiling it (automatic mode runs the query's
+        probe sessions; manual affinities need none)."""
         model = self.read_model(model)
         merged, request, devices = self._devices(device_name, config)
         with external_data_dir(model.external_dir), query.keep_probes(_probe_settings(merged, devices)):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import registry
@@ -37,22 +38,32 @@ def _fail(text: str, why: str) -> DeviceError:
     )
 
 
-def parse_priorities(text: str, *, whole: str | None = None) -> tuple[Device, ...]:
-    """Parse a comma-separated device list such as ``"GPU, CPU"`` into devices, refusing bad lists."""
+def _bad_priorities(text: str, why: str) -> DeviceError:
+    return DeviceError(
+        f"bad MULTI_DEVICE_PRIORITIES {text!r} (the devices HETERO alone runs on): {why}. Set it to device "
+        f"names, highest priority first, such as OPENVINO,CPU; known devices are {registry.known_names_text()}"
+    )
+
+
+def parse_priorities(
+    text: str, *, whole: str | None = None, fail: Callable[[str, str], DeviceError] = _fail
+) -> tuple[Device, ...]:
+    """Parse a comma-separated device list such as ``"GPU, CPU"`` into devices, refusing bad lists
+    (``fail(whole, why)`` makes the error: a bad device string by default)."""
     whole = text if whole is None else whole
     parts = [p.strip() for p in text.split(",")]
     if not text.strip() or any(not p for p in parts):
-        raise _fail(whole, "the device list is empty" if not text.strip() else "it has an empty device name")
+        raise fail(whole, "the device list is empty" if not text.strip() else "it has an empty device name")
     devices: list[Device] = []
     for part in parts:
         if part.upper().startswith(HETERO):
-            raise _fail(whole, "HETERO cannot be listed inside HETERO")
+            raise fail(whole, "HETERO cannot be listed inside HETERO")
         try:
             device = registry.lookup(part)
         except DeviceError:
-            raise _fail(whole, f"unknown device {part!r}") from None
+            raise fail(whole, f"unknown device {part!r}") from None
         if device in devices:
-            raise _fail(whole, f"{device.name} is listed twice")
+            raise fail(whole, f"{device.name} is listed twice")
         devices.append(device)
     return tuple(devices)
 
@@ -77,7 +88,7 @@ def parse(text: str, default_priorities: str | None = None) -> DeviceRequest:
                 "HETERO alone needs priorities: set the config key MULTI_DEVICE_PRIORITIES (e.g. "
                 "--config MULTI_DEVICE_PRIORITIES=GPU,CPU on the command line), or write HETERO:GPU,CPU",
             )
-        return DeviceRequest(True, parse_priorities(default_priorities, whole=text))
+        return DeviceRequest(True, parse_priorities(default_priorities, fail=_bad_priorities))
     if sep or "," in stripped:
         raise _fail(text, "a device list needs the HETERO: prefix")
     try:

@@ -226,6 +226,59 @@ class _Buffers:
     straight: _Straight | None = None
 
 
+class Results(dict):
+    """An inference's outputs, ``{name: array}`` in the model's output order; like OpenVINO's results, also
+    keyed by output port or index: ``results["y"]``, ``results[compiled.outputs[0]]``, ``results[0]``.
+
+    A plain dict otherwise (``in``, iteration and ``keys()`` see the names).
+    """
+
+    __slots__ = ("_names",)
+
+    def __missing__(self, key: Any) -> np.ndarray:
+        name = port_name(key, getattr(self, "_names", ()))
+        if name is None or name == key or not dict.__contains__(self, name):
+            raise KeyError(key)
+        return dict.__getitem__(self, name)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        """The output for ``key`` (name, port or index), or ``default``."""
+        try:
+            return self[key]
+        except (KeyError, TypeError):
+            return default
+
+    def __reduce__(self) -> Any:  # pickled as the plain dict it holds, with the names for ports and indexes
+        return (_results, (dict(self), getattr(self, "_names", ())))
+
+
+def _results(values: dict[str, Any], names: tuple[str, ...]) -> Results:
+    out = Results(values)
+    out._names = names
+    return out
+
+
+def port_name(key: Any, names: Sequence[str]) -> str | None:
+    """The tensor name ``key`` stands for: a name as it is, a port (anything with ``get_any_name``, such as
+    compiled.inputs[0]) by its name, an int as the index into ``names``; None for anything else."""
+    if isinstance(key, str):
+        return key
+    if isinstance(key, numbers.Integral) and not isinstance(key, bool):
+        return names[key] if -len(names) <= key < len(names) else None
+    get_any_name = getattr(key, "get_any_name", None)
+    if callable(get_any_name):
+        name = get_any_name()
+        return name if isinstance(name, str) else None
+    return None
+
+
+def _input_name(key: Any, names: Sequence[str]) -> str:
+    """An infer() key as an input's name: a name, a port (compiled.inputs[0]) or an input index; anything
+    else as its text, which the unknown-input check then names."""
+    name = port_name(key, names)
+    return name if name is not None else str(key)
+
+
 @dataclass(frozen=True)
 class _Straight:
     """The serving case cut to the bone: InferRequest.infer given a dict of exactly the static inputs'
@@ -254,6 +307,7 @@ def _straight(
     fed: dict[str, Any],
 ) -> _Straight:
     count = len(inputs)
+    names = tuple(name for name, _ in copies)  # every model output, in order
     ndarray = np.ndarray
     options = _RUN_OPTIONS
     wrap = _C.OrtValue.ortvalue_from_numpy
@@ -279,7 +333,8 @@ def _straight(
                 i += 1
         except Exception as exc:
             raise _BoundFailure(steps[i], exc) from None
-        results = {}
+        results = Results()
+        results._names = names
         for name, view in copies:
             results[name] = view.copy()
         return results
@@ -464,7 +519,7 @@ class InferRequest:
             for i in (*compiled.inputs, *self._overridable.values())
             if i.dtype is not None and i.dtype.hasobject
         }
-        self.results: dict[str, np.ndarray] = {}
+        self.results: dict[str, np.ndarray] = Results()
         self._profiled = any(step.compiled.profiler is not None for step in self._steps)
         self._history: list[list[tuple[int, int, float, float]]] = []
         self._latency_ms = 0.0
@@ -474,6 +529,7 @@ class InferRequest:
         self._unbound: frozenset[int] = frozenset()
         self._model_inputs = frozenset(self._inputs)
         self._output_sources = tuple(compiled.plan.output_sources.items())
+        self._output_names = tuple(name for name, _ in self._output_sources)
         self._lock = threading.Lock()
         # asynchronous state
         self._cond = threading.Condition()
@@ -573,14 +629,24 @@ class InferRequest:
             )
         return infos
 
-    def get_tensor(self, name: str) -> np.ndarray:
-        """An output of the last inference, by name."""
-        try:
-            return self.results[name]
-        except KeyError:
+    def get_tensor(self, name: Any) -> np.ndarray:
+        """An output of the last inference, by name, output port or output index."""
+        output = port_name(name, self._output_names)
+        if output is not None and output in self.results:
+            return self.results[output]
+        if output in self._inputs:
             raise InferenceError(
-                f"no output named {name!r} from the last inference; outputs are {', '.join(self.results) or 'none yet'}"
-            ) from None
+                f"{output!r} is an input: get_tensor gives the last inference's outputs "
+                f"({', '.join(self._output_names)}); inputs are what you pass to infer()"
+            )
+        if not self.results:
+            raise InferenceError(
+                f"no outputs yet: get_tensor({name!r:.60}) reads the last inference's outputs"
+            )
+        raise InferenceError(
+            f"no output {name!r:.60} from the last inference: give an output's name, port or index "
+            f"(outputs are {', '.join(self._output_names)})"
+        )
 
     # --- asynchronous inference (OpenVINO's InferRequest API) ---------------------------------------
 
@@ -919,7 +985,7 @@ class InferRequest:
         if inputs is None:
             return {}
         if isinstance(inputs, Mapping):
-            return {str(k): v for k, v in inputs.items()}
+            return {_input_name(k, names): v for k, v in inputs.items()}
         if isinstance(inputs, np.ndarray) or np.isscalar(inputs):
             if len(names) != 1:
                 raise InferenceError(
@@ -972,7 +1038,8 @@ class InferRequest:
         self, values: dict[str, Any], feeds: dict[str, np.ndarray], views: dict[str, np.ndarray]
     ) -> dict[str, np.ndarray]:
         """The model's outputs as numpy arrays the caller owns (a request's buffers, ``views``, are copied)."""
-        results = {}
+        results = Results()
+        results._names = self._output_names
         for name, source in self._output_sources:
             if source == INPUT:
                 given = feeds[name]

@@ -516,3 +516,107 @@ def test_provider_option_scalars_become_the_text_ort_takes(tmp_path):
 def test_a_hetero_key_in_a_compile_config_says_where_heteros_keys_go(value):
     with pytest.raises(hc.ConfigError, match=r"top level of this config .*not under a 'HETERO' key"):
         hc.Core().compile_model(chain_model(), "HETERO:CPU", {"HETERO": value})
+
+
+# --- get_property as OpenVINO answers it ------------------------------------------------------------------
+
+
+def test_a_key_set_in_two_spellings_has_one_value_the_last():
+    core = hc.Core()
+    core.set_property("CPU", {"PERF_COUNT": False})
+    core.set_property("CPU", {"perf_count": True})
+    core.set_property("CPU", {"PERF_COUNT": False})  # stored apart from perf_count, this lost to it
+    assert core.get_property("CPU", "PERF_COUNT") is False
+    compiled = core.compile_model(chain_model(), "CPU")
+    assert all(s.profiler is None for s in compiled.subgraphs)
+
+
+def test_named_properties_are_typed_and_hetero_perf_count_reaches_devices():
+    core = hc.Core()
+    assert core.get_property("CPU", "PERF_COUNT") is False  # 'NO' would read as true in an if
+    assert core.get_property("CPU", "INFERENCE_NUM_THREADS") == 0
+    core.set_property("CPU", {"INFERENCE_NUM_THREADS": "3", "PERF_COUNT": "yes"})
+    assert core.get_property("CPU", "INFERENCE_NUM_THREADS") == 3
+    assert core.get_property("CPU", "PERF_COUNT") is True
+    other = hc.Core()
+    other.set_property({"PERF_COUNT": True})
+    assert other.get_property("CPU", "PERF_COUNT") is True
+    assert other.get_property("HETERO", "PERF_COUNT") is True
+
+
+def test_hetero_properties_answer_their_defaults_and_refuse_unknown_keys():
+    core = hc.Core()
+    assert core.get_property("HETERO", "MULTI_DEVICE_PRIORITIES") == ""
+    assert core.get_property("HETERO", "PERFORMANCE_HINT") == "LATENCY"
+    assert core.get_property("HETERO", "PERF_COUNT") is False
+    assert core.get_property("HETERO", "FULL_DEVICE_NAME") == "HETERO"
+    for key in core.get_property("HETERO", "SUPPORTED_PROPERTIES"):
+        core.get_property("HETERO", key)  # every key it lists answers
+    core.set_property("HETERO", {"DEVICE_PROPERTIES": {"CPU": {"INFERENCE_NUM_THREADS": 2}}})
+    assert core.get_property("HETERO", "DEVICE_PROPERTIES") == {"CPU": {"INFERENCE_NUM_THREADS": 2}}
+    with pytest.raises(hc.ConfigError, match="unknown HETERO property 'NO_SUCH_KEY'"):
+        core.get_property("HETERO", "NO_SUCH_KEY")
+    assert core.configured("HETERO", "PERFORMANCE_HINT") is None
+    assert core.get_available_devices() == core.available_devices
+
+
+def test_plain_device_compile_reports_its_own_device_and_properties():
+    core = hc.Core()
+    core.set_property("HETERO", {"MULTI_DEVICE_PRIORITIES": "OPENVINO,CPU"})
+    core.set_property("OPENVINO", {"INFERENCE_NUM_THREADS": 1})
+    compiled = core.compile_model(chain_model(), "CPU")
+    assert compiled.get_property("MULTI_DEVICE_PRIORITIES") == "CPU"
+    assert compiled.get_property("DEVICE_PROPERTIES") == {}
+    assert (
+        core.compile_model(chain_model(), "HETERO").get_property("MULTI_DEVICE_PRIORITIES") == "OPENVINO,CPU"
+    )
+
+
+def test_bad_multi_device_priorities_is_blamed_not_the_device_string():
+    for value, why in (("XPU,CPU", "unknown device 'XPU'"), (" ", "the device list is empty")):
+        with pytest.raises(hc.DeviceError) as err:
+            hc.Core().compile_model(chain_model(), "HETERO", {"MULTI_DEVICE_PRIORITIES": value})
+        assert str(err.value).startswith(f"bad MULTI_DEVICE_PRIORITIES {value!r}") and why in str(err.value)
+
+
+def test_plain_device_config_names_a_misplaced_key_and_takes_dot_keys(tmp_path):
+    with pytest.raises(hc.ConfigError, match="unknown config key 'load_config' for CPU"):
+        hc.Core().compile_model(chain_model(), "CPU", {"load_config": {"CPU": {"NUM_STREAMS": "1"}}})
+    compiled = hc.Core().compile_model(
+        chain_model(), "CPU", {"HETERO_DUMP_GRAPH_DOT": "YES", "HETERO_DOT_DIR": str(tmp_path)}
+    )
+    assert len(compiled.dot_files) == 2 and all(p.parent == tmp_path for p in compiled.dot_files)
+
+
+def test_a_profiled_compile_that_fails_late_leaves_no_folder(tmp_path, monkeypatch):
+    import tempfile
+
+    from onnx import TensorProto
+    from onnx import helper as h
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    nodes = [
+        h.make_node("Relu", ["x"], ["y"], name="relu"),
+        h.make_node("Constant", [], ["c"], value=h.make_tensor("v", TensorProto.BFLOAT16, [2], [1.0, 2.0])),
+    ]
+    graph = h.make_graph(
+        nodes,
+        "g",
+        [h.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [
+            h.make_tensor_value_info("y", TensorProto.FLOAT, [2]),
+            h.make_tensor_value_info("c", TensorProto.BFLOAT16, [2]),
+        ],
+    )
+    model = h.make_model(graph, ir_version=10, opset_imports=[h.make_opsetid("", 17)])
+    with pytest.raises(hc.CompileError, match="cannot be handed over"):
+        hc.Core().compile_model(model, "CPU", {"PERF_COUNT": "YES"})
+    assert list(tmp_path.iterdir()) == []
+
+
+@needs_openvino
+def test_execution_devices_name_the_cpu_where_ort_ran_part_of_a_subgraph():
+    compiled = hc.Core().compile_model(hardmax_model(), "OPENVINO")
+    assert compiled.subgraphs[0].fallback_nodes
+    assert compiled.execution_devices == ["OPENVINO", "CPU"]
+    assert compiled.get_property("EXECUTION_DEVICES") == ["OPENVINO", "CPU"]

@@ -288,3 +288,42 @@ def test_requests_in_threads(compiled_split):
 def test_get_tensor_before_any_inference(compiled_chain):
     with pytest.raises(hc.InferenceError):
         compiled_chain.create_infer_request().get_tensor("y")
+
+
+# --- ports and indexes, as OpenVINO's API takes them --------------------------------------------------------
+
+
+def test_inputs_and_results_by_port_or_index(compiled_chain):
+    import pickle
+
+    x = seeded((2, 3))
+    want = ort_run(chain_model(), {"x": x})["y"]
+    request = compiled_chain.create_infer_request()
+    for feeds in ({compiled_chain.inputs[0]: x}, {0: x}, {-1: x}):
+        results = request.infer(feeds)
+        for key in ("y", compiled_chain.outputs[0], 0, -1):
+            np.testing.assert_array_equal(results[key], want)
+            np.testing.assert_array_equal(request.get_tensor(key), want)
+        assert list(results) == ["y"] and results.get(1) is None and results.get(["y"]) is None
+        with pytest.raises(KeyError):
+            results[1]
+        again = pickle.loads(pickle.dumps(results))
+        np.testing.assert_array_equal(again[0], want)
+
+
+def test_get_tensor_refuses_inputs_and_unknown_keys_with_a_message(compiled_chain):
+    request = compiled_chain.create_infer_request()
+    with pytest.raises(hc.InferenceError, match="no outputs yet"):
+        request.get_tensor("y")
+    request.infer({"x": seeded((2, 3))})
+    with pytest.raises(hc.InferenceError, match="'x' is an input"):
+        request.get_tensor("x")
+    for key in (["y"], 3, "z"):
+        with pytest.raises(hc.InferenceError, match="give an output's name, port or index"):
+            request.get_tensor(key)
+
+
+def test_an_input_index_out_of_range_is_named():
+    compiled = hc.Core().compile_model(two_input_model(), "HETERO:CPU")
+    with pytest.raises(hc.InferenceError, match="unknown input"):
+        compiled.create_infer_request().infer({0: seeded((2, 3)), 2: seeded((2, 3))})
