@@ -3,7 +3,8 @@
     python samples/automatic_mode.py [model.onnx]
 
 The doc's snippets with hetero_cli in place of openvino. GPU (CUDA) is skipped with a warning on a
-machine without one; HETERO:OPENVINO,CPU shows a real split (the OpenVINO EP refuses Hardmax).
+machine without one, so HETERO:GPU,OPENVINO,CPU splits between OPENVINO and CPU here (the OpenVINO EP
+refuses Hardmax).
 """
 
 import sys

@@ -1,4 +1,5 @@
-"""The engine's demo (`make demo`): split a real model across this machine's devices and check it.
+"""The engine's demo: split a real model across this machine's devices and check it (`make demo` runs
+hello_classification; this is the library-level walk-through).
 
     python samples/hetero_demo.py [model.onnx]
 
