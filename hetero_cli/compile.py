@@ -42,6 +42,7 @@ log = logging.getLogger("hetero_cli")
 HOST_EPS = frozenset({"CPUExecutionProvider", "OpenVINOExecutionProvider"})
 # ORT session config: the intra-op pool stops spinning the moment a Run returns (on again at the next Run)
 FORCE_SPINNING_STOP = "session.force_spinning_stop"
+_TRACES = itertools.count(1)  # numbers the profiled sessions' trace files apart
 
 
 @dataclass
@@ -166,13 +167,12 @@ def prepare_subgraph(
     if profiling:
         so.enable_profiling = True
 
-    created = itertools.count(1)
-
     def create() -> ort.InferenceSession:
         if profiling:
             # ORT names a trace <prefix>_<date and time to the second>.json: sessions of one subgraph made
-            # within a second (profiling restarts after every flush) need prefixes of their own
-            so.profile_file_prefix = str(profile_dir / f"{subgraph.name}_{next(created)}")
+            # within a second (profiling restarts after every flush; relax compiles it again) need
+            # prefixes of their own
+            so.profile_file_prefix = str(profile_dir / f"{subgraph.name}_{next(_TRACES)}")
         # no fallback: ORT would otherwise print to stdout and quietly retry on the CPU EP alone
         return ort.InferenceSession(data, so, providers=providers, enable_fallback=0)
 
@@ -365,6 +365,10 @@ class CompiledModel:
         self.device_name = device_name
         self.constants = constant_outputs(model, plan)
         self.dot_files: tuple[Path, ...] = ()  # .dot files the compile wrote (OPENVINO_HETERO_VISUALIZE)
+        self.profile_dir: Path | None = None  # where profiled sessions write their traces
+        # how many times relax() compiled subgraphs again: a request's steps are of one revision
+        self.revision = 0
+        self._relax_lock = threading.Lock()
         self.inputs: list[TensorInfo] = model.inputs
         self.outputs: list[TensorInfo] = model.outputs
 
@@ -416,6 +420,52 @@ class CompiledModel:
             return self._priorities()
         raise ConfigError(f"unknown compiled-model property {name!r}: use {', '.join(COMPILED_PROPERTIES)}")
 
+    def relax(self, refused: Mapping[str, tuple[int, ...] | None], revision: int) -> bool:
+        """Compile again, with those dimensions dynamic, every subgraph that passes a tensor a session
+        refused at run time: ``refused`` is {tensor: the dimensions it refused, None for the rank}.
+
+        The model said the tensor has a shape (its value_info, or onnx's shape inference, which differs
+        from ONNX Runtime's kernels in places: MaxPool with ceil_mode, ConvTranspose with SAME padding) that
+        the producing subgraph did not make; one ORT session over the whole model only warns, so a split
+        runs it too. True when the caller should take the subgraphs again (relaxed now, or by another
+        request since ``revision``); False when nothing is left to relax (the refusal stands).
+        """
+        with self._relax_lock:
+            if revision != self.revision:
+                return True
+            if self.one_session:
+                return False
+            relaxed = {}
+            for name, dims in refused.items():
+                t = _dynamic(name, self.model.value_type(name), dims)
+                if t is not None:
+                    relaxed[name] = t
+            if not relaxed:
+                return False
+            for name, t in relaxed.items():
+                self.model.correct_type(name, t)
+            log.warning(
+                "ONNX Runtime computes %s with another shape than the model declares (its value_info, or "
+                "onnx's shape inference): the subgraphs that pass it are compiled again, %s dynamic",
+                ", ".join(relaxed),
+                "; ".join(
+                    f"{name}: {'its rank' if dims is None else 'dimension(s) ' + ', '.join(map(str, dims))}"
+                    for name, dims in refused.items()
+                    if name in relaxed
+                ),
+            )
+            shared = len(self.subgraphs) > 1
+            self.subgraphs[:] = [
+                prepare_subgraph(
+                    self.model, c.subgraph, c.target, self.config, self.profile_dir, None, shared=shared
+                )()
+                if relaxed.keys() & {*c.inputs, *c.outputs}
+                else c
+                for c in self.subgraphs
+            ]
+            self.revision += 1
+            return True
+
     def _priorities(self) -> str:
         """The devices this compile chose from: HETERO's priorities, or the one device it was given."""
         head, _, rest = self.device_name.partition(":")
@@ -425,6 +475,24 @@ class CompiledModel:
 
     def __repr__(self) -> str:
         return f"<CompiledModel {self.model.name} on {self.device_name}: {len(self.subgraphs)} subgraph(s)>"
+
+
+def _dynamic(name: str, t: onnx.TypeProto | None, dims: tuple[int, ...] | None) -> onnx.TypeProto | None:
+    """Tensor ``name``'s type ``t`` with dimensions ``dims`` made symbolic (a name of their own each; ``dims``
+    None: with no shape at all), or None where they already are (nothing to relax)."""
+    if t is None or t.WhichOneof("value") != "tensor_type" or not t.tensor_type.HasField("shape"):
+        return None
+    out = onnx.TypeProto()
+    out.CopyFrom(t)
+    if dims is None:
+        out.tensor_type.ClearField("shape")
+        return out
+    shape = out.tensor_type.shape.dim
+    fixed = [i for i in dims if 0 <= i < len(shape) and shape[i].HasField("dim_value")]
+    for i in fixed:
+        shape[i].Clear()
+        shape[i].dim_param = f"{name}_dim{i}"
+    return out if fixed else None
 
 
 def compile_plan(
@@ -491,6 +559,7 @@ def compile_plan(
                 for c in compiled
             ]
         result = CompiledModel(model, plan, compiled, config, device_name)  # constant outputs may fail
+        result.profile_dir = profile_dir
     except BaseException:
         if profile_dir is not None:
             shutil.rmtree(profile_dir, ignore_errors=True)

@@ -20,9 +20,10 @@ import functools
 import logging
 import math
 import numbers
+import re
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -473,6 +474,29 @@ class _Run:
     completed: bool = False
 
 
+_REFUSED_DIMS = re.compile(r"index: (\d+) Got: \d+ Expected: \d+")
+
+
+def _refused_inputs(step: _Step, exc: BaseException, given: Set[str]) -> dict[str, tuple[int, ...] | None]:
+    """{tensor: the dimensions ORT refused (None: its rank)} for the tensors from earlier subgraphs whose
+    shape ``step``'s session refused (the model declared another); empty for any other failure. ``given``:
+    what the caller feeds (checked before the run)."""
+    text = str(exc)
+    if "for input: " not in text:
+        return {}
+    refused: dict[str, tuple[int, ...] | None] = {}
+    for name in step.inputs:
+        if name in given:
+            continue
+        head = f"Got invalid dimensions for input: {name} for the following indices"
+        if head in text:
+            listed = text.split(head, 1)[1].split("Please fix", 1)[0]
+            refused[name] = tuple(int(i) for i in _REFUSED_DIMS.findall(listed))
+        elif f"Invalid rank for input: {name} Got: " in text:
+            refused[name] = None
+    return refused
+
+
 def _failure(step: _Step, exc: BaseException) -> InferenceError:
     return InferenceError(f"{step.compiled.where} failed: {failure_reason(exc)}")
 
@@ -490,6 +514,7 @@ class InferRequest:
 
     def __init__(self, compiled: CompiledModel):
         self.compiled = compiled
+        self._revision = compiled.revision
         self._steps = _steps(compiled)
         self._inputs = {i.name: i for i in compiled.inputs}
         # what a value fed for an overridable initializer must be: the initializer's own type and shape
@@ -933,6 +958,8 @@ class InferRequest:
                         (step.compiled.index, threading.get_native_id(), start / 1e3, time.time_ns() / 1e3)
                     )
             except Exception as exc:
+                if _refused_inputs(step, exc, self._model_inputs | self._overridable.keys()):
+                    raise _BoundFailure(step, exc) from None  # _recheck compiles it again
                 raise _failure(step, exc) from None
             values.update(zip(step.outputs, produced, strict=True))
         for t in step.release:
@@ -946,7 +973,15 @@ class InferRequest:
         try:
             _run(step, step.compiled.session, {t: values[t] for t in step.inputs})
         except Exception as exc:
-            raise _failure(step, exc) from None
+            refused = _refused_inputs(step, exc, self._model_inputs | self._overridable.keys())
+            if not refused or not self.compiled.relax(refused, self._revision):
+                raise _failure(step, exc) from None
+            with self._lock:  # the subgraphs as compiled again: the caller starts over on them
+                self._revision = self.compiled.revision
+                self._steps = _steps(self.compiled)
+                self._generation += 1
+                self._pool.clear()
+            return
         with self._lock:
             self._unbound = self._unbound | {step.position}
             self._generation += 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
 import pytest
 from helpers import assert_same, cpu_split, make_model, needs_openvino, ort_run, seeded, vi
 from onnx import TensorProto
@@ -120,3 +121,95 @@ def test_a_lying_value_info_between_openvino_and_cpu(caplog):
     assert "contradicts" in caplog.text
     x = seeded((2, 3)) - 0.5
     assert_same(compiled({"x": x}), ort_run(proto, {"x": x}), exact=False)
+
+
+# --- a shape only the run shows wrong: the sessions that pass the tensor are compiled again ---------------
+
+
+def reshape_neg(declared=None, shape_input: bool = False):
+    """x [N,6] -> Reshape to [-1,3] -> b -> Neg -> y; ``declared``: b's value_info (a traced export's [2,3]
+    is right for N=1 only). With ``shape_input``, the target shape is an input (b's rank unknown)."""
+    shape = [h.make_tensor("s", TensorProto.INT64, [2], [-1, 3])] if not shape_input else []
+    nodes = [
+        h.make_node("Reshape", ["x", "s"], ["b"], name="reshape"),
+        h.make_node("Neg", ["b"], ["y"], name="neg"),
+    ]
+    inputs = [vi("x", ["N", 6])] + ([vi("s", [None], TensorProto.INT64)] if shape_input else [])
+    proto = make_model(nodes, inputs, [vi("y", None)], shape)
+    if declared is not None:
+        proto.graph.value_info.append(declared)
+    return proto
+
+
+def test_a_value_info_true_only_for_one_batch_is_relaxed_when_the_run_shows_it(caplog):
+    """Nothing at compile time contradicts b [2,3] (ORT infers b [?,3]); the second subgraph refuses b of
+    N=2. ORT runs the model whole (it warns), so the split compiles its sessions again with b's first
+    dimension dynamic, and gives the same results for every batch after that."""
+    proto = reshape_neg(vi("b", [2, 3]))
+    compiled = cpu_split(proto)
+    request = compiled.create_infer_request()
+    other = compiled.create_infer_request()  # made before the sessions were compiled again
+    x1 = seeded((1, 6))
+    assert_same(request.infer({"x": x1}), ort_run(proto, {"x": x1}))
+    with caplog.at_level(logging.WARNING, logger="hetero_cli"):
+        for n in (2, 3, 1):
+            x = seeded((n, 6), seed=n)
+            assert_same(request.infer({"x": x}), ort_run(proto, {"x": x}))
+            assert_same(other.infer({"x": x}), ort_run(proto, {"x": x}))
+    assert caplog.text.count("compiled again") == 1 and "b: dimension(s) 0 dynamic" in caplog.text
+    assert compiled.revision == 1
+
+
+def test_a_wrong_rank_shown_by_the_run_is_relaxed_too():
+    proto = reshape_neg(vi("b", [2, 3]), shape_input=True)
+    compiled = cpu_split(proto)
+    x, s = seeded((2, 6)), np.array([2, 2, 3], np.int64)
+    assert_same(compiled({"x": x, "s": s}), ort_run(proto, {"x": x, "s": s}))
+
+
+def test_a_relaxed_split_runs_asynchronously():
+    proto = reshape_neg(vi("b", [2, 3]))
+    compiled = cpu_split(proto)
+    xs = [seeded((n, 6), seed=n) for n in (1, 2, 4, 2)]
+    got = {}
+    queue = hc.AsyncInferQueue(compiled, 2)
+    queue.set_callback(lambda request, i: got.__setitem__(i, dict(request.results)))
+    for i, x in enumerate(xs):
+        queue.start_async({"x": x}, i)
+    queue.wait_all()
+    for i, x in enumerate(xs):
+        assert_same(got[i], ort_run(proto, {"x": x}))
+
+
+def test_onnx_shape_inference_that_differs_from_ort_kernels_is_relaxed():
+    """MaxPool with ceil_mode=1, kernel 1, stride 3 over 3 values: onnx infers 2 outputs, ORT's kernel (as
+    PyTorch) makes 1; a cut right after it ran into the consumer's refusal."""
+    nodes = [
+        h.make_node("MaxPool", ["x"], ["p"], name="pool", kernel_shape=[1], strides=[3], ceil_mode=1),
+        h.make_node("Relu", ["p"], ["y"], name="relu"),
+    ]
+    proto = make_model(nodes, [vi("x", [1, 1, 3])], [vi("y", None)])
+    x = seeded((1, 1, 3))
+    assert_same(cpu_split(proto)({"x": x}), ort_run(proto, {"x": x}))
+
+
+def test_a_refused_model_input_is_not_relaxed_but_named():
+    proto = reshape_neg()
+    compiled = cpu_split(proto)
+    with pytest.raises(hc.InferenceError, match="'x'"):
+        compiled({"x": seeded((2, 5))})
+    assert compiled.revision == 0
+
+
+@needs_openvino
+def test_a_relaxed_openvino_subgraph_profiled():
+    proto = reshape_neg(vi("b", [2, 3]))
+    model = hc.Core().read_model(proto)
+    model.set_affinities({"reshape": "CPU", "neg": "OPENVINO"})
+    compiled = hc.Core().compile_model(model, "HETERO:OPENVINO,CPU", {"PERF_COUNT": "YES"})
+    request = compiled.create_infer_request()
+    for n in (1, 4):
+        x = seeded((n, 6), seed=n)
+        assert_same(request.infer({"x": x}), ort_run(proto, {"x": x}), exact=False)
+    assert compiled.revision == 1 and all(s.profiler is not None for s in compiled.subgraphs)
+    assert {i.exec_type for i in request.get_profiling_info()} >= {"OpenVINOExecutionProvider"}
