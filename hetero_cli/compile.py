@@ -26,8 +26,8 @@ from onnx import helper, numpy_helper
 from . import registry
 from ._ort import assignment, failure_reason, ort, record_assignment, refused_model, session_options
 from .config import LATENCY, SplitConfig
-from .errors import CompileError, ConfigError
-from .export import extract, fed_initializers, subgraph_model
+from .errors import CompileError, ConfigError, ModelError
+from .export import arg_type, extract, fed_initializers, subgraph_model
 from .model import Model, TensorInfo, shape_text, type_shape
 from .partition import CONSTANT, INPUT, Plan, Subgraph
 from .profiling import SessionProfile
@@ -420,24 +420,27 @@ class CompiledModel:
             return self._priorities()
         raise ConfigError(f"unknown compiled-model property {name!r}: use {', '.join(COMPILED_PROPERTIES)}")
 
-    def relax(self, refused: Mapping[str, tuple[int, ...] | None], revision: int) -> bool:
-        """Compile again, with those dimensions dynamic, every subgraph that passes a tensor a session
-        refused at run time: ``refused`` is {tensor: the dimensions it refused, None for the rank}.
+    def relax(self, refused: Mapping[str, tuple[int, ...] | None], failed: CompiledSubgraph) -> bool:
+        """Compile again, with those dimensions dynamic, every subgraph that passes a tensor subgraph
+        ``failed`` refused at run time: ``refused`` is {tensor: the dimensions it refused, None for the
+        rank}.
 
         The model said the tensor has a shape (its value_info, or onnx's shape inference, which differs
         from ONNX Runtime's kernels in places: MaxPool with ceil_mode, ConvTranspose with SAME padding) that
         the producing subgraph did not make; one ORT session over the whole model only warns, so a split
-        runs it too. True when the caller should take the subgraphs again (relaxed now, or by another
-        request since ``revision``); False when nothing is left to relax (the refusal stands).
+        runs it too. True when the caller should take the subgraphs again (relaxed now, or ``failed`` was
+        compiled again already, for another request); False when nothing is left to relax (the refusal
+        stands). What is relaxed is the type ``failed``'s session declares, whatever gave it.
         """
         with self._relax_lock:
-            if revision != self.revision:
-                return True
             if self.one_session:
                 return False
+            if all(c is not failed for c in self.subgraphs):
+                return True
+            declared = {arg.name: arg_type(arg) for arg in failed.session.get_inputs()}
             relaxed = {}
             for name, dims in refused.items():
-                t = _dynamic(name, self.model.value_type(name), dims)
+                t = _dynamic(name, declared.get(name), dims)
                 if t is not None:
                     relaxed[name] = t
             if not relaxed:
@@ -526,28 +529,41 @@ def compile_plan(
     probe = kept.get(plan.subgraphs[0].device) if len(plan.subgraphs) == 1 else None
     shared = len(plan.subgraphs) > 1
     try:
-        compiled = _in_parallel(
-            [
-                functools.partial(
-                    prepare_subgraph, model, s, devices[s.device], config, profile_dir, probe, shared=shared
+        for attempt in itertools.count():
+            try:
+                compiled = _in_parallel(
+                    [
+                        functools.partial(
+                            prepare_subgraph,
+                            model,
+                            s,
+                            devices[s.device],
+                            config,
+                            profile_dir,
+                            probe,
+                            shared=shared,
+                        )
+                        for s in plan.subgraphs
+                    ]
                 )
-                for s in plan.subgraphs
-            ]
-        )
+                break
+            except (CompileError, ModelError):
+                # a value_info that contradicts the graph, declared for a subgraph's input, can make its
+                # session fail to load (MatMul's shape inference refuses it); ORT's one session of the
+                # model goes by what it infers. Inferred without the value_info, once more.
+                astray = _led_astray(model, plan, {}) if attempt < len(plan.subgraphs) else {}
+                if not astray:
+                    raise
+                _warn_corrected(model, astray)
+                for name, value_type in astray.items():
+                    model.correct_type(name, value_type)
         # a correction can reveal the next one (a consumer's own output, declared wrong too, inferred again)
         for _ in range(len(plan.subgraphs)):
             contradicted = _contradicted_types(model, plan, compiled)
             if not contradicted:
                 break
             contradicted.update(_led_astray(model, plan, contradicted))
-            log.warning(
-                "the model's value_info contradicts what ONNX Runtime infers for %s: using ONNX Runtime's "
-                "shapes at these subgraph boundaries (fix or drop that value_info)",
-                ", ".join(
-                    f"{name} ({shape_text(type_shape(model.value_type(name)))} declared, {shape_text(type_shape(t))} inferred)"
-                    for name, t in contradicted.items()
-                ),
-            )
+            _warn_corrected(model, contradicted)
             for name, value_type in contradicted.items():
                 model.correct_type(name, value_type)
             compiled = [
@@ -658,6 +674,17 @@ def _one_session(
         len(subgraphs),
     )
     return CompiledModel(model, plan, subgraphs, config, device_name, runs=runs)
+
+
+def _warn_corrected(model: Model, types: Mapping[str, onnx.TypeProto]) -> None:
+    log.warning(
+        "the model's value_info contradicts what ONNX Runtime infers for %s: using ONNX Runtime's "
+        "shapes at these subgraph boundaries (fix or drop that value_info)",
+        ", ".join(
+            f"{name} ({shape_text(type_shape(model.value_type(name)))} declared, {shape_text(type_shape(t))} inferred)"
+            for name, t in types.items()
+        ),
+    )
 
 
 def _led_astray(model: Model, plan: Plan, found: Mapping[str, onnx.TypeProto]) -> dict[str, onnx.TypeProto]:

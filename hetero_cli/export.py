@@ -7,6 +7,7 @@ and node metadata; nodes are named by their friendly names so ORT's placement re
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import onnx
 from onnx import helper
@@ -153,15 +154,24 @@ def ort_types(model: Model, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
         ) from None
     out = {}
     for arg in sess.get_outputs():
-        elem = _ort_elem_type(arg.type)
-        if elem is None:
+        t = arg_type(arg)
+        if t is None:
             raise ModelError(
                 f"tensor {arg.name!r} has type {arg.type}, which cannot cross a subgraph boundary"
             )
-        # ORT reports [] both for a scalar and for an unknown shape: only a non-empty list says anything.
-        shape = [d if isinstance(d, int) else (d or None) for d in arg.shape] if arg.shape else None
-        out[arg.name] = helper.make_tensor_type_proto(elem, shape)
+        out[arg.name] = t
     return out
+
+
+def arg_type(arg: Any) -> onnx.TypeProto | None:
+    """The tensor type an ORT session reports for one of its inputs or outputs (a NodeArg); None where it
+    is no tensor. ORT reports [] both for a scalar and for an unknown shape: only a non-empty list says
+    anything."""
+    elem = _ort_elem_type(arg.type)
+    if elem is None:
+        return None
+    shape = [d if isinstance(d, int) else (d or None) for d in arg.shape] if arg.shape else None
+    return helper.make_tensor_type_proto(elem, shape)
 
 
 def _typing_session(probe: onnx.ModelProto, names: Sequence[str], model: Model) -> ort.InferenceSession:

@@ -68,6 +68,8 @@ _ELEMENT_BYTES = {e: np.dtype(helper.tensor_dtype_to_np_dtype(e)).itemsize for e
 COPIED_OUTPUT_BYTES = 64 * 1024
 
 Shape = tuple[int, ...]
+# a profiled subgraph run: the subgraph (as compiled then), the thread, its start and end (microseconds)
+_Window = tuple[CompiledSubgraph, int, float, float]
 
 
 @dataclass(frozen=True)
@@ -248,6 +250,10 @@ class Results(dict):
             return self[key]
         except (KeyError, TypeError):
             return default
+
+    def copy(self) -> Results:
+        """A shallow copy, keyed by port and index too."""
+        return _results(dict(self), getattr(self, "_names", ()))
 
     def __reduce__(self) -> Any:  # pickled as the plain dict it holds, with the names for ports and indexes
         return (_results, (dict(self), getattr(self, "_names", ())))
@@ -469,9 +475,23 @@ class _Run:
     position: int = 0
     buffers: _Buffers | None = None
     values: dict[str, Any] = field(default_factory=dict)
-    windows: list[tuple[int, int, float, float]] = field(default_factory=list)
+    windows: list[_Window] = field(default_factory=list)
     queued: bool = False  # its first stage is on a lane: the lanes complete it from now on
     completed: bool = False
+
+
+def _step_feeds(step: _Step, values: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``step``'s session is fed, unbound: its inputs, the overridable initializers it takes (the
+    caller's value, else the stored one), as OrtValues where it reads what a plain step made."""
+    feeds = {t: values[t] for t in step.inputs}
+    for t in step.overridable:
+        if t in values:
+            feeds[t] = values[t]
+        elif t in step.defaults:
+            feeds[t] = step.defaults[t]
+    if step.reads_plain:
+        feeds = {t: _ort_value(v) for t, v in feeds.items()}
+    return feeds
 
 
 _REFUSED_DIMS = re.compile(r"index: (\d+) Got: \d+ Expected: \d+")
@@ -514,7 +534,6 @@ class InferRequest:
 
     def __init__(self, compiled: CompiledModel):
         self.compiled = compiled
-        self._revision = compiled.revision
         self._steps = _steps(compiled)
         self._inputs = {i.name: i for i in compiled.inputs}
         # what a value fed for an overridable initializer must be: the initializer's own type and shape
@@ -546,7 +565,7 @@ class InferRequest:
         }
         self.results: dict[str, np.ndarray] = Results()
         self._profiled = any(step.compiled.profiler is not None for step in self._steps)
-        self._history: list[list[tuple[int, int, float, float]]] = []
+        self._history: list[list[_Window]] = []
         self._latency_ms = 0.0
         # linked tensors: free buffer sets (one per inference running at once), rebuilt when `unbound` grows
         self._pool: list[_Buffers] = []
@@ -601,7 +620,7 @@ class InferRequest:
         exact = self._exact_feeds(inputs)
         # the caller's own dict serves: nothing here keeps it past this call
         feeds = exact if exact is not None else self._check(self._as_dict(inputs))
-        windows: list[tuple[int, int, float, float]] = []
+        windows: list[_Window] = []
         while True:
             buffers = self._take()
             values: dict[str, Any] | None = None
@@ -615,6 +634,7 @@ class InferRequest:
                     results = self._collect(values, feeds, buffers.views)
             except _BoundFailure as failure:
                 self._recheck(failure, self._values(feeds, buffers) if values is None else values)
+                windows.clear()  # the counters are the run that completes
                 continue  # with fresh buffers, the failed subgraph's outputs made per inference
             self._give(buffers)
             break
@@ -635,11 +655,9 @@ class InferRequest:
         """Counters of every inference this request ran while profiling, oldest first (for averages)."""
         return [self._counters(windows) for windows in self._history]
 
-    def _counters(self, windows: list[tuple[int, int, float, float]]) -> list[ProfilingInfo]:
+    def _counters(self, windows: list[_Window]) -> list[ProfilingInfo]:
         infos: list[ProfilingInfo] = []
-        by_index = {s.index: s for s in self.compiled.subgraphs}
-        for index, tid, start, end in windows:
-            sub = by_index[index]
+        for sub, tid, start, end in windows:
             if sub.profiler is None:
                 continue
             sub.profiler.flush()
@@ -659,14 +677,14 @@ class InferRequest:
         output = port_name(name, self._output_names)
         if output is not None and output in self.results:
             return self.results[output]
+        if not self.results:
+            raise InferenceError(
+                f"no outputs yet: get_tensor({name!r:.60}) reads the last inference's outputs"
+            )
         if output in self._inputs:
             raise InferenceError(
                 f"{output!r} is an input: get_tensor gives the last inference's outputs "
                 f"({', '.join(self._output_names)}); inputs are what you pass to infer()"
-            )
-        if not self.results:
-            raise InferenceError(
-                f"no outputs yet: get_tensor({name!r:.60}) reads the last inference's outputs"
             )
         raise InferenceError(
             f"no output {name!r:.60} from the last inference: give an output's name, port or index "
@@ -930,20 +948,13 @@ class InferRequest:
         step: _Step,
         values: dict[str, Any],
         buffers: _Buffers,
-        windows: list[tuple[int, int, float, float]],
+        windows: list[_Window],
     ) -> None:
         binding = buffers.bindings[step.position]
         if binding is not None:
             _run_bound(binding, step, values)
         else:
-            step_feeds = {t: values[t] for t in step.inputs}
-            for t in step.overridable:
-                if t in values:
-                    step_feeds[t] = values[t]
-                elif t in step.defaults:
-                    step_feeds[t] = step.defaults[t]
-            if step.reads_plain:
-                step_feeds = {t: _ort_value(v) for t, v in step_feeds.items()}
+            step_feeds = _step_feeds(step, values)
             try:
                 if step.compiled.profiler is None:
                     produced = _run(step, step.compiled.session, step_feeds)
@@ -955,7 +966,7 @@ class InferRequest:
                     finally:
                         step.compiled.profiler.after_run(session)
                     windows.append(
-                        (step.compiled.index, threading.get_native_id(), start / 1e3, time.time_ns() / 1e3)
+                        (step.compiled, threading.get_native_id(), start / 1e3, time.time_ns() / 1e3)
                     )
             except Exception as exc:
                 if _refused_inputs(step, exc, self._model_inputs | self._overridable.keys()):
@@ -971,13 +982,12 @@ class InferRequest:
         inference (the caller starts over with fresh buffers)."""
         step = failure.step
         try:
-            _run(step, step.compiled.session, {t: values[t] for t in step.inputs})
+            _run(step, step.compiled.session, _step_feeds(step, values))
         except Exception as exc:
             refused = _refused_inputs(step, exc, self._model_inputs | self._overridable.keys())
-            if not refused or not self.compiled.relax(refused, self._revision):
+            if not refused or not self.compiled.relax(refused, step.compiled):
                 raise _failure(step, exc) from None
             with self._lock:  # the subgraphs as compiled again: the caller starts over on them
-                self._revision = self.compiled.revision
                 self._steps = _steps(self.compiled)
                 self._generation += 1
                 self._pool.clear()
@@ -1020,7 +1030,13 @@ class InferRequest:
         if inputs is None:
             return {}
         if isinstance(inputs, Mapping):
-            return {_input_name(k, names): v for k, v in inputs.items()}
+            given: dict[str, Any] = {}
+            for key, value in inputs.items():
+                name = _input_name(key, names)
+                if name in given:
+                    raise InferenceError(f"input {name!r} given twice (by name, port or index): give it once")
+                given[name] = value
+            return given
         if isinstance(inputs, np.ndarray) or np.isscalar(inputs):
             if len(names) != 1:
                 raise InferenceError(

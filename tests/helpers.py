@@ -170,10 +170,10 @@ def seeded(shape, dtype=np.float32, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
 
 
-def cpu_split(proto, devices: Sequence[str] | None = None):
+def cpu_split(proto, devices: Sequence[str] | None = None, config=None):
     """``proto`` (a ModelProto or a hetero_cli Model) compiled with node i on made-up device
     ``devices[i]`` (default: alternating A, B), each of them the CPU EP: a split into several CPU
-    subgraphs, bit-exact against one ORT session."""
+    subgraphs, bit-exact against one ORT session. ``config``: a SplitConfig (default: none)."""
     from hetero_cli import registry
     from hetero_cli.compile import compile_plan
     from hetero_cli.config import SplitConfig
@@ -185,7 +185,7 @@ def cpu_split(proto, devices: Sequence[str] | None = None):
     devices = list(devices or ["AB"[i % 2] for i in range(len(ops))])
     plan = partition(model, dict(zip(ops, devices, strict=True)))
     cpu = registry.lookup("CPU")
-    return compile_plan(model, plan, {d: cpu for d in set(devices)}, SplitConfig(), "HETERO:CPU")
+    return compile_plan(model, plan, {d: cpu for d in set(devices)}, config or SplitConfig(), "HETERO:CPU")
 
 
 def run_threads(work: Callable[[int], None], count: int, timeout_s: float = 120) -> None:

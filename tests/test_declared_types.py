@@ -213,3 +213,80 @@ def test_a_relaxed_openvino_subgraph_profiled():
         assert_same(request.infer({"x": x}), ort_run(proto, {"x": x}), exact=False)
     assert compiled.revision == 1 and all(s.profiler is not None for s in compiled.subgraphs)
     assert {i.exec_type for i in request.get_profiling_info()} >= {"OpenVINOExecutionProvider"}
+
+
+def test_a_second_compile_of_the_same_model_relaxes_its_own_sessions():
+    """The first relax corrects the Model's type for b; the second compiled model's sessions still declare
+    b [2,3] and must be compiled again too (it once found nothing left to relax and failed)."""
+    model = hc.Core().read_model(reshape_neg(vi("b", [2, 3])))
+    first, second = cpu_split(model), cpu_split(model)
+    x = seeded((2, 6))
+    want = ort_run(reshape_neg(vi("b", [2, 3])), {"x": x})
+    assert_same(first({"x": x}), want)
+    stale = second.subgraphs[1]
+    assert_same(second({"x": x}), want)
+    assert first.revision == second.revision == 1
+    assert second.relax({"b": (0,)}, stale)  # compiled again already: the caller takes the new sessions
+
+
+def test_a_type_only_onnx_runtime_infers_is_relaxed_too():
+    """g comes out of com.microsoft Gelu (onnx infers nothing for it): its boundary type is ORT's, which
+    the lie on b reached; relax reads the type the session declares, whatever gave it."""
+    shape = [h.make_tensor("s", TensorProto.INT64, [2], [-1, 3])]
+    nodes = [
+        h.make_node("Reshape", ["x", "s"], ["b"], name="reshape"),
+        h.make_node("Gelu", ["b"], ["g"], name="gelu", domain="com.microsoft"),
+        h.make_node("Neg", ["g"], ["y"], name="neg"),
+    ]
+    proto = make_model(
+        nodes, [vi("x", ["N", 6])], [vi("y", None)], shape, opsets={"": 17, "com.microsoft": 1}
+    )
+    proto.graph.value_info.append(vi("b", [2, 3]))
+    compiled = cpu_split(proto, ["A", "A", "B"])
+    for n in (1, 3):
+        x = seeded((n, 6), seed=n)
+        assert_same(compiled({"x": x}), ort_run(proto, {"x": x}))
+
+
+def test_a_boundary_after_a_string_step_is_relaxed():
+    shape = [h.make_tensor("s", TensorProto.INT64, [2], [-1, 3])]
+    nodes = [
+        h.make_node("Reshape", ["x", "s"], ["b"], name="reshape"),
+        h.make_node("Cast", ["x"], ["text"], name="cast", to=TensorProto.STRING),
+        h.make_node("Neg", ["b"], ["y"], name="neg"),
+    ]
+    outputs = [vi("y", None), vi("text", None, TensorProto.STRING)]
+    proto = make_model(nodes, [vi("x", ["N", 6])], outputs, shape, value_info=[vi("b", [2, 3])])
+    compiled = cpu_split(proto, ["A", "A", "B"])
+    x = seeded((2, 6))
+    got, want = compiled({"x": x}), ort_run(proto, {"x": x})
+    assert_same({"y": got["y"]}, {"y": want["y"]}) and list(got["text"].flat) == list(want["text"].flat)
+
+
+def test_a_value_info_lie_that_keeps_a_session_from_loading_is_corrected(caplog):
+    """a declared [2,5] where Relu gives [2,2]: MatMul's shape inference refuses the consumer's input as
+    declared (ORT's one session of the model only warns)."""
+    nodes = [
+        h.make_node("Relu", ["x"], ["a"], name="relu"),
+        h.make_node("MatMul", ["a", "w"], ["y"], name="mm"),
+    ]
+    w = [h.make_tensor("w", TensorProto.FLOAT, [2, 3], [0.5] * 6)]
+    proto = make_model(nodes, [vi("x", [2, 2])], [vi("y", None)], w, value_info=[vi("a", [2, 5])])
+    with caplog.at_level(logging.WARNING, logger="hetero_cli"):
+        compiled = cpu_split(proto)
+    assert "a ([2,5] declared, [2,2] inferred)" in caplog.text
+    x = seeded((2, 2))
+    assert_same(compiled({"x": x}), ort_run(proto, {"x": x}))
+
+
+def test_profiling_counts_the_run_that_completed_and_keeps_earlier_ones():
+    from hetero_cli.config import SplitConfig
+
+    proto = reshape_neg(vi("b", [2, 3]))
+    compiled = cpu_split(proto, config=SplitConfig(hetero={"PERF_COUNT": True}))
+    request = compiled.create_infer_request()
+    request.infer({"x": seeded((1, 6))})
+    request.infer({"x": seeded((3, 6))})  # relaxed on the way
+    names = [i.node_name for i in request.get_profiling_info() if not i.node_name.startswith("out_")]
+    assert sorted(names) == ["neg", "reshape"]
+    assert [len(h) for h in request.get_profiling_history()] == [3, 3]

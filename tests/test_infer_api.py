@@ -327,3 +327,22 @@ def test_an_input_index_out_of_range_is_named():
     compiled = hc.Core().compile_model(two_input_model(), "HETERO:CPU")
     with pytest.raises(hc.InferenceError, match="unknown input"):
         compiled.create_infer_request().infer({0: seeded((2, 3)), 2: seeded((2, 3))})
+
+
+def test_an_input_given_twice_is_refused_and_copies_keep_ports(compiled_chain):
+    x = seeded((2, 3))
+    with pytest.raises(hc.InferenceError, match="'x' given twice"):
+        compiled_chain.create_infer_request().infer({"x": x, 0: x})
+    results = compiled_chain({"x": x})
+    np.testing.assert_array_equal(results.copy()[0], results["y"])
+
+
+def test_get_tensor_of_an_input_that_is_also_an_output():
+    compiled = hc.Core().compile_model(passthrough_model(), "HETERO:CPU")
+    request = compiled.create_infer_request()
+    with pytest.raises(hc.InferenceError, match="no outputs yet"):
+        request.get_tensor(1)
+    names = [o.name for o in compiled.outputs]
+    request.infer({i.name: seeded(i.shape) for i in compiled.inputs})
+    for key in names:
+        request.get_tensor(key)
