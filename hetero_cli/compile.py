@@ -619,6 +619,12 @@ def whole_plan_probe(
     placed = assignment(probe.session)
     if {ep for ep, _ in placed} - {device.ep, cpu.ep}:
         return None
+    passed = plan.passed_tensors()
+    if model.declares_fixed_dims(passed) and _led_astray(model, plan, {}):
+        # a value_info that inference without it does not bear out, on a tensor between the EP's part and
+        # the CPU EP's: the OpenVINO EP returns the declared shape there, silently (a batch cut to the
+        # declared size); sessions of their own are relaxed when a run shows it
+        return None
     # every node of the model the session ran, on the plan's device for it. Nodes ORT fused away (missing
     # from its record) run inside what they were fused into; a fusion's own name on the EP is the EP's
     # business, but one on the CPU EP may hold nodes the plan gives the EP: not the plan, then.

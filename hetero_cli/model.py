@@ -530,6 +530,18 @@ class Model:
             return {}
         return {vi.name: vi.type for vi in result.graph.value_info}
 
+    def declares_fixed_dims(self, names: Iterable[str]) -> bool:
+        """Whether the model's own value_info or graph outputs give one of ``names`` a fixed dimension
+        (computes nothing: a quick test before types_without_value_info)."""
+        wanted = set(names)
+        graph = self._proto.graph
+        for vi in (*graph.output, *graph.value_info):
+            if vi.name not in wanted or not vi.type.HasField("tensor_type"):
+                continue
+            if any(d.HasField("dim_value") and d.dim_value >= 0 for d in vi.type.tensor_type.shape.dim):
+                return True
+        return False
+
     def correct_type(self, name: str, value_type: onnx.TypeProto) -> None:
         """Use ``value_type`` for tensor ``name`` from now on: where ONNX Runtime found that the model's
         value_info contradicts what the tensor really is (ORT itself goes by what it infers)."""

@@ -290,3 +290,26 @@ def test_profiling_counts_the_run_that_completed_and_keeps_earlier_ones():
     names = [i.node_name for i in request.get_profiling_info() if not i.node_name.startswith("out_")]
     assert sorted(names) == ["neg", "reshape"]
     assert [len(h) for h in request.get_profiling_history()] == [3, 3]
+
+
+@needs_openvino
+def test_a_value_info_lie_between_openvino_and_cpu_keeps_latency_from_one_session():
+    """In ORT's one session of [OpenVINO, CPU], the OpenVINO EP hands r over in its declared shape [2,3]:
+    a batch of 2 comes back cut to 2 rows, silently (plain ORT does the same). LATENCY's one session is
+    that session, so such a value_info gives a session per subgraph, which relax corrects."""
+    shape = [h.make_tensor("s", TensorProto.INT64, [2], [-1, 3])]
+    nodes = [
+        h.make_node("Reshape", ["x", "s"], ["b"], name="reshape"),
+        h.make_node("Relu", ["b"], ["r"], name="relu"),
+        h.make_node("Hardmax", ["r"], ["hm"], name="hardmax", axis=1),
+        h.make_node("Mul", ["hm", "r"], ["m"], name="mul"),
+        h.make_node("Sigmoid", ["m"], ["y"], name="sig"),
+    ]
+    lies = [vi(t, [2, 3]) for t in ("b", "r", "hm", "m")]
+    proto = make_model(nodes, [vi("x", ["N", 6])], [vi("y", None)], shape, value_info=lies)
+    compiled = hc.Core().compile_model(proto, "HETERO:OPENVINO,CPU")
+    assert [s.device for s in compiled.subgraphs] == ["OPENVINO", "CPU", "OPENVINO"]
+    assert not compiled.one_session
+    for n in (1, 2):
+        x = seeded((n, 6), seed=n)
+        assert_same(compiled({"x": x}), ort_run(proto, {"x": x}), exact=False)
