@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import threading
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +26,7 @@ from onnx import helper, numpy_helper
 from . import registry
 from ._ort import assignment, failure_reason, ort, record_assignment, refused_model, session_options
 from .config import LATENCY, SplitConfig
-from .errors import CompileError, ConfigError, ModelError
+from .errors import CompileError, ConfigError, HeteroError, ModelError
 from .export import arg_type, extract, fed_initializers, subgraph_model
 from .model import Model, TensorInfo, shape_text, type_shape
 from .partition import CONSTANT, INPUT, Plan, Subgraph
@@ -445,6 +445,7 @@ class CompiledModel:
                     relaxed[name] = t
             if not relaxed:
                 return False
+            before = {name: self.model.correction(name) for name in relaxed}
             for name, t in relaxed.items():
                 self.model.correct_type(name, t)
             log.warning(
@@ -458,14 +459,21 @@ class CompiledModel:
                 ),
             )
             shared = len(self.subgraphs) > 1
-            self.subgraphs[:] = [
-                prepare_subgraph(
-                    self.model, c.subgraph, c.target, self.config, self.profile_dir, None, shared=shared
-                )()
-                if relaxed.keys() & {*c.inputs, *c.outputs}
-                else c
-                for c in self.subgraphs
-            ]
+            try:
+                fresh = [
+                    prepare_subgraph(
+                        self.model, c.subgraph, c.target, self.config, self.profile_dir, None, shared=shared
+                    )()
+                    if relaxed.keys() & {*c.inputs, *c.outputs}
+                    else c
+                    for c in self.subgraphs
+                ]
+            except HeteroError as exc:  # the refusal stands, with this reason beside it in the log
+                log.warning("the subgraphs could not be compiled again: %s", exc)
+                for name, t in before.items():
+                    self.model.correct_type(name, t)
+                return False
+            self.subgraphs[:] = fresh
             self.revision += 1
             return True
 
@@ -529,34 +537,7 @@ def compile_plan(
     probe = kept.get(plan.subgraphs[0].device) if len(plan.subgraphs) == 1 else None
     shared = len(plan.subgraphs) > 1
     try:
-        for attempt in itertools.count():
-            try:
-                compiled = _in_parallel(
-                    [
-                        functools.partial(
-                            prepare_subgraph,
-                            model,
-                            s,
-                            devices[s.device],
-                            config,
-                            profile_dir,
-                            probe,
-                            shared=shared,
-                        )
-                        for s in plan.subgraphs
-                    ]
-                )
-                break
-            except (CompileError, ModelError):
-                # a value_info that contradicts the graph, declared for a subgraph's input, can make its
-                # session fail to load (MatMul's shape inference refuses it); ORT's one session of the
-                # model goes by what it infers. Inferred without the value_info, once more.
-                astray = _led_astray(model, plan, {}) if attempt < len(plan.subgraphs) else {}
-                if not astray:
-                    raise
-                _warn_corrected(model, astray)
-                for name, value_type in astray.items():
-                    model.correct_type(name, value_type)
+        compiled = _compile_subgraphs(model, plan, devices, config, profile_dir, probe, shared)
         # a correction can reveal the next one (a consumer's own output, declared wrong too, inferred again)
         for _ in range(len(plan.subgraphs)):
             contradicted = _contradicted_types(model, plan, compiled)
@@ -583,6 +564,52 @@ def compile_plan(
     if profile_dir is not None:
         weakref.finalize(result, shutil.rmtree, profile_dir, True)
     return result
+
+
+def _compile_subgraphs(
+    model: Model,
+    plan: Plan,
+    devices: Mapping[str, Device],
+    config: SplitConfig,
+    profile_dir: Path | None,
+    probe: Probe | None,
+    shared: bool,
+) -> list[CompiledSubgraph]:
+    """Every subgraph's session (in parallel). A value_info that contradicts the graph, declared for a
+    subgraph's input, can keep its session from loading (MatMul's shape inference refuses it) where ORT's
+    one session of the model goes by what it infers: on a shape failure, the boundary types inference
+    without the value_info contradicts are corrected and the sessions made once more; the corrections
+    are taken back, and the first failure raised, if that fails too."""
+
+    def attempt() -> list[CompiledSubgraph]:
+        return _in_parallel(
+            [
+                functools.partial(
+                    prepare_subgraph, model, s, devices[s.device], config, profile_dir, probe, shared=shared
+                )
+                for s in plan.subgraphs
+            ]
+        )
+
+    try:
+        return attempt()
+    except (CompileError, ModelError) as exc:
+        about_shapes = any(word in str(exc).lower() for word in ("shape", "rank", "dimension"))
+        wrong = _contradicted_by_inference(model, plan) if about_shapes else {}
+        if not wrong:
+            raise
+        declared = {name: model.value_type(name) for name in wrong}
+        before = {name: model.correction(name) for name in wrong}
+        for name, value_type in wrong.items():
+            model.correct_type(name, value_type)
+        try:
+            compiled = attempt()
+        except (CompileError, ModelError):
+            for name, value_type in before.items():
+                model.correct_type(name, value_type)
+            raise exc from None
+        _warn_corrected(model, wrong, declared)
+        return compiled
 
 
 def whole_plan_probe(
@@ -620,10 +647,10 @@ def whole_plan_probe(
     if {ep for ep, _ in placed} - {device.ep, cpu.ep}:
         return None
     passed = plan.passed_tensors()
-    if model.declares_fixed_dims(passed) and _led_astray(model, plan, {}):
-        # a value_info that inference without it does not bear out, on a tensor between the EP's part and
-        # the CPU EP's: the OpenVINO EP returns the declared shape there, silently (a batch cut to the
-        # declared size); sessions of their own are relaxed when a run shows it
+    if model.declares_fixed_dims and _run_contradicts(model, passed):
+        # a value_info a run can contradict, on a tensor between the EP's part and the CPU EP's: the
+        # OpenVINO EP returns the declared shape there, silently (a batch cut to the declared size);
+        # sessions of their own are relaxed when a run shows it
         return None
     # every node of the model the session ran, on the plan's device for it. Nodes ORT fused away (missing
     # from its record) run inside what they were fused into; a fusion's own name on the EP is the EP's
@@ -682,14 +709,52 @@ def _one_session(
     return CompiledModel(model, plan, subgraphs, config, device_name, runs=runs)
 
 
-def _warn_corrected(model: Model, types: Mapping[str, onnx.TypeProto]) -> None:
+def _warn_corrected(
+    model: Model,
+    types: Mapping[str, onnx.TypeProto],
+    declared: Mapping[str, onnx.TypeProto | None] | None = None,
+) -> None:
+    """The warning for corrected boundary types (``declared``: what they were, where already replaced)."""
+    was = {name: (declared or {}).get(name, model.value_type(name)) for name in types}
     log.warning(
         "the model's value_info contradicts what ONNX Runtime infers for %s: using ONNX Runtime's "
         "shapes at these subgraph boundaries (fix or drop that value_info)",
         ", ".join(
-            f"{name} ({shape_text(type_shape(model.value_type(name)))} declared, {shape_text(type_shape(t))} inferred)"
+            f"{name} ({shape_text(type_shape(was[name]))} declared, {shape_text(type_shape(t))} inferred)"
             for name, t in types.items()
         ),
+    )
+
+
+def _run_contradicts(model: Model, names: Iterable[str]) -> bool:
+    """Whether one of ``names`` has a declared shape that inference contradicts with the model's dynamic
+    input dimensions set to one size (Model.types_at_one_size): a run at that size would."""
+    sample = model.types_at_one_size
+    for name in names:
+        have, real = type_shape(model.value_type(name)), type_shape(sample.get(name))
+        if have is not None and real is not None and _contradicts(have, real):
+            return True
+    return False
+
+
+def _contradicted_by_inference(model: Model, plan: Plan) -> dict[str, onnx.TypeProto]:
+    """{tensor: its type without the model's value_info} for the tensors passed between subgraphs whose
+    declared shape inference without the value_info contradicts: another rank, or another fixed size."""
+    passed = plan.passed_tensors()
+    truth = model.types_without_value_info if model.declares_fixed_dims else {}
+    out = {}
+    for name in sorted(passed):
+        have, real = type_shape(model.value_type(name)), type_shape(truth.get(name))
+        if have is not None and real is not None and _contradicts(have, real):
+            out[name] = truth[name]
+    return out
+
+
+def _contradicts(declared: Sequence[Any], inferred: Sequence[Any]) -> bool:
+    """Whether two shapes disagree: another rank, or a dimension fixed in both at different sizes."""
+    return len(declared) != len(inferred) or any(
+        isinstance(a, int) and isinstance(b, int) and a >= 0 and a != b
+        for a, b in zip(declared, inferred, strict=True)
     )
 
 

@@ -152,6 +152,10 @@ def _friendly_names(nodes: list[onnx.NodeProto]) -> list[str]:
     return names
 
 
+# the size types_at_one_size gives every dynamic input dimension
+SAMPLE_SIZE = 32
+
+
 class Model:
     """An ONNX model with ops in topological order, friendly names, rt_info and inferred tensor types."""
 
@@ -530,22 +534,52 @@ class Model:
             return {}
         return {vi.name: vi.type for vi in result.graph.value_info}
 
-    def declares_fixed_dims(self, names: Iterable[str]) -> bool:
-        """Whether the model's own value_info or graph outputs give one of ``names`` a fixed dimension
-        (computes nothing: a quick test before types_without_value_info)."""
-        wanted = set(names)
+    @functools.cached_property
+    def types_at_one_size(self) -> dict[str, onnx.TypeProto]:
+        """What onnx's shape inference (with data propagation) gives each tensor, the model's value_info
+        left out, once every dynamic dimension of the inputs is set to one size (SAMPLE_SIZE): a fixed
+        dimension the value_info declares and this contradicts is one a run can contradict too. Empty
+        where inference fails."""
+        copy = self.weightless_copy()
+        del copy.graph.value_info[:]
+        for vi in copy.graph.input:
+            if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+                for d in vi.type.tensor_type.shape.dim:
+                    if not (d.HasField("dim_value") and d.dim_value >= 0):
+                        d.Clear()
+                        d.dim_value = SAMPLE_SIZE
+        try:
+            result = onnx.shape_inference.infer_shapes(
+                copy, check_type=False, strict_mode=False, data_prop=True
+            )
+        except Exception:
+            return {}
+        return {vi.name: vi.type for vi in result.graph.value_info}
+
+    @functools.cached_property
+    def declares_fixed_dims(self) -> bool:
+        """Whether the model's own value_info or graph outputs give some tensor a fixed dimension (a quick
+        test before types_at_one_size: without one, no declared shape can be contradicted)."""
         graph = self._proto.graph
         for vi in (*graph.output, *graph.value_info):
-            if vi.name not in wanted or not vi.type.HasField("tensor_type"):
+            if not vi.type.HasField("tensor_type"):
                 continue
             if any(d.HasField("dim_value") and d.dim_value >= 0 for d in vi.type.tensor_type.shape.dim):
                 return True
         return False
 
-    def correct_type(self, name: str, value_type: onnx.TypeProto) -> None:
+    def correct_type(self, name: str, value_type: onnx.TypeProto | None) -> None:
         """Use ``value_type`` for tensor ``name`` from now on: where ONNX Runtime found that the model's
-        value_info contradicts what the tensor really is (ORT itself goes by what it infers)."""
-        self._corrected[name] = value_type
+        value_info contradicts what the tensor really is (ORT itself goes by what it infers). None takes
+        a correction back."""
+        if value_type is None:
+            self._corrected.pop(name, None)
+        else:
+            self._corrected[name] = value_type
+
+    def correction(self, name: str) -> onnx.TypeProto | None:
+        """The type correct_type gave ``name``, or None."""
+        return self._corrected.get(name)
 
     def is_corrected(self, name: str) -> bool:
         """Whether ``name``'s type was replaced by correct_type."""

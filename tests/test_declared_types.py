@@ -313,3 +313,69 @@ def test_a_value_info_lie_between_openvino_and_cpu_keeps_latency_from_one_sessio
     for n in (1, 2):
         x = seeded((n, 6), seed=n)
         assert_same(compiled({"x": x}), ort_run(proto, {"x": x}), exact=False)
+
+
+def flatten_model(batch, elem=TensorProto.FLOAT, tail=("Hardmax", "Mul", "Sigmoid")):
+    """x [batch,2,4] -> Relu -> x.view(x.size(0), -1) (Shape, Gather, Unsqueeze, Concat, Reshape) -> r
+    [batch,8] -> tail, with the correct value_info a PyTorch export writes: onnx's inference without it
+    leaves r's dimensions unknown (the Reshape's shape is computed)."""
+    nodes = [
+        h.make_node("Relu", ["x"], ["a"], name="relu"),
+        h.make_node("Shape", ["a"], ["shp"], name="shape"),
+        h.make_node("Gather", ["shp", "zero"], ["n"], name="gather", axis=0),
+        h.make_node("Unsqueeze", ["n", "ax"], ["u"], name="unsq"),
+        h.make_node("Concat", ["u", "minus1"], ["cat"], name="concat", axis=0),
+        h.make_node("Reshape", ["a", "cat"], ["r"], name="reshape"),
+    ]
+    if tail == ("Hardmax", "Mul", "Sigmoid"):
+        nodes += [
+            h.make_node("Hardmax", ["r"], ["hm"], name="hardmax", axis=1),
+            h.make_node("Mul", ["hm", "r"], ["m"], name="mul"),
+            h.make_node("Sigmoid", ["m"], ["y"], name="sig"),
+        ]
+    else:
+        nodes.append(h.make_node(tail[0], ["r"], ["y"], name="last"))
+    shapes = [
+        h.make_tensor("zero", TensorProto.INT64, [], [0]),
+        h.make_tensor("ax", TensorProto.INT64, [1], [0]),
+        h.make_tensor("minus1", TensorProto.INT64, [1], [-1]),
+    ]
+    declared = [vi("a", [batch, 2, 4], elem)] + [vi(t, [batch, 8], elem) for t in ("r", "hm", "m")]
+    return make_model(
+        nodes, [vi("x", [batch, 2, 4], elem)], [vi("y", [batch, 8], elem)], shapes, value_info=declared
+    )
+
+
+@needs_openvino
+@pytest.mark.parametrize("batch", [2, "batch"])
+def test_a_correct_value_info_keeps_latencys_one_session(batch):
+    proto = flatten_model(batch)
+    compiled = hc.Core().compile_model(proto, "HETERO:OPENVINO,CPU")
+    assert [s.device for s in compiled.subgraphs] == ["OPENVINO", "CPU", "OPENVINO"]
+    assert compiled.one_session
+    x = seeded((2, 2, 4))
+    assert_same(compiled({"x": x}), ort_run(proto, {"x": x}), exact=False)
+
+
+def test_a_failure_not_about_shapes_is_raised_as_it_is_and_leaves_the_types(caplog):
+    """Relu on uint16 has no CPU kernel: nothing to do with the (correct) value_info, which is neither
+    'corrected' nor warned about."""
+    proto = flatten_model(2, TensorProto.UINT16, tail=("Neg",))
+    model = hc.Core().read_model(proto)
+    with caplog.at_level(logging.WARNING, logger="hetero_cli"), pytest.raises(hc.HeteroError):
+        cpu_split(model, ["A"] * 6 + ["B"])
+    assert "contradicts" not in caplog.text and not model.is_corrected("r")
+
+
+def test_a_lie_inside_a_subgraph_that_keeps_it_from_loading_is_corrected():
+    """t1's value_info [2,4,2] (rank 3) reaches t2, the boundary, through inference; ORT's transpose
+    optimizer refuses subgraph B as exported."""
+    nodes = [
+        h.make_node("Add", ["x", "x"], ["t0"], name="add"),
+        h.make_node("Transpose", ["t0"], ["t1"], name="tr", perm=[1, 0]),
+        h.make_node("Concat", ["t1", "t1"], ["t2"], name="cat", axis=1),
+        h.make_node("Abs", ["t2"], ["y"], name="abs"),
+    ]
+    proto = make_model(nodes, [vi("x", ["N", 2])], [vi("y", None)], value_info=[vi("t1", [2, 4, 2])])
+    x = seeded((3, 2))
+    assert_same(cpu_split(proto, ["A", "B", "B", "A"])({"x": x}), ort_run(proto, {"x": x}))
