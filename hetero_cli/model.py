@@ -526,7 +526,7 @@ class Model:
         model's value_info left out: where that value_info is wrong, what it wrongly led inference to
         (a consumer's output) shows here as it is. Empty where inference fails. Computed once: the
         corrections made from it leave the model's graph as it is."""
-        copy = self.weightless_copy()
+        copy = _negative_dims_unknown(self.weightless_copy())
         del copy.graph.value_info[:]
         try:
             result = onnx.shape_inference.infer_shapes(copy, check_type=False, strict_mode=False)
@@ -700,7 +700,7 @@ class Model:
             try:
                 # onnx copies the model it infers: a weightless copy keeps that from doubling the weights
                 result = onnx.shape_inference.infer_shapes(
-                    self.weightless_copy(), check_type=False, strict_mode=False
+                    _negative_dims_unknown(self.weightless_copy()), check_type=False, strict_mode=False
                 )
                 infos = [*result.graph.value_info, *result.graph.input, *result.graph.output]
             except Exception:
@@ -757,6 +757,19 @@ def _declared_tensor(body: onnx.GraphProto, k: int) -> onnx.TypeProto.Tensor | N
     if not declared.HasField("tensor_type") or not declared.tensor_type.HasField("shape"):
         return None
     return declared.tensor_type
+
+
+def _negative_dims_unknown(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """``proto`` (a copy) with each negative dim_value of its inputs, outputs and value_info made unknown:
+    paddle2onnx writes -1 for a dynamic dimension, which onnx's shape inference computes with, giving
+    sizes of 0 downstream (a Reshape then refuses its target shape)."""
+    graph = proto.graph
+    for vi in (*graph.input, *graph.output, *graph.value_info):
+        if vi.type.HasField("tensor_type"):
+            for d in vi.type.tensor_type.shape.dim:
+                if d.HasField("dim_value") and d.dim_value < 0:
+                    d.Clear()
+    return proto
 
 
 def type_shape(t: onnx.TypeProto | None) -> tuple[int | str | None, ...] | None:

@@ -379,3 +379,31 @@ def test_a_lie_inside_a_subgraph_that_keeps_it_from_loading_is_corrected():
     proto = make_model(nodes, [vi("x", ["N", 2])], [vi("y", None)], value_info=[vi("t1", [2, 4, 2])])
     x = seeded((3, 2))
     assert_same(cpu_split(proto, ["A", "B", "B", "A"])({"x": x}), ort_run(proto, {"x": x}))
+
+
+def test_minus_one_input_dimensions_do_not_make_boundary_sizes_zero():
+    """paddle2onnx's -1 for a dynamic dimension: onnx's inference computed with it (a strided Conv gave
+    sizes of 0), the boundary after the Conv was declared [-1,2,0,0], and the next subgraph (PaddleOCR's
+    direction classifier's flatten: pool, Shape, Slice, Concat, Reshape) refused to load."""
+    nodes = [
+        h.make_node("Conv", ["x", "w"], ["c"], name="conv", strides=[2, 2], pads=[1, 1, 1, 1]),
+        h.make_node("MaxPool", ["c"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+        h.make_node("GlobalAveragePool", ["p"], ["g"], name="gap"),
+        h.make_node("Shape", ["g"], ["shp"], name="shape"),
+        h.make_node("Slice", ["shp", "zero", "one"], ["n"], name="slice"),
+        h.make_node("Concat", ["n", "minus1"], ["target"], name="concat", axis=0),
+        h.make_node("Reshape", ["g", "target"], ["y"], name="flatten"),
+    ]
+    inits = [
+        h.make_tensor("w", TensorProto.FLOAT, [2, 3, 3, 3], [0.1] * 54),
+        h.make_tensor("zero", TensorProto.INT64, [1], [0]),
+        h.make_tensor("one", TensorProto.INT64, [1], [1]),
+        h.make_tensor("minus1", TensorProto.INT64, [1], [-1]),
+    ]
+    proto = make_model(nodes, [vi("x", [1, 3, 8, 8])], [vi("y", None)], inits)
+    for i in (0, 2, 3):
+        proto.graph.input[0].type.tensor_type.shape.dim[i].dim_value = -1
+    model = hc.Core().read_model(proto)
+    assert 0 not in model.tensor_info("c").shape  # [?,2,?,?]: unknown, not [?,2,0,0]
+    x = seeded((2, 3, 8, 10))
+    assert_same(cpu_split(model, ["A"] + ["B"] * 6)({"x": x}), ort_run(proto, {"x": x}))
