@@ -244,8 +244,9 @@ def known_keys(device: Device) -> list[str]:
     return named + sorted(device.kind.provider_option_names)
 
 
-def device_settings(device: Device, config: Mapping[str, Any]) -> DeviceSettings:
-    """Validate one device's configuration and translate it; unknown keys are refused, naming known ones."""
+def device_settings(device: Device, config: Mapping[str, Any], *, whole: bool = True) -> DeviceSettings:
+    """Validate one device's configuration and translate it; unknown keys are refused, naming known ones.
+    ``whole=False`` checks each key alone (a part of a config, which keys set elsewhere complete)."""
     settings = DeviceSettings(provider_options=dict(device.provider_options))
     for raw_key, value in config.items():
         key = str(raw_key)
@@ -258,7 +259,7 @@ def device_settings(device: Device, config: Mapping[str, Any]) -> DeviceSettings
             raise ConfigError(
                 f"unknown config key {key!r} for {device.name}: it knows {', '.join(known_keys(device))}"
             )
-    if device.kind.family == "OPENVINO":  # the precision against the device_type it ends up with
+    if whole and device.kind.family == "OPENVINO":  # the precision against the device_type it ends up with
         _check_openvino_precision(device, settings.provider_options)
     return settings
 
@@ -416,5 +417,5 @@ def _add_device(out: SplitConfig, key: str, values: Any, target: str | None = No
     if not isinstance(values, Mapping):
         raise ConfigError(f"config for {name} must be a mapping of keys to values, not {values!r}")
     device = registry.lookup(name)
-    device_settings(device, values)  # validate early, so a bad key fails before anything runs
+    device_settings(device, values, whole=False)  # each key early: a bad key fails before anything runs
     out.devices.setdefault(name, {}).update({canonical_key(str(k)): v for k, v in values.items()})

@@ -49,7 +49,11 @@ class Core:
         if properties is None:
             if not isinstance(device_name, Mapping):
                 raise ConfigError("set_property takes (device_name, {key: value}) or ({key: value})")
-            self._properties = cfg.split(device_name).merged_over(self._properties)
+            update = cfg.split(device_name)
+            merged = update.merged_over(self._properties)
+            for device in update.devices:
+                merged.settings(registry.lookup(device))
+            self._properties = merged
             return
         _check_mapping(properties, "set_property's properties")
         name = registry.check_name(device_name)
@@ -57,7 +61,10 @@ class Core:
             update = cfg.split(properties)
         else:
             update = cfg.split({registry.lookup(name).name: dict(properties)})
-        self._properties = update.merged_over(self._properties)
+        merged = update.merged_over(self._properties)
+        for device in update.devices:  # the device's keys together (a precision against its device_type)
+            merged.settings(registry.lookup(device))
+        self._properties = merged
 
     def get_available_devices(self) -> list[str]:
         """Canonical names of the devices that can run on this machine (OpenVINO's spelling of

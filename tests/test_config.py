@@ -129,6 +129,19 @@ def test_the_openvino_precision_check_follows_a_configured_device_type():
         hc.Core().set_property("OPENVINO.GPU", {"device_type": "CPU", "INFERENCE_PRECISION_HINT": "f16"})
 
 
+def test_the_precision_check_reads_the_device_type_set_in_an_earlier_call():
+    """Each set_property update was checked alone: f16 after device_type=GPU (set before) was refused; and
+    a later device_type=CPU under f16 must be refused, leaving the settings as they were."""
+    core = hc.Core()
+    core.set_property("OPENVINO", {"device_type": "GPU"})
+    core.set_property("OPENVINO", {"INFERENCE_PRECISION_HINT": "f16"})
+    with pytest.raises(hc.ConfigError, match="on OpenVINO's CPU device"):
+        core.set_property("OPENVINO", {"device_type": "CPU"})
+    assert core.get_property("OPENVINO", "device_type") == "GPU"
+    with pytest.raises(hc.ConfigError, match="on OpenVINO's CPU device"):
+        core.set_property({"OPENVINO": {"device_type": "CPU"}})
+
+
 def test_deeply_nested_device_properties_json_is_a_config_error():
     with pytest.raises(hc.ConfigError, match="not valid JSON"):
         config.split({"DEVICE_PROPERTIES": '{"a":' + "[" * 200000})
