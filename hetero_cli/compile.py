@@ -595,7 +595,11 @@ def _compile_subgraphs(
         return attempt()
     except (CompileError, ModelError) as exc:
         about_shapes = any(word in str(exc).lower() for word in ("shape", "rank", "dimension"))
-        wrong = _contradicted_by_inference(model, plan) if about_shapes else {}
+        wrong = (
+            _contradicted(model, plan.passed_tensors(), model.types_without_value_info)
+            if about_shapes and model.declares_fixed_dims
+            else {}
+        )
         if not wrong:
             raise
         declared = {name: model.value_type(name) for name in wrong}
@@ -647,7 +651,7 @@ def whole_plan_probe(
     if {ep for ep, _ in placed} - {device.ep, cpu.ep}:
         return None
     passed = plan.passed_tensors()
-    if model.declares_fixed_dims and _run_contradicts(model, passed):
+    if model.declares_fixed_dims and _contradicted(model, passed, model.types_at_one_size):
         # a value_info a run can contradict, on a tensor between the EP's part and the CPU EP's: the
         # OpenVINO EP returns the declared shape there, silently (a batch cut to the declared size);
         # sessions of their own are relaxed when a run shows it
@@ -726,24 +730,13 @@ def _warn_corrected(
     )
 
 
-def _run_contradicts(model: Model, names: Iterable[str]) -> bool:
-    """Whether one of ``names`` has a declared shape that inference contradicts with the model's dynamic
-    input dimensions set to one size (Model.types_at_one_size): a run at that size would."""
-    sample = model.types_at_one_size
-    for name in names:
-        have, real = type_shape(model.value_type(name)), type_shape(sample.get(name))
-        if have is not None and real is not None and _contradicts(have, real):
-            return True
-    return False
-
-
-def _contradicted_by_inference(model: Model, plan: Plan) -> dict[str, onnx.TypeProto]:
-    """{tensor: its type without the model's value_info} for the tensors passed between subgraphs whose
-    declared shape inference without the value_info contradicts: another rank, or another fixed size."""
-    passed = plan.passed_tensors()
-    truth = model.types_without_value_info if model.declares_fixed_dims else {}
+def _contradicted(
+    model: Model, names: Iterable[str], truth: Mapping[str, onnx.TypeProto]
+) -> dict[str, onnx.TypeProto]:
+    """{tensor: its type in ``truth``} for those of ``names`` whose declared shape ``truth`` (an inference
+    without the model's value_info) contradicts: another rank, or another fixed size."""
     out = {}
-    for name in sorted(passed):
+    for name in sorted(names):
         have, real = type_shape(model.value_type(name)), type_shape(truth.get(name))
         if have is not None and real is not None and _contradicts(have, real):
             out[name] = truth[name]

@@ -25,6 +25,8 @@ from .partition import Plan, partition
 from .registry import Device
 
 ModelSource = Model | str | os.PathLike[str] | bytes | onnx.ModelProto
+# what get_property("HETERO", ...) answers: its config keys and its name
+_HETERO_READABLE = (*cfg.HETERO_KEYS, "FULL_DEVICE_NAME")
 
 
 class Core:
@@ -50,17 +52,13 @@ class Core:
             if not isinstance(device_name, Mapping):
                 raise ConfigError("set_property takes (device_name, {key: value}) or ({key: value})")
             update = cfg.split(device_name)
-            merged = update.merged_over(self._properties)
-            for device in update.devices:
-                merged.settings(registry.lookup(device))
-            self._properties = merged
-            return
-        _check_mapping(properties, "set_property's properties")
-        name = registry.check_name(device_name)
-        if name.upper() == "HETERO":
-            update = cfg.split(properties)
         else:
-            update = cfg.split({registry.lookup(name).name: dict(properties)})
+            _check_mapping(properties, "set_property's properties")
+            name = registry.check_name(device_name)
+            if name.upper() == "HETERO":
+                update = cfg.split(properties)
+            else:
+                update = cfg.split({registry.lookup(name).name: dict(properties)})
         merged = update.merged_over(self._properties)
         for device in update.devices:  # the device's keys together (a precision against its device_type)
             merged.settings(registry.lookup(device))
@@ -98,7 +96,7 @@ class Core:
     def _hetero_property(self, name: str, key: str) -> Any:
         props = self._properties
         if key == "SUPPORTED_PROPERTIES":
-            return [*cfg.HETERO_KEYS, "FULL_DEVICE_NAME"]
+            return list(_HETERO_READABLE)
         if key == "FULL_DEVICE_NAME":
             return "HETERO"
         if key == cfg.PRIORITIES:
@@ -111,9 +109,7 @@ class Core:
             return cfg.parse_bool(key, props.hetero.get(key, False))
         if key == cfg.DOT_DIR:
             return props.dot_dir or ""
-        raise ConfigError(
-            f"unknown HETERO property {name!r}: HETERO knows {', '.join(self._hetero_property('', 'SUPPORTED_PROPERTIES'))}"
-        )
+        raise ConfigError(f"unknown HETERO property {name!r}: HETERO knows {', '.join(_HETERO_READABLE)}")
 
     def configured(self, device_name: str, name: str) -> Any:
         """The value set_property (or a compile config file read into it) gave ``name`` for

@@ -457,12 +457,16 @@ def _run_bound(binding: _Binding, step: _Step, values: dict[str, Any]) -> None:
 
 
 class _BoundFailure(Exception):
-    """A subgraph failed with its outputs pre-bound; InferRequest._recheck tells why."""
+    """A subgraph failed with its outputs pre-bound, or refused a tensor's shape; InferRequest._recheck
+    tells why. ``refused``: what _refused_inputs found in ``cause``, where already looked for."""
 
-    def __init__(self, step: _Step, cause: BaseException):
+    def __init__(
+        self, step: _Step, cause: BaseException, refused: dict[str, tuple[int, ...] | None] | None = None
+    ):
         super().__init__(str(cause))
         self.step = step
         self.cause = cause
+        self.refused = refused
 
 
 @dataclass
@@ -572,6 +576,8 @@ class InferRequest:
         self._generation = 0
         self._unbound: frozenset[int] = frozenset()
         self._model_inputs = frozenset(self._inputs)
+        # what the caller feeds (checked before a run): a session refusing one of these is no relax's business
+        self._fed_by_caller = self._model_inputs | frozenset(self._overridable)
         self._output_sources = tuple(compiled.plan.output_sources.items())
         self._output_names = tuple(name for name, _ in self._output_sources)
         self._lock = threading.Lock()
@@ -969,29 +975,37 @@ class InferRequest:
                         (step.compiled, threading.get_native_id(), start / 1e3, time.time_ns() / 1e3)
                     )
             except Exception as exc:
-                if _refused_inputs(step, exc, self._model_inputs | self._overridable.keys()):
-                    raise _BoundFailure(step, exc) from None  # _recheck compiles it again
+                refused = _refused_inputs(step, exc, self._fed_by_caller)
+                if refused:
+                    raise _BoundFailure(step, exc, refused) from None  # _recheck compiles it again
                 raise _failure(step, exc) from None
             values.update(zip(step.outputs, produced, strict=True))
         for t in step.release:
             values.pop(t, None)
 
     def _recheck(self, failure: _BoundFailure, values: dict[str, Any]) -> None:
-        """A subgraph failed with pre-bound outputs: run it the plain way. A real failure fails again and is
-        raised; a success means its outputs' declared shapes were wrong: from now on they are made per
-        inference (the caller starts over with fresh buffers)."""
+        """Tell why a subgraph failed; the caller starts over with fresh buffers unless this raises.
+
+        A session that refused the shape of a tensor from an earlier subgraph (the model declared
+        another) is compiled again with it dynamic (CompiledModel.relax). Else the subgraph runs the plain
+        way, its outputs unbound: a real failure fails again and is raised; a success means its outputs'
+        declared shapes were wrong, and from now on they are made per inference."""
         step = failure.step
-        try:
-            _run(step, step.compiled.session, _step_feeds(step, values))
-        except Exception as exc:
-            refused = _refused_inputs(step, exc, self._model_inputs | self._overridable.keys())
-            if not refused or not self.compiled.relax(refused, step.compiled):
-                raise _failure(step, exc) from None
-            with self._lock:  # the subgraphs as compiled again: the caller starts over on them
+        refused = failure.refused
+        if refused is None:
+            refused = _refused_inputs(step, failure.cause, self._fed_by_caller)
+        if refused:
+            if not self.compiled.relax(refused, step.compiled):
+                raise _failure(step, failure.cause) from None
+            with self._lock:  # the subgraphs as compiled again
                 self._steps = _steps(self.compiled)
                 self._generation += 1
                 self._pool.clear()
             return
+        try:
+            _run(step, step.compiled.session, _step_feeds(step, values))
+        except Exception as exc:
+            raise _failure(step, exc) from None
         with self._lock:
             self._unbound = self._unbound | {step.position}
             self._generation += 1

@@ -526,13 +526,7 @@ class Model:
         model's value_info left out: where that value_info is wrong, what it wrongly led inference to
         (a consumer's output) shows here as it is. Empty where inference fails. Computed once: the
         corrections made from it leave the model's graph as it is."""
-        copy = _negative_dims_unknown(self.weightless_copy())
-        del copy.graph.value_info[:]
-        try:
-            result = onnx.shape_inference.infer_shapes(copy, check_type=False, strict_mode=False)
-        except Exception:
-            return {}
-        return {vi.name: vi.type for vi in result.graph.value_info}
+        return self._inferred_alone(None)
 
     @functools.cached_property
     def types_at_one_size(self) -> dict[str, onnx.TypeProto]:
@@ -540,17 +534,21 @@ class Model:
         left out, once every dynamic dimension of the inputs is set to one size (SAMPLE_SIZE): a fixed
         dimension the value_info declares and this contradicts is one a run can contradict too. Empty
         where inference fails."""
-        copy = self.weightless_copy()
+        return self._inferred_alone(SAMPLE_SIZE)
+
+    def _inferred_alone(self, size: int | None) -> dict[str, onnx.TypeProto]:
+        """{tensor: type} from onnx's shape inference without the model's value_info; with ``size``, every
+        dynamic input dimension set to it first (and data propagated)."""
+        copy = _negative_dims_unknown(self.weightless_copy())
         del copy.graph.value_info[:]
-        for vi in copy.graph.input:
-            if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
-                for d in vi.type.tensor_type.shape.dim:
-                    if not (d.HasField("dim_value") and d.dim_value >= 0):
-                        d.Clear()
-                        d.dim_value = SAMPLE_SIZE
+        if size is not None:
+            for vi in copy.graph.input:
+                for d in vi.type.tensor_type.shape.dim if vi.type.HasField("tensor_type") else ():
+                    if not d.HasField("dim_value"):
+                        d.dim_value = size
         try:
             result = onnx.shape_inference.infer_shapes(
-                copy, check_type=False, strict_mode=False, data_prop=True
+                copy, check_type=False, strict_mode=False, data_prop=size is not None
             )
         except Exception:
             return {}
