@@ -27,7 +27,7 @@ import onnxruntime as ort
 import runtimes
 
 import hetero_cli
-from hetero_cli._ort import assignment, record_assignment
+from hetero_cli.ort.session import assignment, record_assignment
 
 CUTS = (0, 1, 3, 7)
 LENGTH = 16

@@ -39,7 +39,7 @@ import runtimes
 import throughput
 from rich.table import Table
 
-from hetero_cli import registry
+from hetero_cli.placement import devices as registry
 
 HERE = Path(__file__).resolve().parent
 DEVICE, PROVIDERS = "HETERO:GPU,CPU", "CUDA,CPU"

@@ -41,8 +41,9 @@ import spans
 from measure import timed
 
 import hetero_cli
-from hetero_cli import export, partition, query, registry
-from hetero_cli._ort import EXTERNAL_DATA_FOLDER
+from hetero_cli.ort.session import EXTERNAL_DATA_FOLDER
+from hetero_cli.placement import devices as registry
+from hetero_cli.placement import export, partition, query
 
 
 def _devices(device: str) -> list[registry.Device]:

@@ -22,7 +22,7 @@ import onnxruntime as ort
 import runtimes
 
 import hetero_cli
-from hetero_cli._ort import session_options
+from hetero_cli.ort.session import session_options
 
 
 def main() -> int:

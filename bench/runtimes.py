@@ -30,7 +30,7 @@ import onnx
 import onnxruntime as ort
 
 import hetero_cli
-from hetero_cli.model import Model
+from hetero_cli.graph.model import Model
 
 # Native OpenVINO picks bf16 on CPUs with AMX/AVX512-BF16; every runtime here computes in f32.
 OPENVINO_CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}

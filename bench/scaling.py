@@ -1,4 +1,4 @@
-"""Partition scaling: ``hetero_cli.partition.partition`` alone on synthetic graphs of growing size.
+"""Partition scaling: ``hetero_cli.placement.partition.partition`` alone on synthetic graphs of growing size.
 
 No session is created and no query runs: each node gets a random affinity (CPU or OPENVINO) and the
 timer covers ``partition(model, affinities)`` only (building the Model is reported apart). Graph kinds,
@@ -38,8 +38,8 @@ def _worker(kind: str, sizes: list[int], repeats: list[int]) -> dict[str, Any]:
     sys.path.insert(0, str(HERE))
     import graphs
 
-    from hetero_cli.model import Model
-    from hetero_cli.partition import partition
+    from hetero_cli.graph.model import Model
+    from hetero_cli.placement.partition import partition
 
     result: dict[str, Any] = {"window": KINDS[kind], "sizes": {}}
     subjects = []

@@ -1,6 +1,6 @@
 """Async throughput: inferences per second with 1, 2 and 4 requests in flight on split models.
 
-Each model is compiled once; every repeat then runs ``hetero_cli.benchmark.measure`` (what
+Each model is compiled once; every repeat then runs ``hetero_cli.app.benchmark.measure`` (what
 ``hetero benchmark -api async -nireq N`` runs: an AsyncInferQueue of N requests on the compiled model's
 device pipeline) for each N, in a fresh seeded random order, plus the synchronous ``infer()`` loop for
 reference. Figures: the median over the repeats, and the speed-up of each N over N = 1. Requests overlap
@@ -33,7 +33,7 @@ from typing import Any
 import graphs
 import runtimes
 
-from hetero_cli import benchmark
+from hetero_cli.app import benchmark
 
 NIREQ = (1, 2, 4)
 THREADS = (0, 1)  # threads per session: each runtime's default, then one (a core per device)

@@ -16,8 +16,6 @@ queue.wait_all()
 
 from __future__ import annotations
 
-from . import _ort  # noqa: F401  (fails first, with one message naming the extras, if ORT is missing)
-from .compile import CompiledModel, CompiledSubgraph
 from .core import Core
 from .errors import (
     AffinityError,
@@ -30,11 +28,13 @@ from .errors import (
     ModelError,
     UnsupportedNodesError,
 )
-from .infer import InferRequest
-from .model import Model, Node, TensorInfo
-from .partition import Link, Plan, Subgraph
-from .pipeline import AsyncInferQueue, Pipeline
+from .graph.model import Model, Node, TensorInfo
+from .ort import session as _ort  # noqa: F401
+from .placement.partition import Link, Plan, Subgraph
 from .properties import Type
+from .runtime.compiler import CompiledModel, CompiledSubgraph
+from .runtime.infer_request import InferRequest
+from .runtime.pipeline import AsyncInferQueue, Pipeline
 
 __version__ = "0.1.0"
 

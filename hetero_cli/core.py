@@ -14,15 +14,16 @@ from typing import Any
 
 import onnx
 
-from . import config as cfg
-from . import device_string, qdq, query, registry, visualize
-from ._ort import external_data_dir
-from .compile import CompiledModel, compile_plan
-from .device_string import DeviceRequest
 from .errors import CompileError, ConfigError
-from .model import Model, read_model
-from .partition import Plan, partition
-from .registry import Device
+from .graph.model import Model, read_model
+from .ort.session import external_data_dir
+from .placement import config as cfg
+from .placement import device_string, qdq, query, visualize
+from .placement import devices as registry
+from .placement.device_string import DeviceRequest
+from .placement.devices import Device
+from .placement.partition import Plan, partition
+from .runtime.compiler import CompiledModel, compile_plan
 
 ModelSource = Model | str | os.PathLike[str] | bytes | onnx.ModelProto
 # what get_property("HETERO", ...) answers: its config keys and its name

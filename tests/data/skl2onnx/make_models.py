@@ -4,7 +4,7 @@ They are real converter output of the kind hetero-cli must split: ZipMap (a sequ
 class labels, a string input beside float inputs, TreeEnsemble and other ai.onnx.ml operators, a text
 model (StringNormalizer, com.microsoft's Tokenizer, TfIdfVectorizer). Each ``NAME.onnx`` comes with
 ``NAME.npz``: example inputs by input name (strings as numpy unicode arrays), so the test
-(tests/test_skl2onnx_models.py) needs neither scikit-learn nor skl2onnx.
+(tests/integration/test_skl2onnx_models.py) needs neither scikit-learn nor skl2onnx.
 
 Rerun it in a venv of its own (never in the project's .venv, whose onnxruntime-openvino pip would
 replace):

@@ -1,0 +1,421 @@
+"""Configuration: HETERO's own keys and per-device keys (the doc's ov::device::properties).
+
+A config is ``{"MULTI_DEVICE_PRIORITIES": "GPU,CPU", "CPU": {"INFERENCE_NUM_THREADS": 2}, ...}``; each
+device's part becomes ONNX Runtime provider options and session options for that device's subgraphs.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import numbers
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError, DeviceError
+from . import devices as registry
+from .devices import Device
+
+PRIORITIES = "MULTI_DEVICE_PRIORITIES"
+DEVICE_PROPERTIES = "DEVICE_PROPERTIES"
+PERF_COUNT = "PERF_COUNT"
+DUMP_GRAPH_DOT = "HETERO_DUMP_GRAPH_DOT"
+DOT_DIR = "HETERO_DOT_DIR"
+NUM_THREADS = "INFERENCE_NUM_THREADS"
+PRECISION = "INFERENCE_PRECISION_HINT"
+PERFORMANCE_HINT = "PERFORMANCE_HINT"
+
+HETERO_KEYS = (PRIORITIES, DEVICE_PROPERTIES, PERF_COUNT, PERFORMANCE_HINT, DUMP_GRAPH_DOT, DOT_DIR)
+
+# PERFORMANCE_HINT's values (OpenVINO's ov::hint::PerformanceMode). LATENCY, the default, lets one ONNX Runtime
+# session run several subgraphs where it places every node as the plan does; the throughput modes keep one
+# session per subgraph, the stages that requests in flight overlap on.
+LATENCY = "LATENCY"
+PERFORMANCE_MODES = (LATENCY, "THROUGHPUT", "CUMULATIVE_THROUGHPUT")
+
+# The most threads INFERENCE_NUM_THREADS may ask for. ONNX Runtime's SessionOptions.intra_op_num_threads is a
+# C int (a larger number fails inside ORT with a TypeError), and its thread pool creates every thread it is
+# given: far more threads than any machine has cores only exhausts the machine.
+MAX_THREADS = 4096
+
+# Provider options that name a file or folder: ONNX Runtime takes them as given, so a number or a mapping
+# would become a path (a folder named "5" or "{'a': 1}")
+PATH_OPTIONS = frozenset({"cache_dir", "trt_engine_cache_path"})
+# Provider options that take JSON text (the OpenVINO EP's load_config: {"CPU": {"NUM_STREAMS": "1"}}): a
+# mapping given for one is written as that text
+JSON_OPTIONS = frozenset({"load_config"})
+
+# Provider options that are counts, with the range each takes ({family: {key: (lowest, highest)}}): the
+# OpenVINO EP fails on a number beyond a C int and quietly uses 1 for 0 or less
+COUNT_OPTIONS: dict[str, dict[str, tuple[int, int]]] = {
+    "OPENVINO": {"num_of_threads": (1, MAX_THREADS), "num_streams": (1, MAX_THREADS)},
+}
+
+
+@dataclass
+class DeviceSettings:
+    """What one device's configuration means for ONNX Runtime."""
+
+    provider_options: dict[str, str] = field(default_factory=dict)
+    intra_op_num_threads: int | None = None
+    profiling: bool = False
+
+
+def parse_bool(key: str, value: Any) -> bool:
+    """YES/NO, true/false, 1/0 (any case) or a bool."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().upper()
+    if text in {"YES", "TRUE", "1", "ON"}:
+        return True
+    if text in {"NO", "FALSE", "0", "OFF"}:
+        return False
+    raise ConfigError(f"bad value {value!r} for {key}: use YES or NO")
+
+
+def _parse_threads(key: str, value: Any) -> int:
+    n = -1
+    if isinstance(value, str | numbers.Integral) and not isinstance(value, bool):
+        try:
+            n = int(str(value).strip())
+        except ValueError:
+            n = -1
+    if not 0 <= n <= MAX_THREADS:
+        raise ConfigError(
+            f"bad value {value!r:.60} for {key}: use a whole number from 0 to {MAX_THREADS} (0 = the default)"
+        )
+    return n
+
+
+def parse_performance_mode(value: Any) -> str:
+    """LATENCY, THROUGHPUT or CUMULATIVE_THROUGHPUT, from any case or a PerformanceMode member."""
+    text = (value.value if isinstance(value, enum.Enum) else str(value)).strip().upper()
+    if text not in PERFORMANCE_MODES:
+        raise ConfigError(f"bad value {value!r} for {PERFORMANCE_HINT}: use {', '.join(PERFORMANCE_MODES)}")
+    return text
+
+
+def _parse_precision(key: str, value: Any) -> str:
+    text = (value.value if isinstance(value, enum.Enum) else str(value)).strip().lower()
+    aliases = {
+        "f32": "f32",
+        "fp32": "f32",
+        "float32": "f32",
+        "f16": "f16",
+        "fp16": "f16",
+        "float16": "f16",
+        "bf16": "bf16",
+        "bfloat16": "bf16",
+    }
+    if text not in aliases:
+        raise ConfigError(f"bad value {value!r} for {key}: use f32, f16 or bf16")
+    return aliases[text]
+
+
+def provider_option_value(device: Device, key: str, value: Any) -> str:
+    """A provider option's value as the text ONNX Runtime takes: strings as they are, numbers and true/false
+    as text; anything else (a list, a mapping, None) is refused, naming the device and the key."""
+    if isinstance(value, enum.Enum):
+        value = value.value
+    if isinstance(value, np.generic):  # numpy's scalars (np.True_, np.int64(2)) as Python's
+        value = value.item()
+    if key in JSON_OPTIONS and isinstance(value, Mapping):
+        return json.dumps(value)
+    if key in PATH_OPTIONS:
+        if isinstance(value, str | os.PathLike):
+            return os.fspath(value) if not isinstance(value, str) else value
+        raise ConfigError(
+            f"bad value {value!r:.60} for {device.name}'s {key}: it is a path, give it as a string, "
+            f'e.g. {{"{device.name}": {{"{key}": "path/to/it"}}}}'
+        )
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, bool):
+        text = str(value)
+    elif isinstance(value, numbers.Integral):
+        text = str(int(value))
+    elif isinstance(value, numbers.Real) and math.isfinite(value):
+        number = float(value)
+        text = str(int(number)) if number.is_integer() else repr(number)
+    else:
+        raise ConfigError(
+            f"bad value {value!r:.60} for {device.name}'s {key}: a provider option takes a string, a number "
+            f"or true/false (passed to {device.ep} as text), not {type(value).__name__}"
+        )
+    bounds = COUNT_OPTIONS.get(device.kind.family, {}).get(key)
+    if bounds is not None:
+        try:
+            n = int(text.strip()) if not isinstance(value, bool) else None
+        except ValueError:
+            n = None
+        if n is None or not bounds[0] <= n <= bounds[1]:
+            raise ConfigError(
+                f"bad value {value!r:.60} for {device.name}'s {key}: use a whole number from {bounds[0]} to "
+                f"{bounds[1]}"
+            )
+        text = str(n)
+    return text
+
+
+# what ONNX Runtime's OpenVINO EP takes as its precision option on OpenVINO's CPU device (it drops the EP,
+# "Unsupported inference precision is selected. CPU only supports FP32, ACCURACY", for anything else)
+OPENVINO_PRECISIONS = {"CPU": ("FP32", "ACCURACY")}
+
+
+def _check_openvino_precision(device: Device, options: Mapping[str, str]) -> None:
+    """ConfigError for a precision the OpenVINO EP refuses on the OpenVINO device ``options`` name."""
+    precision = options.get("precision")
+    target = options.get("device_type", "CPU").split(".")[0]
+    allowed = OPENVINO_PRECISIONS.get(target)
+    if precision is not None and allowed is not None and precision.upper() not in allowed:
+        raise ConfigError(
+            f"{device.name} cannot compute in {precision}: ONNX Runtime's OpenVINO EP takes precision "
+            f"{' or '.join(allowed)} on OpenVINO's {target} device; use "
+            f"{PRECISION}={'f32' if 'FP32' in allowed else 'f16'}"
+            + (", or OPENVINO.GPU for f16" if target == "CPU" else "")
+        )
+
+
+def _threads(device: Device, settings: DeviceSettings, value: Any) -> None:
+    n = _parse_threads(NUM_THREADS, value)
+    if device.kind.family == "OPENVINO":
+        if n:
+            settings.provider_options["num_of_threads"] = str(n)
+        else:  # 0: the EP's own default (its num_of_threads=0 would mean one thread)
+            settings.provider_options.pop("num_of_threads", None)
+    settings.intra_op_num_threads = n
+
+
+def _precision(device: Device, settings: DeviceSettings, value: Any) -> None:
+    precision = _parse_precision(PRECISION, value)
+    family = device.kind.family
+    if family == "OPENVINO" and precision in ("f32", "f16"):
+        settings.provider_options["precision"] = precision.upper().replace("F", "FP")
+    elif family == "TENSORRT" and precision in ("f32", "f16"):
+        settings.provider_options["trt_fp16_enable"] = "True" if precision == "f16" else "False"
+    elif precision != "f32":
+        raise ConfigError(
+            f"{device.name} cannot take {PRECISION}={precision}: {device.ep} computes in the model's own "
+            f"precision; use f32 here, or convert the model"
+        )
+
+
+def _profiling(device: Device, settings: DeviceSettings, value: Any) -> None:
+    settings.profiling = parse_bool(PERF_COUNT, value)
+
+
+NAMED_KEYS: dict[str, tuple[Callable[[Device, DeviceSettings, Any], None], frozenset[str]]] = {
+    PERF_COUNT: (_profiling, frozenset({"CPU", "GPU", "OPENVINO", "TENSORRT"})),
+    NUM_THREADS: (_threads, frozenset({"CPU", "OPENVINO"})),
+    PRECISION: (_precision, frozenset({"CPU", "GPU", "OPENVINO", "TENSORRT"})),
+}
+
+
+NAMED_DEFAULTS: dict[str, Any] = {PERF_COUNT: False, NUM_THREADS: 0, PRECISION: "f32"}
+
+
+def canonical_key(key: str) -> str:
+    """A named key in its one spelling (``perf_count`` is PERF_COUNT: set twice, the later value wins);
+    provider options as given (ONNX Runtime's names are case-sensitive)."""
+    upper = key.upper()
+    return upper if upper in NAMED_KEYS else key
+
+
+def named_value(key: str, value: Any) -> Any:
+    """A named key's value as get_property answers it, typed as OpenVINO's are: PERF_COUNT a bool,
+    INFERENCE_NUM_THREADS an int, INFERENCE_PRECISION_HINT its short name (f32, f16, bf16)."""
+    if key == PERF_COUNT:
+        return parse_bool(key, value)
+    if key == NUM_THREADS:
+        return _parse_threads(key, value)
+    if key == PRECISION:
+        return _parse_precision(key, value)
+    return value
+
+
+def known_keys(device: Device) -> list[str]:
+    """The keys a device accepts: named keys first, then its EP's provider options."""
+    named = [k for k, (_, families) in NAMED_KEYS.items() if device.kind.family in families]
+    return named + sorted(device.kind.provider_option_names)
+
+
+def device_settings(device: Device, config: Mapping[str, Any], *, whole: bool = True) -> DeviceSettings:
+    """Validate one device's configuration and translate it; unknown keys are refused, naming known ones.
+    ``whole=False`` checks each key alone (a part of a config, which keys set elsewhere complete)."""
+    settings = DeviceSettings(provider_options=dict(device.provider_options))
+    for raw_key, value in config.items():
+        key = str(raw_key)
+        named = NAMED_KEYS.get(key.upper())
+        if named is not None and device.kind.family in named[1]:
+            named[0](device, settings, value)
+        elif key in device.kind.provider_option_names:
+            settings.provider_options[key] = provider_option_value(device, key, value)
+        else:
+            raise ConfigError(
+                f"unknown config key {key!r} for {device.name}: it knows {', '.join(known_keys(device))}"
+            )
+    if whole and device.kind.family == "OPENVINO":  # the precision against the device_type it ends up with
+        _check_openvino_precision(device, settings.provider_options)
+    return settings
+
+
+@dataclass
+class SplitConfig:
+    """A compile config taken apart: HETERO's own keys and each device's keys (canonical device names)."""
+
+    hetero: dict[str, Any] = field(default_factory=dict)
+    devices: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def merged_over(self, base: SplitConfig) -> SplitConfig:
+        """This config with ``base`` underneath (keys here win)."""
+        out = SplitConfig(dict(base.hetero), {k: dict(v) for k, v in base.devices.items()})
+        out.hetero.update(self.hetero)
+        for name, values in self.devices.items():
+            out.devices.setdefault(name, {}).update(values)
+        return out
+
+    @property
+    def priorities(self) -> str | None:
+        """MULTI_DEVICE_PRIORITIES, as a comma-separated string, if set."""
+        value = self.hetero.get(PRIORITIES)
+        if value is None:
+            return None
+        return ",".join(check_priorities(value)) if isinstance(value, list | tuple) else str(value)
+
+    @property
+    def dump_dot(self) -> bool:
+        """HETERO_DUMP_GRAPH_DOT (the older API's switch for .dot dumps)."""
+        return parse_bool(DUMP_GRAPH_DOT, self.hetero.get(DUMP_GRAPH_DOT, False))
+
+    @property
+    def performance_mode(self) -> str:
+        """PERFORMANCE_HINT, LATENCY unless set."""
+        return parse_performance_mode(self.hetero.get(PERFORMANCE_HINT, LATENCY))
+
+    @property
+    def dot_dir(self) -> str | None:
+        """Where .dot files go (HETERO_DOT_DIR), None for the current directory."""
+        value = self.hetero.get(DOT_DIR)
+        return None if value in (None, "") else str(value)
+
+    def settings(self, device: Device) -> DeviceSettings:
+        """The device's settings, with HETERO-level PERF_COUNT applying to every device."""
+        return device_settings(device, self.device_values(device))
+
+    def device_values(self, device: Device) -> dict[str, Any]:
+        """The device's keys as set, with HETERO-level PERF_COUNT where the device has none of its own."""
+        values = dict(self.devices.get(device.name, {}))
+        if PERF_COUNT in self.hetero and PERF_COUNT not in values:
+            values[PERF_COUNT] = self.hetero[PERF_COUNT]
+        return values
+
+
+def check_priorities(value: Any) -> Any:
+    """MULTI_DEVICE_PRIORITIES as given, when it is a string ("OPENVINO,CPU") or a list of device names;
+    ConfigError saying what it takes otherwise."""
+    if isinstance(value, str) or (
+        isinstance(value, list | tuple) and all(isinstance(item, str) for item in value)
+    ):
+        return value
+    raise ConfigError(
+        f"bad value {value!r:.60} for {PRIORITIES}: use a string of device names, highest priority first, "
+        f'such as "OPENVINO,CPU", or a list of them such as ["OPENVINO", "CPU"]'
+    )
+
+
+def _knows(device_name: str, key: str) -> bool:
+    """Whether the device takes ``key`` (a named key or a provider option of its EP)."""
+    device = registry.lookup(device_name)
+    named = NAMED_KEYS.get(key.upper())
+    return (named is not None and device.kind.family in named[1]) or key in device.kind.provider_option_names
+
+
+def _device_name(key: str) -> str | None:
+    try:
+        return registry.lookup(key).name
+    except DeviceError:
+        return None
+
+
+def _json_text(value: Any) -> Any:
+    """``value`` parsed if it is JSON text of an object, else as it is."""
+    if isinstance(value, str) and value.strip().startswith("{"):
+        try:
+            return json.loads(value)
+        except (ValueError, RecursionError) as exc:
+            raise ConfigError(f"{DEVICE_PROPERTIES} is not valid JSON ({exc}): {value!r:.80}") from None
+    return value
+
+
+def split(config: Mapping[str, Any] | None, *, target: str | None = None) -> SplitConfig:
+    """Take a compile config apart; ``target`` is the device for plain-device keys, None for HETERO."""
+    out = SplitConfig()
+    for raw_key, value in (config or {}).items():
+        key = str(raw_key)
+        upper = key.upper()
+        if upper == DEVICE_PROPERTIES:
+            value = _json_text(value)  # --config DEVICE_PROPERTIES='{"CPU": {...}}' gives it as JSON text
+            if not isinstance(value, Mapping):
+                raise ConfigError(
+                    f"{DEVICE_PROPERTIES} takes {{device: {{key: value}}}} (a mapping, or its JSON text), not {value!r}"
+                )
+            for dev_key, dev_values in value.items():
+                _add_device(out, str(dev_key), dev_values)
+        elif upper == "HETERO":
+            raise ConfigError(
+                "HETERO's own keys go at the top level of this config (e.g. {'PERF_COUNT': 'YES'}), not under "
+                "a 'HETERO' key"
+            )
+        elif isinstance(value, Mapping) and upper not in HETERO_KEYS and not _target_key(target, key):
+            _add_device(out, key, value, target)
+        elif target is not None and upper not in (PRIORITIES, PERFORMANCE_HINT, DUMP_GRAPH_DOT, DOT_DIR):
+            out.devices.setdefault(target, {})[canonical_key(key)] = value
+        elif upper in HETERO_KEYS:
+            # a bad value fails when set, not at compile time
+            if upper == PERFORMANCE_HINT:
+                parse_performance_mode(value)
+            elif upper == PRIORITIES:
+                check_priorities(value)
+            elif upper in (PERF_COUNT, DUMP_GRAPH_DOT):
+                parse_bool(upper, value)
+            elif upper == DOT_DIR and not (value is None or isinstance(value, str | os.PathLike)):
+                raise ConfigError(f"bad value {value!r:.60} for {DOT_DIR}: give a folder path as a string")
+            out.hetero[upper] = value
+        else:
+            raise ConfigError(
+                f"unknown HETERO config key {key!r}: HETERO knows {', '.join(HETERO_KEYS)}; a device's own "
+                f'keys go under its name, e.g. {{"CPU": {{"{NUM_THREADS}": 2}}}}'
+            )
+    if target is not None and target in out.devices:
+        # validate early, so a bad key or value fails before anything runs
+        device_settings(registry.lookup(target), out.devices[target])
+    return out
+
+
+def _target_key(target: str | None, key: str) -> bool:
+    """Whether ``key`` is one of the plain target device's own keys rather than a device name."""
+    return target is not None and _device_name(key) is None and _knows(target, key)
+
+
+def _add_device(out: SplitConfig, key: str, values: Any, target: str | None = None) -> None:
+    name = _device_name(key)
+    if name is None and target is not None:
+        raise ConfigError(
+            f"unknown config key {key!r} for {target}: it knows "
+            f"{', '.join(known_keys(registry.lookup(target)))}; nor is it a device (a mapping under a "
+            f"device's name configures that device; known devices are {registry.known_names_text()})"
+        )
+    if name is None:
+        raise ConfigError(
+            f"config names unknown device {key!r}: known devices are {registry.known_names_text()}"
+        )
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"config for {name} must be a mapping of keys to values, not {values!r}")
+    device = registry.lookup(name)
+    device_settings(device, values, whole=False)  # each key early: a bad key fails before anything runs
+    out.devices.setdefault(name, {}).update({canonical_key(str(k)): v for k, v in values.items()})

@@ -1,0 +1,485 @@
+"""Query: which nodes each device supports (what its EP claims) and the affinities a compile uses.
+
+A device's support is read from ONE probe session with its EP first in the provider list, graph
+optimizations off (node names stay the model's), and ORT's record of which EP took which node. The cost
+grows with the number of devices, not of nodes. A probe that ORT refuses to create is retried without
+the node that has no kernel, or in halves, so a query never fails because of one node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import onnx
+
+from ..errors import AffinityError, ConfigError, ModelError, UnsupportedNodesError
+from ..graph.model import Model, Node
+from ..ort.session import assignment, failure_reason, ort, record_assignment, refused_model, session_options
+from .device_string import DeviceRequest
+from .devices import Device, lookup
+from .export import extract
+
+log = logging.getLogger("hetero_cli")
+
+_NO_KERNEL = re.compile(r"Could not find an implementation for .*? node with name '([^']*)'")
+
+
+# Nodes an execution provider is known not to compile, where ORT would fail or even abort the process (an
+# exception thrown through C++ code that cannot pass it on): refused up front with a CompileError instead.
+# ORT 1.24's OpenVINO EP cannot compile a Loop or Scan whose body reads names from outside it ("<name> node
+# not found in graph cache"), and aborts the process when such a Loop body holds an If.
+KNOWN_FAILURES: dict[str, tuple[frozenset[str], str]] = {
+    "OPENVINO": (
+        frozenset({"Loop", "Scan"}),
+        "ONNX Runtime's OpenVINO execution provider cannot compile a Loop or Scan whose body reads values "
+        "from outside it (it fails, or aborts the process when the body holds an If)",
+    ),
+}
+
+
+def known_to_fail(node: Node, device: Device) -> bool:
+    """Whether ``device``'s EP is known to fail (or abort the process) on ``node`` (KNOWN_FAILURES)."""
+    known = KNOWN_FAILURES.get(device.kind.family)
+    return (
+        known is not None
+        and node.proto.op_type in known[0]
+        and node.proto.domain in ("", "ai.onnx")
+        and bool(node.implicit_inputs)
+    )
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A whole-model probe session, and the provider list and intra-op threads it was created with."""
+
+    providers: list[Any]
+    session: ort.InferenceSession
+    intra_op_num_threads: int | None = None
+
+
+# A compile's settings for a device's sessions: (provider options, intra-op threads or None); None for the
+# options: the device's own
+SessionSettings = tuple[Mapping[str, str] | None, int | None]
+
+
+@dataclass
+class _Keeper:
+    probes: dict[str, Probe]
+    settings: Mapping[str, SessionSettings]
+
+
+_kept: contextvars.ContextVar[_Keeper | None] = contextvars.ContextVar("hetero_probes", default=None)
+
+
+@contextlib.contextmanager
+def keep_probes(settings: Mapping[str, SessionSettings] | None = None) -> Iterator[dict[str, Probe]]:
+    """Within the block, whole-model probes of devices whose EP compiles the graph itself are kept, by
+    device name: a compile whose plan is that one device uses the probe as its session instead of
+    compiling the model a second time (the OpenVINO EP compiles while a session is created).
+
+    ``settings``: by device name, the provider options and threads the compile gives that device's
+    sessions; its probe is created with them, so that it is the very session the compile needs.
+    """
+    keeper = _Keeper({}, dict(settings or {}))
+    token = _kept.set(keeper)
+    try:
+        yield keeper.probes
+    finally:
+        _kept.reset(token)
+
+
+def _session_settings(device: Device) -> SessionSettings:
+    keeper = _kept.get()
+    return keeper.settings.get(device.name, (None, None)) if keeper is not None else (None, None)
+
+
+def supported_nodes(model: Model, device: Device) -> frozenset[str]:
+    """Friendly names of the non-constant nodes ``device``'s EP claims in ``model`` (cached per model)."""
+    options, threads = _session_settings(device)
+    key = (device.name, tuple(sorted({**device.provider_options, **(options or {})}.items())), threads)
+    if key not in model.query_cache:
+        nodes = model.get_ops()
+        # never hand an EP what is known to abort the process; what is left is probed as usual
+        kept = [n for n in nodes if not known_to_fail(n, device)]
+        model.query_cache[key] = frozenset(_claims(model, device, kept, whole=len(kept) == len(nodes)))
+    return model.query_cache[key]
+
+
+def known_claims(model: Model, device: Device) -> frozenset[str] | None:
+    """What a query already found ``device`` claims in ``model`` (under any settings), None if no query
+    probed it: for advice in an error, where probing the whole model again could take longer than the
+    compile that failed."""
+    return next((claims for key, claims in model.query_cache.items() if key[0] == device.name), None)
+
+
+def _piece(model: Model, nodes: Sequence[Node]) -> onnx.ModelProto:
+    """A probe model of some nodes: constant inputs computed inside, every other input cut."""
+    chosen = {n.index: n for n in nodes}
+    for node in model.constant_nodes_for(t for n in nodes for t in n.inputs):
+        chosen.setdefault(node.index, node)
+    produced = {t for n in chosen.values() for t in n.outputs}
+    inputs = list(
+        dict.fromkeys(
+            t
+            for n in chosen.values()
+            for t in n.inputs
+            if t not in produced and t not in model.initializer_names
+        )
+    )
+    read = {t for n in chosen.values() for t in n.inputs}
+    outputs = [t for n in nodes for t in n.outputs if t not in read or t in model.output_names]
+    if not outputs:
+        outputs = [nodes[-1].outputs[0]] if nodes[-1].outputs else []
+    return extract(model, chosen.values(), inputs, outputs, name=f"{model.name}_probe")
+
+
+def _claims(model: Model, device: Device, nodes: list[Node], *, whole: bool = False) -> set[str]:
+    """Names among ``nodes`` the device's EP claims; never raises for nodes it cannot take."""
+    if not nodes:
+        return set()
+    wanted = {n.friendly_name for n in nodes if not n.is_constant}
+    if not wanted:
+        return set()
+    if whole and device.is_cpu and _loads(model.weightless_copy(rename=True), model, device):
+        # the CPU EP picks kernels by op and type alone: a probe without the weights answers the same
+        return wanted
+    try:
+        proto = model.session_copy() if whole else _piece(model, nodes)
+    except ModelError:
+        return set() if len(nodes) == 1 else _halves(model, device, nodes)
+    if whole and device.kind.optimized_probe:
+        answer = _optimized_claims(proto, model, device, wanted)
+        if answer is not None:
+            return answer
+    try:
+        sess = _probe_session(proto, model, device)
+    except ConfigError:
+        raise
+    except Exception as exc:
+        missing = _NO_KERNEL.search(str(exc))
+        if missing and missing.group(1) in wanted and len(nodes) > 1:
+            rest = [n for n in nodes if n.friendly_name != missing.group(1)]
+            return _claims(model, device, rest)
+        if len(nodes) == 1:
+            return set()
+        found = _halves(model, device, nodes)
+        if whole and not found and not device.is_cpu:
+            # every probe failed: say why rather than quietly leave every node to the next device (the
+            # reason may be the EP's limits, or that it cannot load this model at all: its file, weights)
+            log.warning(
+                "%s took no node: every probe of it failed, the whole model's with: %s",
+                device.name,
+                failure_reason(exc),
+            )
+        return found
+    if device.is_cpu:
+        # ORT runs what the CPU EP lacks a kernel for at this type through casts it inserts itself; those
+        # nodes are missing from the assignment record but run, so a CPU probe that loads supports them all.
+        return wanted
+    claimed = set()
+    for ep, placed in assignment(sess):
+        if ep == device.ep:
+            claimed.update(name for name, _ in placed)
+    return claimed & wanted
+
+
+def _optimized_claims(
+    proto: onnx.ModelProto, model: Model, device: Device, wanted: set[str]
+) -> set[str] | None:
+    """The claims read from a probe with ORT's default graph optimizations, or None where it cannot tell.
+
+    Such a probe is the very session ORT would create for the model, so the query's compile is the one a
+    compile of a whole-model plan needs anyway (the probe is kept and reused); with optimizations off, the
+    OpenVINO EP compiles the unfused graph, 20-30% slower on the light/ models. ORT's optimizations fuse
+    and fold nodes before placing them (Conv+BatchNormalization, MatMul+Add into Gemm, Dropout dropped),
+    so some nodes are missing from its record. Each connected group of missing nodes takes the verdict of
+    the nodes around it when they agree; where they disagree, where a group has no neighbour, or where a
+    node the model does not name ran outside the device (a fusion that may have swallowed nodes the device
+    refuses), this gives up and the caller probes again without optimizations (exact names).
+    """
+    options, threads = _session_settings(device)
+    providers = device.providers(options)
+    try:
+        sess = _probe_session(proto, model, device, optimize=True, providers=providers, threads=threads)
+    except ConfigError:
+        raise
+    except Exception:
+        return None
+    placed = assignment(sess)
+    names = {n.friendly_name for n in model.get_ops()}
+    claimed = {name for ep, nodes in placed if ep == device.ep for name, _ in nodes}
+    elsewhere = {name for ep, nodes in placed if ep != device.ep for name, _ in nodes}
+    if not elsewhere <= names:
+        return None
+    if model.has_half_floats and wanted - claimed - elsewhere:
+        # a node missing from the record may have run on the CPU EP through Casts ORT inserted (no 16-bit
+        # kernel there), not been fused away: only the exact probe can tell
+        return None
+    if not elsewhere:
+        verdict: set[str] | None = set(wanted)
+    else:
+        verdict = _resolve_missing(model, wanted, claimed & wanted, elsewhere)
+    keeper = _kept.get()
+    if verdict is not None and keeper is not None:
+        keeper.probes[device.name] = Probe(providers, sess, threads)
+    return verdict
+
+
+def _resolve_missing(
+    model: Model, wanted: set[str], claimed: set[str], elsewhere: set[str]
+) -> set[str] | None:
+    """``claimed`` plus the missing nodes whose surviving neighbours are all claimed; None if a group of
+    missing nodes has no surviving neighbour. A group between claimed and unclaimed nodes (a quantized
+    model's scale multiplications, fused away between a DynamicQuantizeLinear the EP runs and a
+    ConvInteger it refuses) is left to the next device: ORT fused it, so it runs nowhere as a node of its own
+    in the probe, and every device after this one can run it."""
+    missing = wanted - claimed - elsewhere
+    consumers = model.consumers()
+    result = set(claimed)
+    seen: set[str] = set()
+    for start in missing:
+        if start in seen:
+            continue
+        group, around, todo = [], set(), [start]
+        seen.add(start)
+        while todo:
+            node = model.node(todo.pop())
+            group.append(node.friendly_name)
+            neighbours = [model.producer[t] for t in node.inputs if t in model.producer]
+            neighbours += [c for t in node.outputs for c in consumers.get(t, ())]
+            for other in neighbours:
+                name = other.friendly_name
+                if name in missing:
+                    if name not in seen:
+                        seen.add(name)
+                        todo.append(name)
+                elif name in wanted:
+                    around.add(name in claimed)
+        if not around:
+            return None
+        if around == {True}:
+            result.update(group)
+    return result
+
+
+def _probe_session(
+    proto: onnx.ModelProto,
+    model: Model,
+    device: Device,
+    *,
+    optimize: bool = False,
+    providers: list[Any] | None = None,
+    threads: int | None = None,
+) -> ort.InferenceSession:
+    """A probe session of ``proto`` on ``device``, with the provider options and threads its compile's
+    sessions get (``keep_probes``' settings) unless given; ConfigError where ORT dropped the device's EP
+    (it does so, with only a log line, for a provider option it refuses)."""
+    options, configured = _session_settings(device)
+    so = session_options(optimize=optimize, external_dir=model.external_dir)
+    if threads or configured:
+        so.intra_op_num_threads = threads or configured
+    record_assignment(so)
+    providers = providers or device.providers(options)
+    # enable_fallback=0: ORT must not quietly retry a failing probe on the CPU EP alone
+    session = ort.InferenceSession(proto.SerializeToString(), so, providers=providers, enable_fallback=0)
+    if device.ep not in session.get_providers():
+        raise ConfigError(
+            f"{device.name} cannot create a session: ONNX Runtime dropped {device.ep}, over a provider option "
+            f"it refuses or a device it cannot open ({providers[0][1]}); check the config for {device.name} "
+            "(ONNX Runtime's log says which: hetero --debug, or onnxruntime.set_default_logger_severity(2))"
+        )
+    return session
+
+
+def _loads(proto: onnx.ModelProto, model: Model, device: Device) -> bool:
+    try:
+        _probe_session(proto, model, device)
+    except ConfigError:
+        raise
+    except Exception:
+        return False
+    return True
+
+
+def _halves(model: Model, device: Device, nodes: list[Node]) -> set[str]:
+    mid = len(nodes) // 2
+    return _claims(model, device, nodes[:mid]) | _claims(model, device, nodes[mid:])
+
+
+def greedy(model: Model, devices: Sequence[Device]) -> dict[str, str]:
+    """Each non-constant node to the first device (priority order) that supports it; constants follow.
+
+    Nodes no device supports are left out; constants take their first consumer's device.
+    """
+    result: dict[str, str] = {}
+    remaining = {n.friendly_name for n in model.get_ops() if not n.is_constant}
+    for device in devices:
+        if not remaining:
+            break
+        claims = supported_nodes(model, device)
+        for name in sorted(remaining & claims):
+            result[name] = device.name
+        remaining -= claims
+    _place_constants(model, result, devices[0].name)
+    return {n.friendly_name: result[n.friendly_name] for n in model.get_ops() if n.friendly_name in result}
+
+
+def _place_constants(model: Model, result: dict[str, str], default: str) -> None:
+    consumers = model.consumers()
+    for node in reversed(model.get_ops()):
+        if not node.is_constant:
+            continue
+        readers = sorted(
+            (r for t in node.outputs for r in consumers.get(t, ()) if r.friendly_name in result),
+            key=lambda r: r.index,
+        )
+        result[node.friendly_name] = result[readers[0].friendly_name] if readers else default
+
+
+def query_device(model: Model, device: Device) -> dict[str, str]:
+    """{friendly name: device} for what one device supports by itself (constants count as supported)."""
+    claims = supported_nodes(model, device)
+    return {
+        n.friendly_name: device.name for n in model.get_ops() if n.is_constant or n.friendly_name in claims
+    }
+
+
+def resolve_affinities(model: Model, request: DeviceRequest, devices: Sequence[Device]) -> dict[str, str]:
+    """The affinity of every node for a compile: manual if any node has one, else automatic (greedy)."""
+    ops = model.get_ops()
+    if not request.hetero:
+        return {n.friendly_name: devices[0].name for n in ops}
+    manual = model.affinities()
+    if manual:
+        return _check_manual(model, manual, request, devices)
+    if _cpu_alone(request, devices):
+        # nothing to choose: a probe would only be one session more (time, memory); should the compile's
+        # session fail, check_supported names what the CPU EP lacks
+        return {n.friendly_name: devices[0].name for n in ops}
+    return check_supported(model, devices)
+
+
+def unprobed(request: DeviceRequest, devices: Sequence[Device], model: Model) -> bool:
+    """Whether a compile places every node without a probe: HETERO over the CPU alone, no affinities."""
+    return _cpu_alone(request, devices) and not model.affinities()
+
+
+def _cpu_alone(request: DeviceRequest, devices: Sequence[Device]) -> bool:
+    return request.hetero and len(devices) == 1 and devices[0].is_cpu
+
+
+def check_supported(model: Model, devices: Sequence[Device]) -> dict[str, str]:
+    """The greedy affinities; UnsupportedNodesError naming the nodes no device of ``devices`` supports."""
+    affinities = greedy(model, devices)
+    missing = [n for n in model.get_ops() if n.friendly_name not in affinities]
+    if missing:
+        # one small probe each: a broken node among ops no EP has is the model's fault
+        for node in missing[:8]:
+            _refused_as_invalid(model, node)
+        raise UnsupportedNodesError(
+            f"no device of {', '.join(d.name for d in devices)} supports {_describe(missing)}: add a device "
+            f"that does (CPU supports most ONNX ops) or set affinities by hand{untyped_note(model, missing)}"
+        )
+    return affinities
+
+
+def _untyped(t: onnx.TypeProto | None) -> bool:
+    """No type at all, or a tensor type without an element type (sequences and maps are typed)."""
+    return t is None or (t.WhichOneof("value") == "tensor_type" and not t.tensor_type.elem_type)
+
+
+def untyped_note(model: Model, nodes: Sequence[Node]) -> str:
+    """A message's note on those of ``nodes`` that could not be probed at all: they read a tensor whose
+    element type nothing declares or infers (made by an op no device knows, say); '' if none do."""
+    untyped = {}
+    for node in nodes:
+        for t in node.inputs:
+            if t and t not in model.initializer_names and _untyped(model.value_type(t)):
+                untyped.setdefault(node.friendly_name, t)
+    if not untyped:
+        return ""
+    shown = _few(f"{n} reads {t!r}" for n, t in untyped.items())
+    return (
+        f" ({shown}, whose type nothing declares or infers, so no device could be asked: declare it in the "
+        "model's value_info)"
+    )
+
+
+def _refused_as_invalid(model: Model, node: Node) -> None:
+    """ModelError where the CPU EP refuses ``node`` because the model breaks ONNX's rules (an attribute
+    its op lacks...), which no device would fix."""
+    try:
+        _probe_session(_piece(model, [node]), model, lookup("CPU"))
+    except ConfigError:
+        raise
+    except Exception as exc:
+        refused = refused_model(f"{node.friendly_name} ({node.get_type_name()})", exc)
+        if refused is not None:
+            raise refused from None
+
+
+def _check_manual(
+    model: Model, manual: Mapping[str, str], request: DeviceRequest, devices: Sequence[Device]
+) -> dict[str, str]:
+    listed = {d.name for d in request.priorities}
+    usable = {d.name for d in devices}
+    resolved: dict[str, str] = {}
+    unknown: list[str] = []
+    outside: list[str] = []
+    absent: list[str] = []
+    for name, value in manual.items():
+        try:
+            dev = lookup(value).name
+        except Exception:
+            unknown.append(f"{name}={value}")
+            continue
+        if dev not in listed:
+            outside.append(f"{name}={dev}")
+        elif dev not in usable:
+            absent.append(f"{name}={dev}")
+        resolved[name] = dev
+    missing = [n for n in model.get_ops() if n.friendly_name not in manual]
+    problems = []
+    if missing:
+        problems.append(f"{len(missing)} node(s) have no affinity ({_describe(missing)})")
+    if unknown:
+        problems.append(f"unknown device in {_few(unknown)}")
+    if outside:
+        order = ",".join(d.name for d in request.priorities)
+        problems.append(f"device not in the priority list {order} in {_few(outside)}")
+    if absent:
+        problems.append(f"device not available on this machine in {_few(absent)}")
+    if problems and missing:
+        raise AffinityError(
+            "affinities were set by hand, so automatic mode is off and every node needs one naming a device "
+            f"of {request}: " + "; ".join(problems) + ". Set them all (query_model gives a starting map) "
+            "or clear them all to use automatic mode"
+        )
+    if problems:
+        order = ", ".join(d.name for d in devices)
+        fixes = []
+        if unknown or outside:
+            fixes.append(f"list the device in {request}")
+        if absent:
+            fixes.append("run where the device is available")
+        raise AffinityError(
+            "the affinities set by hand must name devices of "
+            f"{request}: " + "; ".join(problems) + f". Use {order}, or " + " or ".join(fixes)
+        )
+    return {n.friendly_name: resolved[n.friendly_name] for n in model.get_ops()}
+
+
+def _few(items: Iterable[str], limit: int = 8) -> str:
+    items = list(items)
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def _describe(nodes: Sequence[Node]) -> str:
+    return _few(f"{n.friendly_name} ({n.get_type_name()})" for n in nodes)

@@ -1,0 +1,207 @@
+"""The benchmark harness runs end to end (``bench/run.py --quick``) and writes its JSON document.
+
+Only the harness's plumbing is checked here: that it exits 0 and writes results.json with every section
+and one PASS / FAIL / SKIP entry per target of issue 6. Timings are never asserted: they are the harness's
+output, checked by the harness itself (``make bench``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import onnxruntime as ort
+import pytest
+
+HAS_OPENVINO_EP = "OpenVINOExecutionProvider" in ort.get_available_providers()
+ROOT = Path(__file__).resolve().parents[2]
+RUN = ROOT / "bench" / "run.py"
+
+SECTIONS = ("latency", "crossing", "boundaries", "phases", "rss", "partition_scaling", "throughput")
+TARGET_KEYS = {
+    "latency_hetero_cpu",
+    "latency_hetero_ov",
+    "boundary_overhead",
+    "boundary_copy",
+    "partition_time",
+    "partition_growth",
+    "parallel_compile",
+    "rss",
+    "compile_time",
+    "async_throughput",
+}
+
+
+def _script(script: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    """A harness script run with ``args`` from the repository's root, its output captured."""
+    return subprocess.run(
+        [sys.executable, str(script), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _quick(script: Path, out: Path, timeout: int) -> subprocess.CompletedProcess[str]:
+    """A harness script's ``--quick`` run writing into ``out``."""
+    return _script(script, "--quick", "--out", str(out), timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    out = tmp_path_factory.mktemp("bench")
+    return _quick(RUN, out, timeout=300), out
+
+
+@pytest.mark.slow
+def test_quick_run_exits_0_and_reports_every_target(quick_run):
+    done, _ = quick_run
+    assert done.returncode == 0, done.stderr[-3000:] or done.stdout[-3000:]
+    assert "Targets of issue 6" in done.stdout
+    assert any(line.startswith(("[PASS]", "[FAIL]", "[SKIP]")) for line in done.stdout.splitlines())
+
+
+@pytest.mark.slow
+def test_quick_run_writes_results_json(quick_run):
+    done, out = quick_run
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    for key in ("machine", "command", "started", "finished", "duration_s", "settings", "targets", *SECTIONS):
+        assert key in results, key
+    assert results["quick"] is True
+    machine = results["machine"]
+    for key in ("cpu", "logical_cpus", "memory_gib", "python", "onnxruntime", "onnx", "openvino"):
+        assert key in machine, key
+
+    assert {t["key"] for t in results["targets"]} == TARGET_KEYS
+    assert all(t["status"] in ("PASS", "FAIL", "SKIP") for t in results["targets"])
+    status = {t["key"]: t["status"] for t in results["targets"]}
+    # what a quick run measures gets a verdict (its figures are not judged here); the 100k-node graph is
+    # only built by a full run
+    for key in ("latency_hetero_cpu", "partition_growth", "rss"):
+        assert status[key] in ("PASS", "FAIL"), (key, results["targets"])
+    assert status["partition_time"] == "SKIP"
+
+    # the quick run measures one light/ model, the synthetic split model and both chains
+    assert set(results["latency"]) == {"squeezenet", "mlp_sanitised", "chain_small", "chain_large"}
+    groups = results["latency"]["squeezenet"]["groups"]
+    assert {"ort_cpu", "hetero_cpu"} == set(groups["cpu"]["runtimes"])
+    if HAS_OPENVINO_EP:
+        assert {"ort_ov", "hetero_ov"} <= set(groups["openvino"]["runtimes"])
+    for group in ("cpu", "openvino"):
+        assert groups[group]["block"] >= 1
+        for row in groups[group]["runtimes"].values():
+            assert {"median_ms", "min_ms", "max_ms"} <= set(row["stats"])
+    assert groups["cpu"]["runtimes"]["hetero_cpu"]["ratio"] > 0
+    if HAS_OPENVINO_EP:  # the forced split has exactly ORT's own placement: 2 * cuts + 1 subgraphs
+        per_cut = results["crossing"]["per_cut"]
+        assert {int(c): row["subgraphs"] for c, row in per_cut.items()} == {0: 1, 1: 3, 3: 7, 7: 15}
+        assert all(row["max_abs_diff_vs_ort"] < 1e-5 for row in per_cut.values())
+        assert status["boundary_overhead"] in ("PASS", "FAIL")
+    if HAS_OPENVINO_EP:  # forced splits alternate CPU and OPENVINO
+        assert "per_k" in results["boundaries"]["chain_small"]
+    assert set(results["partition_scaling"]["kinds"]) == {"chain", "ladder", "dag"}
+
+    if not HAS_OPENVINO_EP:  # the splits of crossing and throughput are CPU / OPENVINO
+        assert "onnxruntime-openvino" in results["crossing"]["skipped"]
+        assert "onnxruntime-openvino" in results["throughput"]["skipped"]
+        assert status["async_throughput"] == status["boundary_overhead"] == "SKIP"
+        return
+    # async throughput: the synthetic split and the light/ model cut in two, default threads and one
+    # thread per session, sync and nireq 1, 2, 4
+    throughput = results["throughput"]
+    assert throughput["settings"]["nireq"] == [1, 2, 4]
+    runs = {(r["model"], r["threads"]): r for r in throughput["runs"]}
+    assert set(runs) == {(m, n) for m in ("mlp_sanitised", "squeezenet_split2") for n in (0, 1)}
+    for entry in runs.values():
+        assert set(entry["configs"]) == {"sync", "1", "2", "4"}, entry
+        assert entry["subgraphs"] >= 2
+        for row in entry["configs"].values():
+            assert row["median_fps"] > 0 and len(row["fps"]) == throughput["settings"]["repeats"]
+        assert entry["configs"]["1"]["speedup_vs_nireq1"] == 1.0
+    if HAS_OPENVINO_EP:
+        assert status["async_throughput"] in ("PASS", "FAIL"), results["targets"]
+
+
+@pytest.mark.slow
+def test_quick_run_draws_the_boundary_plot(quick_run):
+    pytest.importorskip("matplotlib", reason="the bench extra draws the plot: pip install -e '.[bench]'")
+    if not HAS_OPENVINO_EP:
+        pytest.skip("forced splits need the OpenVINO EP (hetero-cli[openvino])")
+    done, out = quick_run
+    assert done.returncode == 0, done.stderr[-3000:]
+    png = out / "boundary_overhead.png"
+    assert png.exists()
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+GPU = ROOT / "bench" / "gpu.py"
+
+
+def _gpu_quick(out: Path) -> subprocess.CompletedProcess[str]:
+    return _quick(GPU, out, timeout=600)
+
+
+@pytest.mark.skipif(
+    "CUDAExecutionProvider" in ort.get_available_providers(),
+    reason="this machine has CUDA: the gpu test runs",
+)
+def test_cuda_rows_without_cuda_say_so_and_write_nothing(tmp_path):
+    done = _gpu_quick(tmp_path / "gpu")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("no CUDA device here, nothing measured: ")
+    assert not (tmp_path / "gpu").exists()
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.skipif(
+    "CUDAExecutionProvider" not in ort.get_available_providers(),
+    reason="needs an NVIDIA GPU and onnxruntime-gpu (make FLAVOUR=gpu test)",
+)
+def test_cuda_rows_measure_the_automatic_split_the_forced_splits_and_pipelining(tmp_path):
+    done = _gpu_quick(tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:] or done.stdout[-3000:]
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert not results.get("errors"), results["errors"]
+    assert results["machine"]["gpu"]
+    for name in ("squeezenet", "mlp_sanitised"):
+        groups = results["latency"][name]["groups"]
+        assert set(groups["auto"]["runtimes"]) == {"ort_cuda", "hetero_gpu"}
+        assert groups["auto"]["runtimes"]["hetero_gpu"]["ratio"] > 0
+        assert set(results["splits"][name]["per_k"]) == {"2", "4"}
+    # mlp_sanitised's outputs are not uniform: every runtime, split or not, computes the same numbers
+    rows = results["latency"]["mlp_sanitised"]["groups"]["splits"]["runtimes"].values()
+    assert all(row["max_abs_diff_vs_ort_cuda"] < 1e-2 for row in rows)
+    [run] = results["throughput"]["runs"]
+    assert run["devices"] == ["GPU", "CPU"] and set(run["configs"]) == {"sync", "1", "2", "4"}
+    for name in (
+        "squeezenet",
+        "mlp_sanitised",
+    ):  # one subgraph on the GPU: the query's session is the compile
+        measured = results["phases"][name]["HETERO:GPU,CPU"]
+        assert measured["subgraphs"] == 1 and measured["probe_reused"] == 1.0, measured
+        assert measured["sessions_created"] == 1 and measured["compile_ratio"] > 0
+    assert results["gil"]["CUDA,CPU"]["python_pace_share"] >= 0
+
+
+def test_paired_cpu_times_a_given_copy_of_hetero_cli():
+    """bench/paired_cpu.py runs and names the hetero_cli it timed (its --source); no timing is judged."""
+    args = ("--model", "squeezenet", "--pairs", "2", "--source", str(ROOT))
+    done = _script(ROOT / "bench" / "paired_cpu.py", *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert str(ROOT / "hetero_cli") in done.stdout
+    assert "squeezenet HETERO:CPU / ORT CPU, median of 2 paired ratios:" in done.stdout
+
+
+def test_referenced_weights_times_both_ways_of_holding_the_weights():
+    """bench/referenced_weights.py creates sessions both ways and prints one median each; none is judged."""
+    args = ("--providers", "CPU", "--model", "squeezenet", "--repeats", "1")
+    done = _script(ROOT / "bench" / "referenced_weights.py", *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "squeezenet [CPU] weights inline: " in done.stdout
+    assert "squeezenet [CPU] weights referenced in the file: " in done.stdout

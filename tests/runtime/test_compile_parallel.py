@@ -1,0 +1,148 @@
+"""Compiling a split (issue 6): subgraph sessions are created on a pool of threads (and on the calling
+thread when the pool is busy) while the calling thread exports the next subgraphs, errors stay deterministic, and sessions of a split stop spinning between runs.
+
+Whether creations really overlap in time depends on the ONNX Runtime binding (1.24 holds the GIL while a
+session initialises, newer releases let it go), so these tests check the structure - which threads create
+which sessions, how many exported models wait at once - never a timing.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import onnxruntime as ort
+import pytest
+from onnx import helper as h
+from support.helpers import assert_same, cpu_split, make_model, ort_run, seeded, vi
+
+import hetero_cli as hc
+from hetero_cli.errors import CompileError
+from hetero_cli.runtime import compiler as compile_module
+
+
+def chain(length: int = 8):
+    ops = ("Relu", "Neg", "Abs", "Sigmoid")
+    names = ["x", *[f"t{i}" for i in range(length - 1)], "y"]
+    nodes = [h.make_node(ops[i % 4], [names[i]], [names[i + 1]], name=f"n{i}") for i in range(length)]
+    return make_model(nodes, [vi("x", [2, 3])], [vi("y", [2, 3])], name="chain")
+
+
+@pytest.fixture
+def created(monkeypatch):
+    """Every InferenceSession a compile creates: (thread name, providers)."""
+    seen: list[tuple[str, tuple[str, ...]]] = []
+    real = ort.InferenceSession
+    lock = threading.Lock()
+
+    class Recording(real):  # type: ignore[misc, valid-type]
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            with lock:
+                seen.append((threading.current_thread().name, tuple(self.get_providers())))
+
+    monkeypatch.setattr(ort, "InferenceSession", Recording)
+    monkeypatch.setattr(compile_module, "compile_workers", lambda n: max(1, min(n, 3)))
+    return seen
+
+
+def test_split_sessions_are_created_on_the_compile_pool(created):
+    proto = chain()
+    compiled = cpu_split(proto)
+    assert len(compiled.subgraphs) == 8
+    names = [name for name, _ in created]
+    here = threading.current_thread().name
+    assert len(names) == 8 and all(name.startswith("hetero-compile") or name == here for name in names)
+    assert any(name.startswith("hetero-compile") for name in names)  # the pool takes what it can
+    x = seeded((2, 3))
+    assert_same(compiled({"x": x}), ort_run(proto, {"x": x}))
+    assert [s.index for s in compiled.subgraphs] == list(range(8))  # in plan order, whatever finished first
+
+
+def test_a_plan_of_one_subgraph_compiles_on_the_calling_thread(created):
+    compiled = hc.Core().compile_model(chain(), "HETERO:CPU")
+    assert len(compiled.subgraphs) == 1
+    assert created == [(threading.current_thread().name, ("CPUExecutionProvider",))]  # no probe before it
+
+
+def test_at_most_one_exported_model_per_worker_waits_or_compiles(monkeypatch):
+    monkeypatch.setattr(compile_module, "compile_workers", lambda n: 2)
+    lock = threading.Lock()
+    level = peak = 0
+    real = compile_module.prepare_subgraph
+
+    def counting(*args, **kwargs):
+        nonlocal level, peak
+        finish = real(*args, **kwargs)
+        with lock:
+            level += 1
+            peak = max(peak, level)
+
+        def done():
+            nonlocal level
+            try:
+                return finish()
+            finally:
+                with lock:
+                    level -= 1
+
+        return done
+
+    monkeypatch.setattr(compile_module, "prepare_subgraph", counting)
+    cpu_split(chain(12))
+    assert peak == 2
+
+
+def test_the_error_is_the_first_failing_subgraphs_in_plan_order(monkeypatch):
+    monkeypatch.setattr(compile_module, "compile_workers", lambda n: 4)
+    real = compile_module.prepare_subgraph
+    gate = threading.Event()
+
+    def failing(model, subgraph, *args, **kwargs):
+        finish = real(model, subgraph, *args, **kwargs)
+
+        def run():
+            if subgraph.index == 1:
+                gate.wait(5)  # the later failure comes first
+                raise CompileError("subgraph2 failed")
+            if subgraph.index == 3:
+                gate.set()
+                raise CompileError("subgraph4 failed")
+            return finish()
+
+        return run
+
+    monkeypatch.setattr(compile_module, "prepare_subgraph", failing)
+    with pytest.raises(CompileError, match="subgraph2 failed"):
+        cpu_split(chain(8))
+
+
+def test_an_export_failure_stops_the_compile_after_the_sessions_already_started(monkeypatch):
+    monkeypatch.setattr(compile_module, "compile_workers", lambda n: 2)
+    real = compile_module.prepare_subgraph
+    prepared: list[int] = []
+
+    def failing(model, subgraph, *args, **kwargs):
+        if subgraph.index == 2:
+            raise CompileError("cannot export subgraph3")
+        prepared.append(subgraph.index)
+        return real(model, subgraph, *args, **kwargs)
+
+    monkeypatch.setattr(compile_module, "prepare_subgraph", failing)
+    with pytest.raises(CompileError, match="cannot export subgraph3"):
+        cpu_split(chain(8))
+    assert prepared == [0, 1]
+
+
+def spinning(session: ort.InferenceSession) -> str:
+    return session.get_session_options().get_session_config_entry(compile_module.FORCE_SPINNING_STOP)
+
+
+def test_sessions_of_a_split_stop_spinning_when_their_run_returns():
+    compiled = cpu_split(chain(4))
+    assert [spinning(s.session) for s in compiled.subgraphs] == ["1"] * 4
+
+
+def test_a_plan_of_one_subgraph_keeps_ort_defaults():
+    compiled = hc.Core().compile_model(chain(4), "HETERO:CPU")
+    with pytest.raises(Exception, match="does not have configuration"):
+        spinning(compiled.subgraphs[0].session)

