@@ -41,8 +41,13 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
+# ruff, then the package's shape: imports go down the layers only (import-linter, contracts in
+# pyproject.toml), no import cycle, no module over 600 lines, no class over 300 (tools/check_layout.py).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check --quiet .
+	$(VENV)/bin/lint-imports --no-cache
+	$(PY) tools/check_layout.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .cache

@@ -28,13 +28,11 @@ from .errors import (
     ModelError,
     UnsupportedNodesError,
 )
-from .graph.model import Model, Node, TensorInfo
+from .graph import Model, Node, TensorInfo
 from .ort import session as _ort  # noqa: F401
 from .placement.partition import Link, Plan, Subgraph
 from .properties import Type
-from .runtime.compiler import CompiledModel, CompiledSubgraph
-from .runtime.infer_request import InferRequest
-from .runtime.pipeline import AsyncInferQueue, Pipeline
+from .runtime import AsyncInferQueue, CompiledModel, CompiledSubgraph, InferRequest, Pipeline
 
 __version__ = "0.1.0"
 

@@ -15,15 +15,14 @@ from typing import Any
 import onnx
 
 from .errors import CompileError, ConfigError
-from .graph.model import Model, read_model
-from .ort.session import external_data_dir
+from .graph import Model, read_model
 from .placement import config as cfg
 from .placement import device_string, qdq, query, visualize
 from .placement import devices as registry
 from .placement.device_string import DeviceRequest
 from .placement.devices import Device
 from .placement.partition import Plan, partition
-from .runtime.compiler import CompiledModel, compile_plan
+from .runtime import CompiledModel, check_loadable, compile_plan, external_data_dir
 
 ModelSource = Model | str | os.PathLike[str] | bytes | onnx.ModelProto
 # what get_property("HETERO", ...) answers: its config keys and its name
@@ -43,7 +42,7 @@ class Core:
 
     def read_model(self, model: ModelSource, weights: Any = None) -> Model:
         """Load an ONNX model (path, bytes or ModelProto); affinities saved in it are restored."""
-        return model if isinstance(model, Model) else read_model(model)
+        return model if isinstance(model, Model) else read_model(model, check_loadable)
 
     def set_property(
         self, device_name: str | Mapping[str, Any], properties: Mapping[str, Any] | None = None

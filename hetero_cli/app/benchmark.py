@@ -25,11 +25,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import HeteroError, InferenceError
-from ..graph.model import Model, TensorInfo, shape_text
-from ..runtime.compiler import CompiledModel
-from ..runtime.infer_request import InferRequest
-from ..runtime.pipeline import AsyncInferQueue
-from ..runtime.profiling import NOT_RUN, ProfilingInfo
+from ..graph import Model, TensorInfo, shape_text
+from ..runtime import NOT_RUN, AsyncInferQueue, CompiledModel, InferRequest, ProfilingInfo
 from . import image, limits
 from .limits import data_bytes, size_text
 

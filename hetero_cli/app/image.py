@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import HeteroError
-from ..graph.model import Model, TensorInfo, shape_text
+from ..graph import Model, TensorInfo, shape_text
 from . import limits
 
 LAYOUTS = ("NCHW", "NHWC")

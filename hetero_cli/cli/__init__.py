@@ -41,13 +41,12 @@ from ..errors import (
     ModelError,
     UnsupportedNodesError,
 )
-from ..graph.model import Model, shape_text
-from ..ort.session import QUIET, ort
+from ..graph import Model, shape_text
 from ..placement import config as cfg
 from ..placement import device_string, visualize
 from ..placement import devices as registry
 from ..placement.query import untyped_note
-from ..runtime.profiling import format_counters
+from ..runtime import format_counters, set_log_level
 
 log = logging.getLogger("hetero_cli")
 
@@ -234,7 +233,7 @@ class _Main:
         # ORT's process-wide logger writes straight to stderr (the OpenVINO EP's "[W:onnxruntime:Default,
         # ...] The input 'x' is not used" lines): noise a user cannot act on; failures still come as
         # exceptions. --debug keeps its warnings.
-        ort.set_default_logger_severity(2 if debug else QUIET)
+        set_log_level(debug)
         handler = _WarningLines()
         log.addHandler(handler)
         written.reset()

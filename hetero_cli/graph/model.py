@@ -13,7 +13,7 @@ import os
 import secrets
 import shutil
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
 from typing import Any
@@ -23,7 +23,6 @@ import onnx
 from onnx import helper
 
 from ..errors import HeteroError, ModelError
-from ..ort.session import ort, unloadable
 from .wire import raw_data_spans, skeleton_bytes
 
 AFFINITY = "affinity"
@@ -850,23 +849,33 @@ def _new_file_beside(path: Path) -> Path:
         return candidate
 
 
-def read_model(source: str | os.PathLike[str] | bytes | memoryview | onnx.ModelProto) -> Model:
+# A check of a parsed model before it becomes a Model (the runtime's: can this ONNX Runtime load it?):
+# (proto, where it came from) -> None, or ModelError saying what is wrong.
+ModelCheck = Callable[[onnx.ModelProto, str], None]
+
+
+def read_model(
+    source: str | os.PathLike[str] | bytes | memoryview | onnx.ModelProto, check: ModelCheck | None = None
+) -> Model:
     """Load an ONNX model from a path, serialized bytes or a ModelProto, with one clear error if it cannot.
+
+    ``check`` runs on the parsed model after the structural checks (Core passes ONNX Runtime's
+    IR-version and opset check, so a model it cannot load is refused when it is read).
 
     Weights stored in external data files are checked (inside the model's folder, present, long enough)
     but not loaded: sessions read them from the files. Only small external tensors (shapes, axes) are
     read in, so shape inference sees them.
     """
     if isinstance(source, onnx.ModelProto):
-        return _checked(source, None, "the ModelProto given")
+        return _checked(source, None, "the ModelProto given", check)
     if isinstance(source, bytes | bytearray):
         try:
             proto = onnx.load_from_string(bytes(source))
         except Exception as exc:
             raise ModelError(f"these bytes are not an ONNX model ({_short(exc)})") from None
-        return _checked(proto, None, "these bytes")
+        return _checked(proto, None, "these bytes", check)
     if isinstance(source, memoryview):
-        return read_model(source.tobytes())
+        return read_model(source.tobytes(), check)
     if not isinstance(source, str | os.PathLike):
         raise ModelError(
             f"cannot read a model from {type(source).__name__}: give a file path, the model's bytes or an "
@@ -891,7 +900,7 @@ def read_model(source: str | os.PathLike[str] | bytes | memoryview | onnx.ModelP
         raise ModelError(
             f"{path} is not a readable ONNX model ({_short(exc)}): is the file truncated or of another format?"
         ) from None
-    return _checked(proto, path, str(path))
+    return _checked(proto, path, str(path), check)
 
 
 def _load_skeleton(path: Path) -> onnx.ModelProto | None:
@@ -914,19 +923,14 @@ def _load_skeleton(path: Path) -> onnx.ModelProto | None:
         return None  # onnx.load tells what is wrong with the file
 
 
-def _checked(proto: onnx.ModelProto, path: Path | None, where: str) -> Model:
-    """``proto`` as a Model once it passed the structural checks; ModelError saying what is wrong if not."""
+def _checked(proto: onnx.ModelProto, path: Path | None, where: str, check: ModelCheck | None) -> Model:
+    """``proto`` as a Model once it passed the structural checks and ``check``; ModelError saying what is
+    wrong if not."""
     if not proto.graph.node and not proto.graph.output:
         raise ModelError(f"{where} holds no ONNX graph: is it an ONNX model file?")
     check_structure(proto, where)
-    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
-    refused = unloadable(proto.ir_version, opset) if opset is not None else None
-    if refused is not None:
-        raise ModelError(
-            f"{where}: ONNX Runtime {ort.__version__} loads no model of IR version {proto.ir_version} and "
-            f"opset {opset} ({refused}): convert it to an IR version and opset this ONNX Runtime supports "
-            "(onnx.version_converter), or re-export it"
-        )
+    if check is not None:
+        check(proto, where)
     external = [t for t in all_tensors(proto) if _is_external(t)]
     if external:
         if path is None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ModelError
-from ..graph.model import Model, Node
+from ..graph import Model, Node
 
 INPUT = "input"
 CONSTANT = "constant"

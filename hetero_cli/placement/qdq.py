@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..graph.model import Model, Node
+from ..graph import Model, Node
 
 log = logging.getLogger("hetero_cli")
 

@@ -19,7 +19,7 @@ from typing import Any
 import onnx
 
 from ..errors import AffinityError, ConfigError, ModelError, UnsupportedNodesError
-from ..graph.model import Model, Node
+from ..graph import Model, Node
 from ..ort.session import assignment, failure_reason, ort, record_assignment, refused_model, session_options
 from .device_string import DeviceRequest
 from .devices import Device, lookup

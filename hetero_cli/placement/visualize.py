@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..errors import HeteroError
-from ..graph.model import Model
+from ..graph import Model
 from .partition import Plan
 
 ENV = "OPENVINO_HETERO_VISUALIZE"

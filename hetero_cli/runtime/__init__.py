@@ -1,0 +1,26 @@
+"""The runtime layer: a plan compiled into ONNX Runtime sessions, inference requests over them, the
+pipeline that overlaps requests across devices, and performance counters. Layers above (core, app, cli)
+import these names from here, not from the modules inside.
+"""
+
+from .compiler import CompiledModel, CompiledSubgraph, compile_plan
+from .environment import check_loadable, external_data_dir, onnxruntime_version, set_log_level
+from .infer_request import InferRequest
+from .pipeline import AsyncInferQueue, Pipeline
+from .profiling import NOT_RUN, ProfilingInfo, format_counters
+
+__all__ = [
+    "NOT_RUN",
+    "AsyncInferQueue",
+    "CompiledModel",
+    "CompiledSubgraph",
+    "InferRequest",
+    "Pipeline",
+    "ProfilingInfo",
+    "check_loadable",
+    "compile_plan",
+    "external_data_dir",
+    "format_counters",
+    "onnxruntime_version",
+    "set_log_level",
+]

@@ -24,12 +24,13 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ..errors import CompileError, ConfigError, HeteroError, ModelError
-from ..graph.model import Model, TensorInfo, shape_text, type_shape
+from ..graph import Model, TensorInfo, shape_text, type_shape
 from ..ort.session import assignment, failure_reason, ort, record_assignment, refused_model, session_options
+from ..ort.types import arg_type
 from ..placement import devices as registry
 from ..placement.config import LATENCY, SplitConfig
 from ..placement.devices import Device
-from ..placement.export import arg_type, extract, fed_initializers, subgraph_model
+from ..placement.export import extract, fed_initializers, subgraph_model
 from ..placement.partition import CONSTANT, INPUT, Plan, Subgraph
 from ..placement.query import KNOWN_FAILURES, Probe, known_claims, known_to_fail
 from .profiling import SessionProfile

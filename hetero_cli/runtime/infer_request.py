@@ -31,7 +31,7 @@ import numpy as np
 from onnx import helper
 
 from ..errors import InferenceError
-from ..graph.model import shape_text
+from ..graph import shape_text
 from ..ort.session import failure_reason, ort
 from ..placement.partition import CONSTANT, INPUT
 from .compiler import CompiledModel, CompiledSubgraph

@@ -1,0 +1,80 @@
+"""Extract: a set of a model's nodes as a standalone ONNX model, its boundary typed by the caller.
+
+The extracted model keeps the source's IR version, every opset import, model-local functions, attributes
+and node metadata; nodes are named by their friendly names so ORT's placement reports can be read back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import onnx
+from onnx import helper
+
+from .model import Model, Node
+
+
+def extract_model(
+    model: Model,
+    nodes: Iterable[Node],
+    inputs: Sequence[str],
+    outputs: Sequence[str],
+    *,
+    name: str,
+    embed: bool = False,
+    types: Mapping[str, onnx.TypeProto],
+    fed: frozenset[str] = frozenset(),
+) -> onnx.ModelProto:
+    """A model of ``nodes`` (topologically sorted here) reading ``inputs`` and producing ``outputs``.
+
+    ``types``: the type of every input and output (the caller knows them: onnx's inference, or ONNX
+    Runtime's for contrib ops); ``embed``: weights copied in rather than referenced in the model's file;
+    ``fed``: overridable initializers made plain inputs, fed at every run. Returns a model that keeps the
+    source's IR version, opsets, functions and metadata, its nodes named by their friendly names.
+    """
+    chosen = sorted(nodes, key=lambda n: n.index)
+    src = model.skeleton
+    graph = src.graph
+    read: dict[str, None] = {}
+    for n in chosen:
+        read.update(dict.fromkeys(n.inputs))
+    produced = {t for n in chosen for t in n.outputs}
+
+    dense = model.dense_initializer_names
+    sparse = model.sparse_initializers
+    new = onnx.GraphProto(name=name)
+    for n in chosen:
+        copy = new.node.add()
+        copy.CopyFrom(n.proto)
+        copy.name = n.friendly_name
+    declared_inputs = model.declared_inputs
+    for t in inputs:
+        new.input.append(helper.make_value_info(t, types[t]))
+    for t in read:
+        if t in fed:
+            new.input.append(declared_inputs[t])
+        elif t in dense:
+            new.initializer.append(model.initializers[t] if embed else model.export_initializer(t))
+            if t in declared_inputs:
+                new.input.append(declared_inputs[t])
+        elif t in sparse:
+            new.sparse_initializer.append(sparse[t])
+    for t in outputs:
+        new.output.append(helper.make_value_info(t, types[t]))
+    boundary = set(inputs) | set(outputs)
+    for vi in graph.value_info:
+        if vi.name in produced and vi.name not in boundary:
+            new.value_info.append(vi)
+
+    out = onnx.ModelProto(
+        ir_version=src.ir_version,
+        producer_name=src.producer_name or "hetero-cli",
+        producer_version=src.producer_version,
+        domain=src.domain,
+        model_version=src.model_version,
+        graph=new,
+    )
+    out.opset_import.extend(src.opset_import)
+    out.functions.extend(src.functions)
+    out.metadata_props.extend(src.metadata_props)
+    return out

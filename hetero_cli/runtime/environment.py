@@ -1,0 +1,37 @@
+"""What the installed ONNX Runtime offers the layers above the runtime, which never import it: its version,
+its log level, the models it can load, and the folder its sessions read external data from."""
+
+from __future__ import annotations
+
+import onnx
+
+from ..errors import ModelError
+from ..ort.session import QUIET, external_data_dir, ort, unloadable
+
+__all__ = ["check_loadable", "external_data_dir", "onnxruntime_version", "set_log_level"]
+
+
+def onnxruntime_version() -> str:
+    """The installed ONNX Runtime's version, e.g. ``"1.24.1"``."""
+    return ort.__version__
+
+
+def set_log_level(debug: bool) -> None:
+    """ORT's own log lines: warnings and up where ``debug``, else fatal only (noise a user cannot act on)."""
+    ort.set_default_logger_severity(2 if debug else QUIET)
+
+
+def check_loadable(proto: onnx.ModelProto, where: str) -> None:
+    """Raise ModelError if this ONNX Runtime loads no model of ``proto``'s IR version and default opset.
+
+    ``where`` names the model in the message (its path, "these bytes"). Why: a model ORT cannot load is
+    refused when it is read, with the way out, rather than at the first session.
+    """
+    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+    refused = unloadable(proto.ir_version, opset) if opset is not None else None
+    if refused is not None:
+        raise ModelError(
+            f"{where}: ONNX Runtime {ort.__version__} loads no model of IR version {proto.ir_version} and "
+            f"opset {opset} ({refused}): convert it to an IR version and opset this ONNX Runtime supports "
+            "(onnx.version_converter), or re-export it"
+        )
