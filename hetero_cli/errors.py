@@ -37,3 +37,7 @@ class CompileError(HeteroError):
 
 class InferenceError(HeteroError, ValueError):
     """Inputs do not match the model, or a subgraph failed while running."""
+
+
+class BenchmarkError(HeteroError, ValueError):
+    """A benchmark option (shape, input file, report setting) is bad: the message says how to fix it."""

@@ -30,6 +30,8 @@ import hetero_cli as hc
 from hetero_cli import cli
 from hetero_cli.app import benchmark as bench
 from hetero_cli.app import image, limits
+from hetero_cli.app.benchmark.inputs import random_tensor
+from hetero_cli.app.benchmark.shapes import parse_shapes
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGITS = ROOT / "models" / "digits.onnx"
@@ -217,7 +219,7 @@ def test_input_sets_refuses_the_data_of_every_request_together(monkeypatch):
     with pytest.raises(bench.BenchmarkError, match=r"3 infer requests .*\(-nireq\)"):
         bench.input_sets(model, shapes, {}, 3)
     with pytest.raises(bench.BenchmarkError, match="over the limit"):
-        bench.random_tensor(np.random.default_rng(0), np.float32, (100, 1, 32, 32))
+        random_tensor(np.random.default_rng(0), np.float32, (100, 1, 32, 32))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32, np.int8, np.uint8, np.bool_])
@@ -228,7 +230,7 @@ def test_random_data_is_made_in_its_own_type_without_a_wider_copy(dtype):
     tracemalloc.start()
     try:
         tracemalloc.reset_peak()
-        x = bench.random_tensor(rng, dtype, shape)
+        x = random_tensor(rng, dtype, shape)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -246,7 +248,7 @@ def test_random_data_stays_seeded_and_in_range():
         np.testing.assert_array_equal(x["image"], y["image"])
     assert not np.array_equal(a[0]["image"], a[1]["image"])
     assert a[0]["image"].dtype == np.float32 and a[0]["image"].min() >= 0 and a[0]["image"].max() < 255
-    ints = bench.random_tensor(np.random.default_rng(1), np.int64, (1000,))
+    ints = random_tensor(np.random.default_rng(1), np.int64, (1000,))
     assert ints.dtype == np.int64 and ints.min() >= 0 and ints.max() <= 9
 
 
@@ -344,7 +346,7 @@ def test_input_names_with_a_colon_take_name_file_and_shapes(tmp_path):
     assert bench.parse_input_files([f"input_1:0:{data}"], ["input_1:0"]) == {"input_1:0": [data]}
     assert bench.parse_input_files([f"a:b:{data}"], ["a", "a:b"]) == {"a:b": [data]}  # the longest name
     assert bench.parse_input_files([f"a:{data}"], ["a", "a:b"]) == {"a": [data]}
-    assert bench.parse_shapes("input_1:0[1,3,8,8]", ["input_1:0"], "-shape") == {"input_1:0": [1, 3, 8, 8]}
+    assert parse_shapes("input_1:0[1,3,8,8]", ["input_1:0"], "-shape") == {"input_1:0": [1, 3, 8, 8]}
     path = saved(tmp_path, _relu_model("input_1:0"))
     result = invoke(
         cli.benchmark, "-m", path, "-d", "CPU", "-niter", 1, "-api", "sync", "-i", f"input_1:0:{data}",

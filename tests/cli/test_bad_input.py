@@ -16,7 +16,7 @@ from support.robust import external_model, invoke, nothing_left_behind, one_erro
 
 import hetero_cli as hc
 from hetero_cli import cli
-from hetero_cli.app import benchmark as bench
+from hetero_cli.app.benchmark.inputs import _npy_fix
 from hetero_cli.ort.session import failure_reason, model_fault
 
 DIGITS = Path(__file__).resolve().parents[2] / "models" / "digits.onnx"
@@ -350,12 +350,9 @@ def test_class_scores_names_a_ragged_sequence():
 
 def test_an_npy_file_of_the_wrong_shape_gets_the_fix_that_fits():
     """-data_shape only where the model leaves the differing dimensions dynamic; said plainly otherwise."""
-    assert bench._npy_fix("x", (4, 3), ("batch", 3)) == "give -data_shape x[4,3]"
-    assert (
-        bench._npy_fix("x", (4, 5), ("batch", 3))
-        == "the model fixes dimension 1 at 3: give data of its shape"
-    )
-    assert bench._npy_fix("x", (12,), ("batch", 3)) == "give data of rank 2 ([batch,3])"
+    assert _npy_fix("x", (4, 3), ("batch", 3)) == "give -data_shape x[4,3]"
+    assert _npy_fix("x", (4, 5), ("batch", 3)) == "the model fixes dimension 1 at 3: give data of its shape"
+    assert _npy_fix("x", (12,), ("batch", 3)) == "give data of rank 2 ([batch,3])"
 
 
 def test_dot_dir_onto_a_file(tmp_path):

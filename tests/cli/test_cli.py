@@ -18,6 +18,7 @@ from onnx import helper as h
 import hetero_cli as hc
 from hetero_cli import cli
 from hetero_cli.app import benchmark as bench
+from hetero_cli.app.benchmark.shapes import parse_shapes
 from hetero_cli.runtime.profiling import parse_counters
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -725,25 +726,25 @@ def test_benchmark_split_with_counters():
 
 def test_parse_shapes():
     names = ["a", "b"]
-    assert bench.parse_shapes("[1,3,?,-1]", names, "-shape") == {
+    assert parse_shapes("[1,3,?,-1]", names, "-shape") == {
         "a": [1, 3, None, None],
         "b": [1, 3, None, None],
     }
-    assert bench.parse_shapes("a[1,2],b[3]", names, "-shape") == {"a": [1, 2], "b": [3]}
+    assert parse_shapes("a[1,2],b[3]", names, "-shape") == {"a": [1, 2], "b": [3]}
     for bad in ("a[1,x]", "[1,0]", "junk"):
         with pytest.raises(bench.BenchmarkError):
-            bench.parse_shapes(bad, names, "-shape")
+            parse_shapes(bad, names, "-shape")
 
 
 def test_parse_shapes_refuses_several_shapes_per_input_and_empty_dimensions():
     names = ["a", "b"]
     for several in ("[1,3,8,8][1,3,4,4]", "a[1,2],a[3,4]", "[1,2],b[3,4]"):
         with pytest.raises(bench.BenchmarkError, match=r"more than one shape.*give one"):
-            bench.parse_shapes(several, names, "-data_shape")
+            parse_shapes(several, names, "-data_shape")
     for empty in ("[1,,3]", "[1,3,]", "[,1]"):
         with pytest.raises(bench.BenchmarkError, match="is empty"):
-            bench.parse_shapes(empty, names, "-shape")
-    assert bench.parse_shapes("a[]", names, "-shape") == {"a": []}  # a scalar
+            parse_shapes(empty, names, "-shape")
+    assert parse_shapes("a[]", names, "-shape") == {"a": []}  # a scalar
 
 
 def test_data_shape_against_a_dimension_shape_fixed_blames_shape():

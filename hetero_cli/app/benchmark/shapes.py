@@ -1,0 +1,233 @@
+"""The shapes of the benchmark's input data: benchmark_app's -shape / -data_shape grammar, each input's
+concrete shape (dynamic dimensions filled), the size that data takes, and the batch counted as frames.
+
+    shapes, notes = data_shapes(model, shape="[1,1,32,32]", requests=4)
+    frames_per_inference = batch_size(shapes)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ...errors import BenchmarkError
+from ...graph import Model, TensorInfo, shape_text
+from .. import limits
+from ..limits import data_bytes, size_text
+
+_SHAPE = re.compile(r"\s*(?:([^\[\],]+?)\s*:?\s*)?\[([^\]]*)\]\s*,?")
+
+
+def parse_shapes(text: str, input_names: Sequence[str], option: str) -> dict[str, list[int | None]]:
+    """``[1,3,224,224]`` (every input) or ``name[1,3,224,224],other[1,4]``: {input: dims (None for ?/-1)}.
+
+    One shape per input: benchmark_app's several shapes for one input (``[1,3,8,8][1,3,4,4]``, or a name
+    given twice) would be run one after the other there; hetero-cli refuses them rather than keep the last.
+    """
+    out: dict[str, list[int | None]] = {}
+    pos = 0
+    text = text.strip()
+    while pos < len(text):
+        m = _SHAPE.match(text, pos)
+        if not m or m.end() == pos:
+            raise BenchmarkError(
+                f"bad {option} {text!r}: write [1,3,224,224] for every input or name[1,3,224,224],other[1,4]"
+            )
+        name, dims = m.group(1), _parse_dims(m.group(2), text, option)
+        for target in [name.strip()] if name else list(input_names):
+            if target not in input_names:
+                raise BenchmarkError(
+                    f"{option} names unknown input {target!r}: the model's inputs are {', '.join(input_names)}"
+                )
+            if target in out:
+                raise BenchmarkError(
+                    f"{option} {text!r} gives input {target!r} more than one shape ({shape_text(out[target])} "
+                    f"and {shape_text(dims)}): several shapes per input are not supported: give one"
+                )
+            out[target] = dims
+        pos = m.end()
+    return out
+
+
+def _parse_dims(dims_text: str, text: str, option: str) -> list[int | None]:
+    """The dimensions between one pair of brackets (``[]`` is a scalar's): whole numbers, ? or -1 for
+    dynamic; an empty one (``[1,,3]``) is refused rather than dropped, which would change the rank."""
+    if not dims_text.strip():
+        return []
+    dims: list[int | None] = []
+    for k, part in enumerate(p.strip() for p in dims_text.split(",")):
+        if not part:
+            raise BenchmarkError(
+                f"bad {option} {text!r}: dimension {k} is empty: write a number, or ? (or -1) for a dynamic one"
+            )
+        if part in ("?", "-1"):
+            dims.append(None)
+            continue
+        if not part.isdigit() or int(part) == 0:
+            raise BenchmarkError(
+                f"bad {option} {text!r}: dimension {part!r} is not a positive whole number "
+                f"(? or -1 leaves it dynamic; dimensions the model fixes, 0 included, need no {option})"
+            )
+        dims.append(int(part))
+    return dims
+
+
+def is_fixed(dim: Any) -> bool:
+    """Whether a model dimension is fixed: a whole number, 0 included (ONNX Runtime takes dim_value 0 as a
+    fixed 0, an empty tensor); names, None and negative values are dynamic."""
+    return isinstance(dim, int) and dim >= 0
+
+
+def data_shapes(
+    model: Model,
+    shape: str | None = None,
+    data_shape: str | None = None,
+    requests: int = 1,
+    from_images: Mapping[str, Mapping[int, int]] | None = None,
+) -> tuple[dict[str, tuple[int, ...]], list[str]]:
+    """The concrete shape of every input's data, and notes on dynamic dimensions filled in.
+
+    ``shape`` (-shape) fills the model's dynamic dimensions (hetero-cli does not reshape static ones);
+    ``data_shape`` (-data_shape) gives the data's shape, which must fit the model's and -shape's.
+    ``from_images`` ({input: {axis: size}}, from image_dims()) fills the channels, height and width still
+    dynamic from the input's first image, as classify sizes its tensor; other dynamic dimensions are 1.
+    BenchmarkError if ``requests`` sets of that data (one per infer request) would not fit in memory.
+    """
+    names = [i.name for i in model.inputs]
+    wanted = [
+        ("-shape", parse_shapes(shape, names, "-shape") if shape else {}),
+        ("-data_shape", parse_shapes(data_shape, names, "-data_shape") if data_shape else {}),
+    ]
+    out: dict[str, tuple[int, ...]] = {}
+    notes: list[str] = []
+    for info in model.inputs:
+        dims = list(info.shape) if info.shape is not None else None
+        set_by: list[str | None] = [None] * len(dims or ())
+        for option, given in wanted:
+            if info.name in given:
+                dims, set_by = _merge_dims(info, dims, set_by, given[info.name], option)
+        if dims is None:
+            raise BenchmarkError(
+                f"the model's input {info.name!r} has no known shape: give it with -data_shape {info.name}[...]"
+            )
+        out[info.name], note = _concrete(info, dims, (from_images or {}).get(info.name, {}))
+        notes += [note] if note else []
+    check_data_size(model, out, requests)
+    return out, notes
+
+
+def _merge_dims(
+    info: TensorInfo,
+    dims: list[Any] | None,
+    set_by: list[str | None],
+    given: Sequence[int | None],
+    option: str,
+) -> tuple[list[Any], list[str | None]]:
+    """``dims`` with ``given`` (from ``option``) in its dynamic dimensions, and which option set each
+    dimension (None: the model). A given dimension that differs from a fixed one is refused, blaming
+    whoever fixed it: the model (hetero-cli does not reshape models) or -shape."""
+    if dims is None:  # the model gives no rank: the option gives it
+        dims, set_by = [None] * len(given), [None] * len(given)
+    if len(given) != len(dims):
+        raise BenchmarkError(
+            f"{option} gives {info.name!r} rank {len(given)} but the model's input is "
+            f"{shape_text(dims)} (rank {len(dims)}): give {len(dims)} dimensions"
+        )
+    merged, by = [], []
+    for k, (want, have, setter) in enumerate(zip(given, dims, set_by, strict=True)):
+        if want is not None and is_fixed(have) and want != have:
+            if setter is not None:
+                raise BenchmarkError(
+                    f"{option} gives {info.name!r} {shape_text(given)} but {setter} set dimension {k} of it to "
+                    f"{have} (the model's input is {shape_text(info.shape)}): give the same value in both, or "
+                    f"? in {setter} to leave it to {option}"
+                )
+            raise BenchmarkError(
+                f"{option} gives {info.name!r} {shape_text(given)} but dimension {k} of the model's input "
+                f"{shape_text(info.shape)} is fixed at {have}: hetero-cli does not reshape models; only dynamic "
+                f"dimensions can be set"
+            )
+        merged.append(want if want is not None else have)
+        by.append(option if want is not None and not is_fixed(have) else setter)
+    return merged, by
+
+
+def _concrete(
+    info: TensorInfo, dims: Sequence[Any], from_image: Mapping[int, int]
+) -> tuple[tuple[int, ...], str | None]:
+    """``dims`` with their dynamic dimensions filled: from the input's first image where it gives them
+    (``from_image``: {axis: size}), else 1; and a note saying what was filled (None if nothing was)."""
+    dynamic = [k for k, d in enumerate(dims) if not is_fixed(d)]
+    if not dynamic:
+        return tuple(dims), None
+    concrete = tuple(from_image.get(k, 1) if k in dynamic else d for k, d in enumerate(dims))
+    sized = [k for k in dynamic if k in from_image]
+    if not sized:
+        what = "dynamic dimensions set to 1"
+    elif len(sized) == len(dynamic):
+        what = "dynamic dimensions taken from its first image"
+    else:
+        what = "image dimensions taken from its first image, the others set to 1"
+    shown = shape_text(info.shape or dims)
+    if info.shape is not None and list(dims) != list(info.shape):  # -shape / -data_shape set some
+        shown += f" ({shape_text(dims)} as given)"
+        what = what.replace("dynamic dimensions", "dimensions still dynamic")
+    return (
+        concrete,
+        f"input {info.name!r} is {shown}: {what} (-data_shape {info.name}{shape_text(concrete)} to choose)",
+    )
+
+
+def element_type(info: TensorInfo) -> np.dtype:
+    """The element type of an input's data (float32 where the model does not say)."""
+    return np.dtype(info.dtype) if info.dtype is not None else np.dtype(np.float32)
+
+
+def _smaller(info: TensorInfo) -> str:
+    """What makes an input's data smaller: the options where it has dynamic dimensions, else another model."""
+    if info.shape is None or not all(is_fixed(d) for d in info.shape):
+        return "give a smaller -shape or -data_shape"
+    return (
+        f"its shape {shape_text(info.shape)} is fixed in the model (hetero-cli does not reshape models): "
+        f"use a model with a smaller input"
+    )
+
+
+def check_data_size(model: Model, shapes: Mapping[str, Sequence[int]], count: int = 1) -> None:
+    """BenchmarkError, before anything is allocated, if the inputs' data (``count`` sets of it, one per infer
+    request) would take more than limits.memory_limit() bytes."""
+    infos = [i for i in model.inputs if i.name in shapes]
+    sizes = {i.name: data_bytes(element_type(i), shapes[i.name]) for i in infos}
+    for info in infos:
+        over = limits.over_limit(sizes[info.name])
+        if over is not None:
+            raise BenchmarkError(
+                f"input {info.name!r} data {shape_text(shapes[info.name])} {element_type(info)} would take "
+                f"{size_text(sizes[info.name])}, {over}: {_smaller(info)}"
+            )
+    total = sum(sizes.values())
+    over = limits.over_limit(total)
+    if over is not None:
+        parts = ", ".join(f"{n} {size_text(b)}" for n, b in sizes.items())
+        raise BenchmarkError(
+            f"the inputs' data would take {size_text(total)} together ({parts}), {over}: "
+            f"give a smaller -shape or -data_shape"
+        )
+    over = limits.over_limit(total * count)
+    if over is not None:
+        raise BenchmarkError(
+            f"the data for {count} infer requests would take {count} x {size_text(total)} = "
+            f"{size_text(total * count)}, {over}: give fewer requests (-nireq) or a smaller -shape "
+            f"or -data_shape"
+        )
+
+
+def batch_size(shapes: Mapping[str, Sequence[int]]) -> int:
+    """The batch (first dimension of the first input of rank >= 2), as benchmark_app counts frames."""
+    for dims in shapes.values():
+        if len(dims) >= 2:
+            return int(dims[0])
+    return 1
