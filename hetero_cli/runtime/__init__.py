@@ -6,7 +6,7 @@ import these names from here, not from the modules inside.
 from .compiler import CompiledModel, CompiledSubgraph, compile_plan
 from .environment import check_loadable, external_data_dir, onnxruntime_version, set_log_level
 from .infer_request import InferRequest
-from .pipeline import AsyncInferQueue, Pipeline
+from .pipeline import AsyncInferQueue, Pipeline, pipeline_of
 from .profiling import NOT_RUN, ProfilingInfo, format_counters
 
 __all__ = [
@@ -22,5 +22,6 @@ __all__ = [
     "external_data_dir",
     "format_counters",
     "onnxruntime_version",
+    "pipeline_of",
     "set_log_level",
 ]

@@ -13,6 +13,11 @@ releases the GIL while a session runs, so the lanes really run at once.
 
 Lanes are created lazily, one per device, by the compiled model's pipeline (``pipeline_of``); their
 threads are daemons, stopped when the compiled model is garbage collected or ``close()`` is called.
+
+A pipeline's ``observer`` is its public hook: called around every subgraph a lane runs, it lets tracing
+record the stages and tests hold one to see requests overlap:
+
+    pipeline_of(compiled).observer = lambda event, request, position, lane: print(event, position, lane)
 """
 
 from __future__ import annotations
@@ -28,9 +33,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InferenceError
-from .compiler import CompiledModel
 
 if TYPE_CHECKING:
+    from .compiler import CompiledModel
     from .infer_request import InferRequest
 
 log = logging.getLogger("hetero_cli")
@@ -107,8 +112,10 @@ class _Lane:
 class Pipeline:
     """Worker threads, one per device lane, that run the subgraphs of asynchronous requests.
 
-    ``observer`` (None by default), if set, is called on the lane's thread right before and after each
-    subgraph it runs: ``observer("start" | "end", request, subgraph position, lane)`` (tests and tracing).
+    ``observer`` (None by default) is public: if set, it is called on the lane's thread right before and
+    after each subgraph it runs, as ``observer("start" | "end", request, subgraph position, lane)``
+    (tracing; tests hold a stage in it). It is read once per subgraph: set or clear it at any time. What
+    it raises fails that request's inference (wait() re-raises it).
     """
 
     def __init__(self, name: str = "pipeline"):
@@ -174,7 +181,7 @@ class AsyncInferQueue:
     """
 
     def __init__(self, compiled: CompiledModel, jobs: int = 0):
-        if not isinstance(compiled, CompiledModel):
+        if not callable(getattr(compiled, "create_infer_request", None)):  # a CompiledModel, duck-typed
             raise InferenceError(
                 f"AsyncInferQueue takes a compiled model (Core().compile_model(...)), not {type(compiled).__name__}"
             )
@@ -189,9 +196,10 @@ class AsyncInferQueue:
         self._errors: list[InferenceError] = []
         self._callback: Callable[[InferRequest, Any], None] | None = None
         self._cond = threading.Condition()
-        hook = weakref.WeakMethod(self._completed)
-        for k, request in enumerate(self._requests):
-            request._hook = _Hook(hook, k)
+        completed = weakref.WeakMethod(self._completed)
+        self._hooks = [_Hook(completed, k) for k in range(jobs)]
+        for request, hook in zip(self._requests, self._hooks, strict=True):
+            request.set_completion_hook(hook)
 
     # --- OpenVINO's AsyncInferQueue API ---------------------------------------------------------------
 
@@ -207,9 +215,7 @@ class AsyncInferQueue:
             self._cond.wait_for(lambda: self._idle or self._errors)
             self._raise_errors()
             k = self._idle.popleft()
-        request = self._requests[k]
-        hook = request._hook
-        assert isinstance(hook, _Hook)
+        request, hook = self._requests[k], self._hooks[k]
         previous, self._userdata[k] = self._userdata[k], userdata
         hook.queue = self  # a queue the caller dropped still calls back for the jobs it started
         try:

@@ -20,13 +20,19 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .compiler import CompiledModel, CompiledSubgraph
 
 EXECUTED = "EXECUTED"
 NOT_RUN = "NOT_RUN"
 OPTIMIZED_OUT = "OPTIMIZED_OUT"
 FUSED_EPS = frozenset({"OpenVINOExecutionProvider", "TensorrtExecutionProvider"})
 ASYNC_EPS = frozenset({"CUDAExecutionProvider"})
+
+# a profiled subgraph run: the subgraph (as compiled then), the thread, its start and end (microseconds)
+Window = tuple["CompiledSubgraph", int, float, float]
 
 
 @dataclass(frozen=True)
@@ -199,6 +205,24 @@ def parse_trace(path: str | os.PathLike[str], start_ns: int) -> list[Run]:
             out.append(Run(int(tid or 0), base + lo, base + hi, tuple(inside)))
     out.sort(key=lambda r: r.start_us)
     return out
+
+
+def inference_counters(compiled: CompiledModel, windows: Iterable[Window]) -> list[ProfilingInfo]:
+    """Counters of one inference of ``compiled``, subgraph by subgraph in the order ``windows`` (its
+    profiled subgraphs' runs) lists them; a run the profiler's trace does not show gives none."""
+    infos: list[ProfilingInfo] = []
+    for sub, tid, start, end in windows:
+        if sub.profiler is None:
+            continue
+        sub.profiler.flush()
+        run = sub.profiler.find(tid, start, end)
+        if run is None:
+            continue
+        outputs = [o for o in sub.outputs if o in compiled.plan.outputs]
+        model = compiled.model
+        nodes = {n: model.node(n).get_type_name() for n in sub.nodes}
+        infos += subgraph_counters(sub.index + 1, sub.device, sub.target.ep, sub.on_host, nodes, run, outputs)
+    return infos
 
 
 def subgraph_counters(

@@ -39,7 +39,8 @@ from support.helpers import (
 import hetero_cli as hc
 from hetero_cli import cli
 from hetero_cli.app import benchmark as bench
-from hetero_cli.runtime.pipeline import in_flight, pipeline_of
+from hetero_cli.runtime import pipeline_of
+from hetero_cli.runtime.pipeline import in_flight
 
 TIMEOUT_S = 30
 
@@ -182,7 +183,7 @@ def test_start_async_copies_its_inputs_unless_shared(cpu_compiled, share):
 def test_a_relaunch_that_fails_completes_the_request_with_its_error(cpu_compiled, monkeypatch):
     """A subgraph whose bound buffers no longer fit starts the request again; if that start failed, the
     request never completed (wait() hung)."""
-    from hetero_cli.runtime import infer_request as infer
+    from hetero_cli.runtime import failures
 
     req = cpu_compiled.create_infer_request()
     launches = []
@@ -195,11 +196,11 @@ def test_a_relaunch_that_fails_completes_the_request_with_its_error(cpu_compiled
         launch(run)
 
     def bound_failure(step, values, buffers, windows):
-        raise infer._BoundFailure(step, ValueError("shape changed"))
+        raise failures.BoundFailure(step, ValueError("shape changed"))
 
     monkeypatch.setattr(req, "_launch", failing_relaunch)
-    monkeypatch.setattr(req, "_run_step", bound_failure)
-    monkeypatch.setattr(req, "_recheck", lambda failure, values: None)
+    monkeypatch.setattr(req._executor, "run_step", bound_failure)
+    monkeypatch.setattr(req._executor, "recheck", lambda failure, values: None)
     req.start_async({"x": inputs(1)[0]})
     with pytest.raises(hc.InferenceError, match="no room for fresh buffers"):
         req.wait()
@@ -213,7 +214,7 @@ def test_ctrl_c_while_start_async_launches_reaches_the_caller_and_frees_the_requ
     def interrupted():
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(req, "_take", interrupted)
+    monkeypatch.setattr(req._executor, "take", interrupted)
     with pytest.raises(KeyboardInterrupt):  # it was turned into the inference's failure and swallowed
         req.start_async({"x": inputs(1)[0]})
     with pytest.raises(hc.InferenceError, match="KeyboardInterrupt"):
@@ -608,7 +609,7 @@ def test_a_dropped_queue_still_calls_back_for_the_jobs_it_started(cpu_compiled):
 EXIT_IN_FLIGHT = """
 import sys, time
 import hetero_cli as hc
-from hetero_cli.runtime.pipeline import pipeline_of
+from hetero_cli.runtime import pipeline_of
 sys.path[:0] = {tests!r}
 from test_async import chain, cpu_split, inputs
 compiled = cpu_split(chain())

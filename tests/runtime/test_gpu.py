@@ -18,8 +18,9 @@ from support.helpers import reference
 
 import hetero_cli as hc
 from hetero_cli.placement import devices as registry
-from hetero_cli.runtime.infer_request import _run, _steps
+from hetero_cli.runtime.executor import run_unbound as _run
 from hetero_cli.runtime.profiling import format_counters, parse_counters
+from hetero_cli.runtime.steps import plan_steps as _steps
 
 pytestmark = [
     pytest.mark.gpu,

@@ -37,8 +37,8 @@ def chain(ops=("Relu", "Neg", "Abs", "Sigmoid"), shape=(2, 3)) -> onnx.ModelProt
 
 def buffers(request: hc.InferRequest):
     """The request's one free buffer set (after a sync inference)."""
-    assert len(request._pool) == 1
-    return request._pool[0]
+    assert len(request._executor.pool.free) == 1
+    return request._executor.pool.free[0]
 
 
 def test_static_cpu_split_binds_every_boundary_once_and_links_producer_to_consumer():
@@ -265,7 +265,7 @@ def test_wrong_declared_shape_falls_back_to_per_inference_outputs(monkeypatch):
     # ORT's metadata says the link m is [4] where it is as long as x [n]: with n = 3 the pre-bound [4]
     # buffer cannot hold it. (A model's own value_info cannot lie here: the consumer's input would be
     # declared [4] as well and refuse [3]; the engine's guard is for metadata ORT gets wrong.)
-    from hetero_cli.runtime import infer_request as infer
+    from hetero_cli.runtime import steps as infer
 
     nodes = [
         h.make_node("Relu", ["x"], ["r"], name="relu"),
@@ -336,7 +336,7 @@ def test_one_request_shared_by_threads_gets_a_buffer_set_per_inference_in_flight
             np.testing.assert_array_equal(request.infer({"x": xs[i]})["y"], want[i])
 
     run_threads(work, len(xs), 60)
-    assert 1 <= len(request._pool) <= len(xs)
+    assert 1 <= len(request._executor.pool.free) <= len(xs)
 
 
 @needs_openvino

@@ -1,0 +1,270 @@
+"""Asynchronous inference, OpenVINO's InferRequest API: ``start_async`` runs a request stage by stage on
+its compiled model's pipeline (runtime.pipeline, one worker thread per device), so several requests in
+flight overlap across devices; ``wait``, ``wait_for`` and the callback follow it to completion.
+
+A run's state machine: start_async checks the inputs and queues the first stage (``_launch``); each stage
+(``_stage``) runs the subgraphs of one lane and queues the next lane's; a BoundFailure sends the run back
+to its first subgraph with fresh buffers (after Executor.recheck); the last stage, or a failure, completes
+it (``_complete``): results, the user's callback, the completion hook, then the waiters wake.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import InferenceError
+from .buffers import Buffers
+from .failures import BoundFailure
+from .pipeline import Pipeline, in_flight, pipeline_of
+from .profiling import Window
+
+if TYPE_CHECKING:
+    from .executor import Executor
+    from .infer_request import InferRequest
+    from .inputs import Inputs
+
+# called as hook(request, failure or None) once an asynchronous inference has completed
+CompletionHook = Callable[["InferRequest", "InferenceError | None"], None]
+
+
+@dataclass
+class _Run:
+    """One asynchronous inference in flight: its inputs, tensors and the next subgraph to run."""
+
+    feeds: dict[str, np.ndarray]
+    number: int
+    begin: float = 0.0
+    position: int = 0
+    buffers: Buffers | None = None
+    values: dict[str, Any] = field(default_factory=dict)
+    windows: list[Window] = field(default_factory=list)
+    queued: bool = False  # its first stage is on a lane: the lanes complete it from now on
+    completed: bool = False
+
+
+class AsyncRequest:
+    """InferRequest's asynchronous half (a mixin): start_async, wait, wait_for, set_callback, userdata and
+    set_completion_hook. The request provides ``compiled``, ``_inputs`` (Inputs), ``_executor``
+    (Executor), ``results``, ``_latency_ms``, ``_profiled`` and ``_history``."""
+
+    compiled: Any
+    results: dict[str, np.ndarray]
+    _inputs: Inputs
+    _executor: Executor
+    _latency_ms: float
+    _profiled: bool
+    _history: list[list[Window]]
+
+    def _init_async(self) -> None:
+        self._cond = threading.Condition()
+        self._busy = False
+        self._ran = False  # a synchronous inference was run (wait_for's "ready" before any start_async)
+        self._started = 0
+        self._finished = 0
+        self._error: InferenceError | None = None
+        self._callback: Callable[[Any], None] | None = None
+        self._userdata: Any = None
+        self._completion_hook: CompletionHook | None = None
+        self._pipeline: Pipeline | None = None
+
+    def start_async(
+        self,
+        inputs: Mapping[str, Any] | Sequence[Any] | np.ndarray | None = None,
+        userdata: Any = None,
+        share_inputs: bool = False,
+    ) -> None:
+        """Start one inference on the device pipeline and return at once; inputs are checked here.
+
+        The inputs are copied, as OpenVINO's ``start_async`` copies them: the caller may refill its arrays
+        right away. ``share_inputs=True`` reads the caller's arrays while the inference runs instead
+        (no copy; they must not change until wait() returns). ``userdata``, if given, is what the callback
+        (set_callback) receives. One inference at a time per request: InferenceError while the previous
+        one runs (wait() first, or use an AsyncInferQueue).
+        """
+        feeds = self._inputs.owned(inputs, share_inputs)
+        with self._cond:
+            if self._busy:
+                raise InferenceError(
+                    "this request is still running its previous asynchronous inference: call wait() first, "
+                    "or use several requests (an AsyncInferQueue)"
+                )
+            in_flight.begin()  # refused once the interpreter exits; _complete ends it
+            self._busy = True
+            self._error = None
+            self._started += 1
+            if userdata is not None:
+                self._userdata = userdata
+            run = _Run(feeds, self._started, begin=time.perf_counter())
+        try:
+            if not self._executor.steps:  # only inputs and constants as outputs: nothing to run
+                results = self._executor.collect({}, feeds, {})
+                run.queued = True
+                self._complete(run, None, results)
+                return
+            if self._pipeline is None:
+                self._pipeline = pipeline_of(self.compiled)
+            self._launch(run)
+        except BaseException as exc:
+            if not run.queued:  # never reached a lane: the request must not stay busy; wait() re-raises it
+                self._complete(run, exc)
+            if not isinstance(exc, Exception):
+                raise  # Ctrl-C and the like still stop the caller
+
+    def wait(self) -> None:
+        """Wait for the asynchronous inference (and its callback); re-raise its failure as InferenceError."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._finished >= self._started)
+            error = self._error
+        if error is not None:
+            raise error
+
+    def wait_for(self, timeout: int) -> bool:
+        """Wait at most ``timeout`` milliseconds: True if a result is ready (failure re-raised), False if
+        the inference still runs or, as in OpenVINO, the request has never run one."""
+        if (
+            not isinstance(timeout, numbers.Real)
+            or isinstance(timeout, bool)
+            or math.isnan(timeout)
+            or timeout < 0
+        ):
+            raise InferenceError(
+                f"wait_for takes a timeout of 0 or more milliseconds, not {timeout!r} (wait() waits without limit)"
+            )
+        seconds = min(float(timeout) / 1000.0, threading.TIMEOUT_MAX)
+        with self._cond:
+            done = self._cond.wait_for(
+                lambda: self._finished >= self._started and (self._started > 0 or self._ran),
+                seconds,
+            )
+            error = self._error if done else None
+        if error is not None:
+            raise error
+        return bool(done)
+
+    def set_callback(self, callback: Callable[[Any], None] | None, userdata: Any = None) -> None:
+        """``callback(userdata)`` when an asynchronous inference succeeds (on a pipeline thread: keep it
+        short); a failure is not passed to it but re-raised by wait(), as is an exception it raises."""
+        if callback is not None and not callable(callback):
+            raise InferenceError(f"the callback must be callable, not {type(callback).__name__}")
+        with self._cond:
+            self._callback = callback
+            self._userdata = userdata
+
+    def set_completion_hook(self, hook: CompletionHook | None) -> None:
+        """``hook(request, failure)`` after every asynchronous inference completes, success or not (failure
+        None on success; the callback's own failure included), after the callback and before wait()
+        returns, on the thread that completed it: how a pool of requests (AsyncInferQueue) learns that one
+        is idle again. One hook per request; None removes it."""
+        if hook is not None and not callable(hook):
+            raise InferenceError(f"the completion hook must be callable, not {type(hook).__name__}")
+        self._completion_hook = hook
+
+    @property
+    def userdata(self) -> Any:
+        """The userdata the callback receives (from set_callback, or the last start_async that gave one)."""
+        return self._userdata
+
+    def _launch(self, run: _Run) -> None:
+        assert self._pipeline is not None
+        executor = self._executor
+        run.buffers = executor.take()
+        run.values = executor.values(run.feeds, run.buffers)
+        run.windows = []
+        run.position = 0
+        run.queued = False
+        self._pipeline.submit(executor.steps[0].lane, functools.partial(self._stage, run))
+        run.queued = True
+
+    def _stage(self, run: _Run) -> None:
+        """Run the request's subgraphs on this lane until the next one belongs to another lane."""
+        executor, pipeline = self._executor, self._pipeline
+        steps = executor.steps
+        assert pipeline is not None and run.buffers is not None
+        i = run.position
+        lane = steps[i].lane
+        try:
+            while True:
+                observer = pipeline.observer
+                if observer is not None:
+                    observer("start", self, i, lane)
+                try:
+                    executor.run_step(steps[i], run.values, run.buffers, run.windows)
+                finally:
+                    if observer is not None:
+                        observer("end", self, i, lane)
+                i += 1
+                if i == len(steps):
+                    break
+                if steps[i].lane != lane:
+                    run.position = i
+                    pipeline.submit(steps[i].lane, functools.partial(self._stage, run))
+                    return
+            results = executor.collect(run.values, run.feeds, run.buffers.views)
+        except BoundFailure as failure:
+            run.queued = False  # off its lane: queued again only once _launch has submitted it
+            try:
+                executor.recheck(failure, run.values)
+                self._launch(run)  # from the first subgraph again, with fresh buffers
+            except BaseException as exc:
+                if not run.queued:
+                    self._complete(run, exc)
+            return
+        except BaseException as exc:
+            self._complete(run, exc)
+            return
+        executor.give(run.buffers)
+        self._complete(run, None, results)
+
+    def _complete(
+        self, run: _Run, error: BaseException | None, results: dict[str, np.ndarray] | None = None
+    ) -> None:
+        """Finish an asynchronous inference: results, callback, the completion hook, then wake the waiters.
+        Only once per run: a start_async interrupted right as its job was queued completes it itself."""
+        with self._cond:
+            if run.completed:
+                return
+            run.completed = True
+        failure: InferenceError | None = None
+        if error is not None:
+            failure = (
+                error
+                if isinstance(error, InferenceError)
+                else InferenceError(f"the asynchronous inference failed: {type(error).__name__}: {error}")
+            )
+        else:
+            assert results is not None
+            self.results = results
+            if self._profiled:
+                self._history.append(run.windows)
+        self._latency_ms = (time.perf_counter() - run.begin) * 1e3
+        with self._cond:
+            self._busy = False
+            self._error = failure
+            callback, userdata = self._callback, self._userdata
+        try:
+            if failure is None and callback is not None:
+                try:
+                    callback(userdata)
+                except BaseException as exc:  # SystemExit too: wait() re-raises it, nothing hangs
+                    failure = InferenceError(f"the request's callback raised {type(exc).__name__}: {exc}")
+                    failure.__cause__ = exc
+                    with self._cond:
+                        if self._started == run.number:  # not already started again by the callback
+                            self._error = failure
+            hook = self._completion_hook
+            if hook is not None:
+                hook(self, failure)  # type: ignore[arg-type]
+        finally:
+            with self._cond:
+                self._finished += 1
+                self._cond.notify_all()
+            in_flight.end()

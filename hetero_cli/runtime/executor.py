@@ -1,0 +1,256 @@
+"""Execution: run a request's steps (its compiled model's subgraph sessions, in order) on its feeds.
+
+Intermediate tensors stay OrtValues from producer to consumer (no numpy round trip). An inference takes
+one of four paths, the fastest its buffer set allows:
+
+- straight (runtime.straight): every subgraph pre-bound, the caller's dict exactly the static inputs'
+  arrays, every model output copied out of a buffer;
+- direct (``run_direct``): every subgraph pre-bound: bind the model inputs, run the sessions back to back;
+- bound (``run_step`` over a Binding): a subgraph's outputs pre-bound, its inputs bound per run;
+- unbound (``run_step`` otherwise): outputs made per inference (dynamic shapes, profiled subgraphs) and
+  released after their last consumer; between subgraphs on one CUDA device they stay there (IOBinding).
+
+A pre-bound run that fails, or a session that refuses a tensor's shape, raises BoundFailure; ``recheck``
+tells why (and recovers: the subgraph compiled again, or its outputs made per inference from then on)
+before the inference starts over with fresh buffers.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..ort import values as ortv
+from ..ort.values import CPU, RUN_OPTIONS, OrtValue, from_numpy, to_numpy
+from ..placement.partition import CONSTANT, INPUT
+from .buffers import Binding, BufferPool, Buffers
+from .failures import BoundFailure, failure, refused_inputs
+from .inputs import Inputs
+from .profiling import Window
+from .results import Results
+from .steps import Step, plan_steps, step_feeds
+
+if TYPE_CHECKING:
+    from .compiler import CompiledModel
+
+log = logging.getLogger("hetero_cli")
+
+
+class Executor:
+    """Runs ``compiled``'s steps for a request whose inputs ``inputs`` checks; holds its buffer pool.
+
+    Safe to share between threads: each inference in flight takes a buffer set of its own.
+    """
+
+    def __init__(self, compiled: CompiledModel, inputs: Inputs):
+        self.compiled = compiled
+        self.inputs = inputs
+        self.steps = plan_steps(compiled)
+        self.output_sources = tuple(compiled.plan.output_sources.items())
+        self.output_names = tuple(name for name, _ in self.output_sources)
+        self.pool = BufferPool(inputs.exact, inputs.names, self.output_sources)
+        self._lock = threading.Lock()
+
+    def infer(self, inputs: Any, windows: list[Window]) -> Results:
+        """Run one inference on the caller's ``inputs`` (checked here: InferenceError) and return its
+        outputs; profiled subgraphs' runs are added to ``windows``. InferenceError if a subgraph fails."""
+        pool = self.pool
+        free = pool.free
+        if free and type(inputs) is dict:  # the serving case first, with as little around it as can be
+            try:
+                buffers = free.pop()
+            except IndexError:  # another thread took the last one
+                pass
+            else:
+                hot = buffers.straight
+                served = None
+                if hot is not None and buffers.generation == pool.generation:
+                    try:
+                        served = hot.run(inputs)
+                    except BoundFailure as bound:  # a new generation: these buffers are dropped
+                        self.recheck(bound, self.values(self.inputs.feeds(inputs), buffers))
+                pool.give(buffers)
+                if served is not None:
+                    return served
+        exact = self.inputs.exact_feeds(inputs)
+        # the caller's own dict serves: nothing here keeps it past this call
+        feeds = exact if exact is not None else self.inputs.check(self.inputs.as_dict(inputs))
+        while True:
+            buffers = self.take()
+            values: dict[str, Any] | None = None
+            try:
+                if buffers.direct is not None:
+                    results = self.run_direct(buffers, feeds)
+                else:
+                    values = self.values(feeds, buffers)
+                    for step in self.steps:
+                        self.run_step(step, values, buffers, windows)
+                    results = self.collect(values, feeds, buffers.views)
+            except BoundFailure as bound:
+                self.recheck(bound, self.values(feeds, buffers) if values is None else values)
+                windows.clear()  # the counters are the run that completes
+                continue  # with fresh buffers, the failed subgraph's outputs made per inference
+            self.give(buffers)
+            return results
+
+    def take(self) -> Buffers:
+        """A buffer set for one inference: a free one of the current generation, or a new one."""
+        return self.pool.take(self.steps)
+
+    def give(self, buffers: Buffers) -> None:
+        """Give back the buffer set of an inference that has completed."""
+        self.pool.give(buffers)
+
+    def values(self, feeds: dict[str, np.ndarray], buffers: Buffers) -> dict[str, Any]:
+        """The inference's tensors: the buffers, and the inputs wrapped as OrtValues without a copy."""
+        buffers.fed.clear()  # this inference binds its inputs itself: the direct path must bind them again
+        values = dict(buffers.tensors)
+        unwrapped = self.inputs.unwrapped
+        for name, arr in feeds.items():
+            values[name] = arr if name in unwrapped else from_numpy(arr, CPU)
+        return values
+
+    def run_direct(self, buffers: Buffers, feeds: dict[str, np.ndarray]) -> Results:
+        """Every subgraph pre-bound: bind the model inputs and run the sessions back to back (the hot path:
+        nothing is looked up or allocated per subgraph). BoundFailure if a session fails."""
+        assert buffers.direct is not None
+        fed = buffers.fed
+        values = {}
+        unwrapped = self.inputs.unwrapped
+        for name, arr in feeds.items():
+            if name in unwrapped:  # only the caller's outputs can read them here
+                continue
+            layout = (arr, arr.shape, arr.dtype, arr.strides)
+            bound = fed.get(name)
+            if type(bound) is not tuple or bound[0] is not arr or bound[1:] != layout[1:]:
+                values[name] = from_numpy(arr, CPU)
+                fed[name] = layout
+        for run, io, per_run, step in buffers.direct:
+            if per_run is not None:
+                run_bound(per_run, step, values)
+                continue
+            try:
+                run(io, RUN_OPTIONS)
+            except Exception as exc:
+                raise BoundFailure(step, exc) from None
+        return self.collect(values, feeds, buffers.views)
+
+    def run_step(self, step: Step, values: dict[str, Any], buffers: Buffers, windows: list[Window]) -> None:
+        """Run one subgraph, bound if ``buffers`` binds it, on ``values`` (updated with its outputs, less
+        the tensors it read last); a profiled one's run is added to ``windows``. BoundFailure for a bound
+        failure or a refused shape, InferenceError for any other failure."""
+        binding = buffers.bindings[step.position]
+        if binding is not None:
+            run_bound(binding, step, values)
+        else:
+            feeds = step_feeds(step, values)
+            try:
+                if step.compiled.profiler is None:
+                    produced = run_unbound(step, step.compiled.session, feeds)
+                else:
+                    session = step.compiled.profiler.before_run()
+                    start = time.time_ns()
+                    try:
+                        produced = run_unbound(step, session, feeds)
+                    finally:
+                        step.compiled.profiler.after_run(session)
+                    windows.append(
+                        (step.compiled, threading.get_native_id(), start / 1e3, time.time_ns() / 1e3)
+                    )
+            except Exception as exc:
+                refused = refused_inputs(step, exc, self.inputs.fed_by_caller)
+                if refused:
+                    raise BoundFailure(step, exc, refused) from None  # recheck compiles it again
+                raise failure(step, exc) from None
+            values.update(zip(step.outputs, produced, strict=True))
+        for t in step.release:
+            values.pop(t, None)
+
+    def recheck(self, bound: BoundFailure, values: dict[str, Any]) -> None:
+        """Tell why a subgraph failed; the caller starts over with fresh buffers unless this raises.
+
+        A session that refused the shape of a tensor from an earlier subgraph (the model declared
+        another) is compiled again with it dynamic (CompiledModel.relax). Else the subgraph runs the plain
+        way, its outputs unbound: a real failure fails again and is raised (InferenceError); a success
+        means its outputs' declared shapes were wrong, and from now on they are made per inference."""
+        step = bound.step
+        refused = bound.refused
+        if refused is None:
+            refused = refused_inputs(step, bound.cause, self.inputs.fed_by_caller)
+        if refused:
+            if not self.compiled.relax(refused, step.compiled):
+                raise failure(step, bound.cause) from None
+            with self._lock:  # the subgraphs as compiled again
+                self.steps = plan_steps(self.compiled)
+                self.pool.renew()
+            return
+        try:
+            run_unbound(step, step.compiled.session, step_feeds(step, values))
+        except Exception as exc:
+            raise failure(step, exc) from None
+        with self._lock:
+            self.pool.renew(unbind=step.position)
+        log.debug(
+            "%s: output shapes differ from the declared ones; allocated per inference", step.compiled.where
+        )
+
+    def collect(
+        self, values: dict[str, Any], feeds: dict[str, np.ndarray], views: dict[str, np.ndarray]
+    ) -> Results:
+        """The model's outputs as numpy arrays the caller owns (a request's buffers, ``views``, are copied)."""
+        results = Results()
+        results._names = self.output_names
+        for name, source in self.output_sources:
+            if source == INPUT:
+                given = feeds[name]
+                results[name] = np.array(given, copy=True) if isinstance(given, np.ndarray) else given
+            elif source == CONSTANT:
+                results[name] = np.array(feeds.get(name, self.compiled.constants[name]), copy=True)
+            elif name in views:
+                results[name] = views[name].copy()
+            else:
+                value = values[name]
+                results[name] = to_numpy(name, value) if isinstance(value, OrtValue) else value
+        return results
+
+
+def run_bound(binding: Binding, step: Step, values: dict[str, Any]) -> None:
+    """Run one pre-bound subgraph: bind what changes per inference (a per-run input missing from
+    ``values`` is still bound), run, pick up its fresh outputs. BoundFailure if the session fails."""
+    io = binding.io
+    if binding.clear:
+        for t, value in binding.fixed:
+            io.bind_ortvalue_input(t, value)
+    for t in binding.per_run:
+        value = values.get(t)
+        if value is not None:
+            io.bind_ortvalue_input(t, value)
+    for _, name in binding.fresh:  # drops the last inference's output (the caller's now) from the binding
+        io.bind_output(name, CPU)
+    try:
+        binding.sess.run_with_iobinding(io, RUN_OPTIONS)
+    except Exception as exc:
+        raise BoundFailure(step, exc) from None
+    finally:
+        if binding.clear:
+            io.clear_binding_inputs()
+    if binding.fresh:
+        produced = io.get_outputs()
+        for i, name in binding.fresh:
+            values[name] = produced[i]
+
+
+def run_unbound(step: Step, session: Any, feeds: dict[str, Any]) -> list[Any]:
+    """Run ``step`` on ``session`` (its own, or its profiler's) with nothing pre-bound: its outputs as ORT
+    allocates them (OrtValues, or Python values for a plain step). Raises what ORT raises."""
+    return ortv.run(
+        session,
+        step.output_list,
+        feeds,
+        plain=step.plain,
+        placement=step.placement if step.on_device else (),
+    )
