@@ -37,3 +37,8 @@ class CompileError(HeteroError):
 
 class InferenceError(HeteroError, ValueError):
     """Inputs do not match the model, or a subgraph failed while running."""
+
+
+class NotClassScoresError(ModelError):
+    """The model's output is no class scores (strings, maps, empty): classify cannot use the model given, a
+    usage error even when only the inference shows it."""
