@@ -41,3 +41,8 @@ class InferenceError(HeteroError, ValueError):
 
 class BenchmarkError(HeteroError, ValueError):
     """A benchmark option (shape, input file, report setting) is bad: the message says how to fix it."""
+
+
+class NotClassScoresError(ModelError):
+    """The model's output is no class scores (strings, maps, empty): classify cannot use the model given, a
+    usage error even when only the inference shows it."""

@@ -17,6 +17,9 @@ from support.robust import external_model, invoke, nothing_left_behind, one_erro
 import hetero_cli as hc
 from hetero_cli import cli
 from hetero_cli.app.benchmark.inputs import _npy_fix
+from hetero_cli.cli import files
+from hetero_cli.cli.commands import classify as classify_command
+from hetero_cli.errors import NotClassScoresError
 from hetero_cli.ort.session import failure_reason, model_fault
 
 DIGITS = Path(__file__).resolve().parents[2] / "models" / "digits.onnx"
@@ -270,7 +273,7 @@ def test_an_unwritable_current_directory_is_refused_up_front_where_outputs_go_th
     """The default report folder and the .dot files OPENVINO_HETERO_VISUALIZE asks for go here: checked
     before any work (os.access says no, as it does to a user without write permission)."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli.os, "access", lambda *args, **kwargs: False)
+    monkeypatch.setattr(files.os, "access", lambda *args, **kwargs: False)
     result = invoke(cli.benchmark, "-m", DIGITS, "-niter", 2, "-report_type", "no_counters")
     assert result.exit_code == 2
     line = one_error_line(result)
@@ -344,8 +347,8 @@ def test_a_failing_command_keeps_the_files_that_were_there_before_it(tmp_path):
 def test_class_scores_names_a_ragged_sequence():
     declared = hc.Core().read_model(DIGITS).outputs[0]
     ragged = [np.zeros(2, np.float32), np.zeros(3, np.float32)]
-    with pytest.raises(cli.NotClassScoresError, match="holds a ragged sequence, not numeric class scores"):
-        cli.class_scores(Path("m.onnx"), declared, ragged)
+    with pytest.raises(NotClassScoresError, match="holds a ragged sequence, not numeric class scores"):
+        classify_command.class_scores(Path("m.onnx"), declared, ragged)
 
 
 def test_an_npy_file_of_the_wrong_shape_gets_the_fix_that_fits():

@@ -7,6 +7,7 @@ import re
 import shutil
 from pathlib import Path
 
+import click
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -19,6 +20,8 @@ import hetero_cli as hc
 from hetero_cli import cli
 from hetero_cli.app import benchmark as bench
 from hetero_cli.app.benchmark.shapes import parse_shapes
+from hetero_cli.cli import runner
+from hetero_cli.cli.commands import classify as classify_command
 from hetero_cli.runtime.profiling import parse_counters
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -416,7 +419,7 @@ def test_unexpected_exceptions_are_one_line(monkeypatch):
     def boom(*_args, **_kwargs):
         raise RuntimeError("something odd\nsecond line")
 
-    monkeypatch.setattr(cli.image, "read", boom)
+    monkeypatch.setattr(classify_command.image, "read", boom)
     result = run(cli.classify, DIGITS, IMG, "CPU")
     assert result.exit_code == 1
     assert error_line(result).startswith("[ ERROR ] internal error: RuntimeError: something odd second line")
@@ -436,7 +439,7 @@ def test_library_warnings_print_once_each():
 
     logger = logging.getLogger("hetero_cli")
 
-    @cli.click.command(cls=cli.Command)
+    @click.command(cls=runner.Command)
     def noisy():
         logger.warning("first %s", "warning")
         logger.warning("first %s", "warning")

@@ -1,0 +1,1 @@
+"""hetero-cli's commands, one module each: classify, benchmark, query and devices."""

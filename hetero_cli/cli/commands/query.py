@@ -1,0 +1,192 @@
+"""``hetero query``: each node's device and where it came from, the subgraphs, the tensors that cross
+devices, as tables or --json; --save writes the model with these affinities."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ...errors import HeteroError, UnsupportedNodesError
+from ...graph import Model
+from ...placement import device_string, visualize
+from ...placement.partition import Plan
+from ..files import check_writable
+from ..options import named, shared, shared_options
+from ..output import box, console, info
+from ..runner import CONTEXT, Command, running, written
+from ..setup import (
+    Setup,
+    affinities_with_sources,
+    prepare,
+    report_dots,
+    set_affinities,
+    warn_unused_affinities,
+)
+
+
+def crossing(plan: Plan) -> dict[int, tuple[list[str], list[str]]]:
+    """{subgraph index: (tensors it receives from another device, tensors it sends to another device)}."""
+    out: dict[int, tuple[list[str], list[str]]] = {s.index: ([], []) for s in plan.subgraphs}
+    for link in plan.links():
+        if link.producer is None:
+            continue
+        for consumer, dev in zip(link.consumers, link.target_devices, strict=True):
+            if dev != link.source_device:
+                out[consumer][0].append(link.tensor)
+                if link.tensor not in out[link.producer][1]:
+                    out[link.producer][1].append(link.tensor)
+    return out
+
+
+@click.command(
+    cls=Command,
+    context_settings=CONTEXT,
+    short_help="Show each node's device and the subgraphs; --save them.",
+)
+@click.option("-m", "model", metavar="MODEL", help="ONNX model (default: models/digits.onnx).")
+@click.option("-d", "device", required=True, metavar="DEVICE", help="HETERO:<dev>,<dev>,... or one device.")
+@click.option(
+    "--save",
+    metavar="OUT.onnx",
+    callback=named,
+    help="Write the model with these affinities (compile it in manual mode).",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print JSON (affinities, plan, crossing tensors) instead of tables.",
+)
+@shared_options
+def query(model: str | None, device: str, save: str | None, as_json: bool, **options: Any) -> None:
+    """Query MODEL on DEVICE: each node's device, the subgraphs, the tensors that cross devices.
+
+    \b
+      hetero query -m models/digits.onnx -d HETERO:GPU,OPENVINO,CPU
+      hetero query -m models/digits.onnx -d HETERO:OPENVINO,CPU --affinity softmax=CPU --save fixed.onnx
+    """
+    check_writable(save, "--save", folder=False)
+    setup = prepare(model, device, announce=not as_json, **shared(options))
+    running()
+    m = setup.model
+    if not as_json:
+        info(f"Querying {setup.request} ({_query_mode(setup)})")
+    affinities, source = _queried_affinities(setup)
+    try:  # affinities set wrong are refused before the table is printed
+        if setup.request.hetero and (setup.affinities or m.affinities()):
+            set_affinities(setup)
+        plan = setup.core.plan(m, setup.device)
+    except UnsupportedNodesError:
+        if not as_json:
+            _affinity_table(m, affinities, source)  # the table shows which nodes no device takes
+        raise
+    if as_json:
+        doc = {
+            "model": str(setup.model_path),
+            "device": str(setup.request),
+            "affinities": dict(plan.affinities),
+            "set_by": {n: source.get(n, "query") for n in plan.affinities},
+            "plan": plan.to_dict(),
+            "crossing_tensors": plan.crossing_tensors(),
+        }
+        click.echo(json.dumps(doc, indent=2))
+    else:
+        _affinity_table(m, affinities, source)
+        _subgraph_table(plan, crossing(plan))
+        crossing_all = plan.crossing_tensors()
+        info(
+            f"{len(plan.subgraphs)} subgraph(s) on {', '.join(plan.devices)}; "
+            f"{len(crossing_all)} tensor(s) cross devices{': ' + ', '.join(crossing_all) if crossing_all else ''}"
+        )
+    if setup.dot_dir is not None:
+        written().before_writing(setup.dot_dir, folder=True)
+        report_dots(visualize.dump(m, plan, setup.dot_dir), setup.render, err=as_json)
+    if save:
+        _save_query(m, plan, save, setup.request, as_json)
+
+
+def _query_mode(setup: Setup) -> str:
+    """How the query places nodes, for its first line."""
+    if not setup.request.hetero:
+        return "one device: it runs every node"
+    return "manual mode: affinities from the model" if setup.model.affinities() else "automatic mode"
+
+
+def _queried_affinities(setup: Setup) -> tuple[dict[str, str], dict[str, str]]:
+    """Each node's device for the table and who set it: the device alone, the model's (manual mode) or the
+    query's (automatic mode), then --affinity's on a HETERO device."""
+    m = setup.model
+    if not setup.request.hetero:
+        warn_unused_affinities(setup)
+        supported = setup.core.query_model(m, setup.device)
+        name = setup.request.names[0]
+        affinities = {n.get_friendly_name(): name for n in m.get_ops()}
+        return affinities, {
+            n: "device" if n in supported else "device; unsupported, ORT falls back" for n in affinities
+        }
+    return affinities_with_sources(setup)
+
+
+def _save_query(m: Model, plan: Plan, save: str, request: device_string.DeviceRequest, as_json: bool) -> None:
+    """--save: the model with the plan's affinities (unless it has its own), folders created on the way."""
+    if not m.affinities():
+        m.set_affinities(dict(plan.affinities))
+    written().before_writing(Path(save).parent, folder=True)  # with any data file saved beside it
+    try:
+        Path(save).parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HeteroError(f"cannot write {save}: {exc.strerror or exc}") from None
+    m.save(save)
+    written().wrote(Path(save))
+    # named on stderr under --json, as every file a command writes is
+    info(
+        f"Saved {save} with these affinities: `hetero benchmark -m {save} -d {request}` runs it as is",
+        err=as_json,
+    )
+
+
+def _affinity_table(model: Model, affinities: Mapping[str, str], source: Mapping[str, str]) -> None:
+    """Each node of ``model`` with its device and who set it (``source``)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text(f"Affinities of {model.name}"), box=box(), show_edge=False, title_justify="left")
+    for column in ("#", "node", "op type", "device", "set by"):
+        table.add_column(column, overflow="fold")
+    for k, node in enumerate(model.get_ops(), 1):
+        name = node.get_friendly_name()
+        dev = affinities.get(name)
+        table.add_row(
+            str(k),
+            Text(name),
+            Text(node.get_type_name()),
+            Text(dev or "- (unsupported)"),
+            source.get(name, ""),
+        )
+    console().print(table)
+
+
+def _subgraph_table(plan: Plan, links: Mapping[int, tuple[list[str], list[str]]]) -> None:
+    """The plan's subgraphs in execution order, with the tensors each receives and sends (``links``)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text("Subgraphs (execution order)"), box=box(), show_edge=False, title_justify="left")
+    for column in (
+        "subgraph",
+        "device",
+        "nodes",
+        "tensors in from another device",
+        "tensors out to another device",
+    ):
+        table.add_column(column, overflow="fold")
+    for s in plan.subgraphs:
+        got, sent = links[s.index]
+        table.add_row(
+            s.name, s.device, str(len(s.nodes)), Text(", ".join(got) or "-"), Text(", ".join(sent) or "-")
+        )
+    console().print(table)

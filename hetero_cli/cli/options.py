@@ -1,0 +1,189 @@
+"""The options classify, benchmark and query share, and the parsing of their values: --config and
+-load_config's properties, --affinity and --affinity-file's node devices, file options given empty.
+
+Bad values are usage errors (exit status 2), raised before anything runs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..core import Core
+from ..errors import AffinityError, ConfigError
+from ..placement import config as cfg
+
+#: The keywords of the shared options that ``setup.prepare`` takes (the rest, --debug, the runner reads).
+SHARED = ("config", "load_config", "affinity", "affinity_file", "dot_dir", "render")
+
+
+def named(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """click callback of a file or folder option: the value as given; an empty string is a usage error,
+    not "leave it out"."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("the path is empty: give a file or folder name, or leave the option out")
+    return value
+
+
+def read_json(path: str, option: str) -> Any:
+    """The JSON document in the file ``path`` that ``option`` names; click.BadParameter (a usage error)
+    when it is missing, unreadable, not UTF-8 or not JSON."""
+    p = Path(path)
+    if not p.is_file():
+        raise click.BadParameter(f"{path}: no such file", param_hint=option)
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise click.BadParameter(f"cannot read {path}: {exc.strerror or exc}", param_hint=option) from None
+    except UnicodeDecodeError:
+        raise click.BadParameter(f"{path} is not a UTF-8 text file of JSON", param_hint=option) from None
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(
+            f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})", param_hint=option
+        ) from None
+
+
+def parse_config_options(values: Iterable[str]) -> list[tuple[str | None, str, str]]:
+    """``--config KEY=VALUE`` / ``DEVICE:KEY=VALUE`` as (device or None, key, value); click.BadParameter
+    for a value of neither form."""
+    out = []
+    for text in values:
+        left, sep, value = text.partition("=")
+        device, colon, key = left.partition(":")
+        if not colon:
+            device, key = "", left
+        if not sep or not key.strip() or (colon and not device.strip()):
+            raise click.BadParameter(
+                f"{text!r}: write KEY=VALUE for HETERO's own keys or DEVICE:KEY=VALUE for one device's, "
+                f"e.g. --config CPU:INFERENCE_NUM_THREADS=2",
+                param_hint="--config",
+            )
+        out.append((device.strip() or None, key.strip(), value.strip()))
+    return out
+
+
+def read_config_file(path: str) -> dict[str, Any]:
+    """-load_config: JSON ``{device: {key: value}}`` (``HETERO`` for HETERO's own keys); ConfigError for
+    JSON of another shape."""
+    doc = read_json(path, "-load_config")
+    if not isinstance(doc, dict) or not all(isinstance(k, str) for k in doc):
+        raise ConfigError(
+            f"-load_config {path}: expected a JSON object {{device: {{key: value}}}}, e.g. "
+            f'{{"CPU": {{"INFERENCE_NUM_THREADS": 2}}}}'
+        )
+    return doc
+
+
+def apply_config(
+    core: Core, device: str, loaded: Mapping[str, Any], options: Sequence[tuple[str | None, str, str]]
+) -> None:
+    """Set -load_config's then --config's properties on ``core`` (the command line wins); a key without a
+    device goes to ``device`` unless it is one of HETERO's own. Raises ConfigError for a bad key or value."""
+    head = device.strip().partition(":")[0].strip().upper()
+    plain_device = None if head == "HETERO" else device.strip()
+    for name, values in loaded.items():
+        if name.strip().upper() == "HETERO" and not isinstance(values, Mapping):
+            raise ConfigError(
+                f'-load_config: "HETERO" takes an object of HETERO\'s own keys, such as '
+                f'{{"HETERO": {{"PERF_COUNT": "YES"}}}}, not {values!r:.40}'
+            )
+        if isinstance(values, Mapping) and name.strip().upper() not in cfg.HETERO_KEYS:
+            if name.strip().upper() == "HETERO":
+                core.set_property("HETERO", dict(values))
+            else:
+                core.set_property(name, dict(values))
+        else:
+            _set_one(core, plain_device, None, name, values)
+    for dev, key, value in options:
+        _set_one(core, plain_device, dev, key, value)
+
+
+def _set_one(core: Core, plain_device: str | None, dev: str | None, key: str, value: Any) -> None:
+    if dev is not None and dev.upper() != "HETERO":
+        core.set_property(dev, {key: value})
+    elif dev is None and plain_device is not None and key.upper() not in cfg.HETERO_KEYS:
+        core.set_property(plain_device, {key: value})
+    else:
+        core.set_property("HETERO", {key: value})
+
+
+def read_affinities(values: Iterable[str], path: str | None) -> dict[str, str]:
+    """``--affinity-file`` (JSON {node: device}) then ``--affinity NODE=DEVICE`` (later wins), unchecked
+    against the model; AffinityError for a file of another shape, click.BadParameter for a bad option."""
+    out: dict[str, str] = {}
+    if path:
+        doc = read_json(path, "--affinity-file")
+        if not isinstance(doc, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in doc.items()
+        ):
+            raise AffinityError(
+                f"--affinity-file {path}: expected a JSON object {{node name: device}}, "
+                f'e.g. {{"conv1": "CPU"}} (hetero query --save writes a model with them instead)'
+            )
+        out.update(doc)
+    for text in values:
+        node, sep, dev = text.rpartition("=")
+        if not sep or not node.strip() or not dev.strip():
+            raise click.BadParameter(
+                f"{text!r}: write NODE=DEVICE, e.g. --affinity conv1=CPU", param_hint="--affinity"
+            )
+        out[node.strip()] = dev.strip()
+    return out
+
+
+def shared(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The shared options' values among a command's keyword arguments, as ``setup.prepare`` takes them."""
+    return {k: values[k] for k in SHARED}
+
+
+def shared_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorate a command with the options classify, benchmark and query have in common."""
+    decorators = [
+        click.option(
+            "--affinity",
+            "affinity",
+            multiple=True,
+            metavar="NODE=DEVICE",
+            help="Pin a node to a device (repeatable); other nodes keep the model's or the automatic affinity.",
+        ),
+        click.option(
+            "--affinity-file",
+            metavar="FILE",
+            callback=named,
+            help='JSON {"node": "DEVICE"} of affinities (--affinity wins over it).',
+        ),
+        click.option(
+            "--config",
+            "config",
+            multiple=True,
+            metavar="[DEVICE:]KEY=VALUE",
+            help="HETERO's own key (KEY=VALUE) or one device's (DEVICE:KEY=VALUE); repeatable.",
+        ),
+        click.option(
+            "-load_config",
+            "--load-config",
+            "load_config",
+            metavar="FILE",
+            callback=named,
+            help='JSON {"DEVICE": {"KEY": "VALUE"}} of configuration ("HETERO" for its own keys); options win.',
+        ),
+        click.option(
+            "--dot-dir",
+            metavar="DIR",
+            callback=named,
+            help="Write hetero_affinity_<model>.dot and hetero_subgraphs_<model>.dot into DIR.",
+        ),
+        click.option(
+            "--render",
+            type=click.Choice(["svg", "png"]),
+            help="Render the .dot files with Graphviz beside them (into --dot-dir, else here).",
+        ),
+        click.option("--debug", is_flag=True, help="Show Python tracebacks on errors."),
+    ]
+    for decorator in reversed(decorators):
+        func = decorator(func)
+    return func

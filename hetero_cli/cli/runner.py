@@ -1,0 +1,261 @@
+"""How a hetero-cli command runs: its errors as one ``[ ERROR ]`` line and an exit status, library warnings as
+``[ WARNING ]`` lines, and the files a failed command wrote removed again.
+
+Exit statuses: 2 for usage errors (bad option or file argument, malformed device string, unknown device,
+config key or affinity; a model or image that cannot be read or used), 1 for failures at run time (no listed
+device available here, a subgraph that does not compile or run, a file that cannot be written), 130 when
+interrupted, 0 otherwise. What a run needs to decide them (its phase, the files it wrote) is state of that
+one invocation (``Invocation``, the click context's object), never of the module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import logging
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..app import benchmark as bench
+from ..app import image
+from ..errors import AffinityError, ConfigError, DeviceError, HeteroError, ModelError, NotClassScoresError
+from ..runtime import set_log_level
+
+log = logging.getLogger("hetero_cli")
+
+#: click's context settings of every hetero-cli command.
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
+
+
+class _WarningLines(logging.Handler):
+    """Library warnings as ``[ WARNING ] message`` on the current stderr, each distinct message once."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.seen: set[str] = set()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = " ".join(record.getMessage().split())
+        except Exception:  # a bad log call must not hide the real work
+            return
+        if message in self.seen:
+            return
+        self.seen.add(message)
+        level = "ERROR" if record.levelno >= logging.ERROR else "WARNING"
+        click.echo(f"[ {level} ] {message}", err=True)
+
+
+@dataclass
+class Written:
+    """What the running command has written, and the folders it created for it: a command that fails
+    removes them again, so that it leaves nothing behind (.dot files written before a later usage error).
+    Files that were there before the command (``before_writing``) are never removed, even if overwritten."""
+
+    files: list[Path] = field(default_factory=list)
+    folders: list[Path] = field(default_factory=list)
+    existing: set[Path] = field(default_factory=set)
+
+    def before_writing(self, path: Path, *, folder: bool) -> None:
+        """Before writing ``path`` (a file, or with ``folder`` a folder files go into): note what is
+        already there, and the folders the writing is about to create."""
+        path = Path(path).absolute()
+        if path.is_dir():
+            self.existing.update(p for p in path.iterdir() if not p.is_dir())
+        elif path.exists():
+            self.existing.add(path)
+        parent = path if folder else path.parent
+        while not parent.exists() and parent != parent.parent:
+            self.folders.append(parent)
+            parent = parent.parent
+
+    def wrote(self, path: Path) -> None:
+        """Note a file written (unless it was there before the command)."""
+        path = Path(path).absolute()
+        if path not in self.existing:
+            self.files.append(path)
+
+    def remove(self) -> None:
+        """Remove what was noted (created folders only if empty), then forget it."""
+        for path in self.files:
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
+        for folder in sorted(set(self.folders), key=lambda f: len(f.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        self.files.clear()
+        self.folders.clear()
+        self.existing.clear()
+
+
+@dataclass
+class Invocation:
+    """One run of a command, the click context's object: where it is, reading what the user gave
+    ("input") or running it ("run"), which decides a device or model error's exit status; and what it wrote."""
+
+    phase: str = "input"
+    written: Written = field(default_factory=Written)
+
+
+def invocation() -> Invocation:
+    """The running command's ``Invocation``, from click's current context (a fresh one for a command that
+    click's own main runs, outside ``_Main.main``). Raises RuntimeError outside a command."""
+    return click.get_current_context().ensure_object(Invocation)
+
+
+def running() -> None:
+    """Mark the start of the run-time part of a command: device or model errors after it exit with 1."""
+    invocation().phase = "run"
+
+
+def written() -> Written:
+    """What the running command has written so far: note files in it, so that a failure removes them."""
+    return invocation().written
+
+
+def _unknown_option(exc: click.UsageError, argv: Sequence[str]) -> str | None:
+    """The message for an unknown single-dash option as typed (``-nireqq``), where click, reading it as a
+    cluster of short options, names only its first letter (``-n``); None for any other usage error."""
+    if not isinstance(exc, click.NoSuchOption) or exc.ctx is None or len(exc.option_name) != 2:
+        return None
+    known = [o for p in exc.ctx.command.params for o in getattr(p, "opts", ()) if o.startswith("-")]
+    typed = [
+        name
+        for name in (a.split("=", 1)[0] for a in argv)
+        if name.startswith(exc.option_name)
+        and len(name) > 2
+        and not name.startswith("--")
+        and name not in known
+    ]
+    if not typed:
+        return None
+    name = typed[0]
+    close = difflib.get_close_matches(name, known, n=1)
+    return f"No such option '{name}'" + (f" (did you mean {close[0]}?)" if close else "")
+
+
+def exit_code(exc: BaseException, phase: str = "input") -> int:
+    """The exit status for ``exc`` raised in ``phase`` ("input" or "run"): 2 for usage errors, 1 for
+    failures at run time (a device or model error is a usage error only while the input is read)."""
+    usage = ConfigError | AffinityError | image.ImageError | bench.BenchmarkError | NotClassScoresError
+    if isinstance(exc, usage):
+        return 2
+    if isinstance(exc, DeviceError | ModelError):
+        return 2 if phase == "input" else 1
+    return 1
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+class _NeverRaised(Exception):
+    pass
+
+
+# click >= 8.2 raises this for a group called without a command (8.1 prints the help and exits 0 itself).
+_NoArgsIsHelp: type[Exception] = getattr(click.exceptions, "NoArgsIsHelpError", _NeverRaised)
+
+
+class _Main:
+    """click's main() with hetero-cli's error handling: one line on stderr, exit 2 or 1, tracebacks on --debug."""
+
+    def _command_path(self, argv: Sequence[str], prog_name: str | None) -> str:
+        """``hetero classify`` for a usage error click raised without a context (an option missing its
+        value): the program, then the first argument that names one of this group's commands."""
+        path = prog_name or Path(sys.argv[0]).name or "hetero"
+        commands = getattr(self, "commands", {})
+        name = next((a for a in argv if a in commands), None)
+        return f"{path} {name}" if name else path
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """Run the command on ``args`` (else sys.argv): returns its exit status without ``standalone_mode``,
+        else exits with it. ``extra`` goes to click's context (but ``obj``: that is this run's ``Invocation``)."""
+        argv = list(sys.argv[1:] if args is None else args)
+        debug = "--debug" in argv or bool(os.environ.get("HETERO_DEBUG"))
+        run = Invocation()
+        # ORT's process-wide logger writes straight to stderr (the OpenVINO EP's "[W:onnxruntime:Default,
+        # ...] The input 'x' is not used" lines): noise a user cannot act on; failures still come as
+        # exceptions. --debug keeps its warnings.
+        set_log_level(debug)
+        handler = _WarningLines()
+        log.addHandler(handler)
+        code = 1  # until the command returns: anything escaping below counts as a failure
+        try:
+            rv = super().main(  # type: ignore[misc]
+                argv, prog_name, complete_var, standalone_mode=False, obj=run, **extra
+            )
+            code = rv if isinstance(rv, int) else 0
+        except _NoArgsIsHelp as exc:
+            click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+            code = 0
+        except click.UsageError as exc:
+            if debug:
+                traceback.print_exc()
+            path = exc.ctx.command_path if exc.ctx else self._command_path(argv, prog_name)
+            message = _one_line(_unknown_option(exc, argv) or exc.format_message()).rstrip(".")
+            click.echo(f"[ ERROR ] {message}. See '{path} --help'", err=True)
+            code = 2
+        except click.ClickException as exc:
+            if debug:
+                traceback.print_exc()
+            click.echo(f"[ ERROR ] {_one_line(exc.format_message())}", err=True)
+            code = exc.exit_code or 1
+        except (click.Abort, KeyboardInterrupt):
+            click.echo("[ ERROR ] interrupted", err=True)
+            code = 130
+        except HeteroError as exc:
+            if debug:
+                traceback.print_exc()
+            click.echo(f"[ ERROR ] {_one_line(str(exc))}", err=True)
+            code = exit_code(exc, run.phase)
+        except BrokenPipeError:
+            code = 1
+        except OSError as exc:
+            if debug:
+                traceback.print_exc()
+            where = f" {exc.filename}" if exc.filename else ""
+            click.echo(f"[ ERROR ] cannot access{where}: {exc.strerror or exc}", err=True)
+            code = 1
+        except Exception as exc:
+            if debug:
+                traceback.print_exc()
+            click.echo(
+                f"[ ERROR ] internal error: {type(exc).__name__}: {_one_line(str(exc))[:300]}. Run again with "
+                f"--debug for the traceback, and report it",
+                err=True,
+            )
+            code = 1
+        finally:
+            log.removeHandler(handler)
+            if code != 0:
+                run.written.remove()
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+class Command(_Main, click.Command):
+    """A command with hetero-cli's error handling."""
+
+
+class Group(_Main, click.Group):
+    """A group with hetero-cli's error handling; commands listed in the order they were added."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """The commands' names, in the order they were added (``hetero --help`` lists them so)."""
+        return list(self.commands)

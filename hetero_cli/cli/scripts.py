@@ -1,0 +1,44 @@
+"""The ``hetero`` group of commands and the console scripts (pyproject's [project.scripts]): ``hetero``,
+``hello_classification`` (= ``hetero classify``) and ``hello_query_device`` (= ``hetero devices``)."""
+
+from __future__ import annotations
+
+import click
+
+from .. import __version__
+from .commands.benchmark import benchmark
+from .commands.classify import classify
+from .commands.devices import devices
+from .commands.query import query
+from .runner import CONTEXT, Group
+
+
+@click.group(cls=Group, context_settings=CONTEXT, no_args_is_help=True)
+@click.version_option(__version__, "--version", prog_name="hetero-cli")
+@click.option("--debug", is_flag=True, help="Show Python tracebacks on errors.")
+def hetero(debug: bool) -> None:
+    """Run ONNX models across devices the way OpenVINO's HETERO device does (ONNX Runtime underneath).
+
+    DEVICE is one device (CPU, OPENVINO, GPU...) or HETERO:<dev>,<dev>,... in priority order: each node
+    goes to the first listed device that supports it, unavailable devices are skipped with a warning.
+    """
+
+
+hetero.add_command(classify, "classify")
+hetero.add_command(benchmark, "benchmark")
+hetero.add_command(query, "query")
+hetero.add_command(devices, "devices")
+
+#: console script ``hello_classification``: the same command as ``hetero classify``.
+hello_classification = classify
+#: console script ``hello_query_device``: the same command as ``hetero devices``.
+hello_query_device = devices
+
+
+def main() -> None:
+    """console script ``hetero``."""
+    hetero.main(prog_name="hetero")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,182 @@
+"""From the shared options to a compiled model: ``prepare`` reads and checks everything the user gave
+(a configured Core, the model, the device string, the affinities, where .dot files go) before anything runs;
+``compile_setup`` applies the affinities and compiles, the run-time phase of the command."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from ..core import Core
+from ..graph import Model
+from ..placement import affinities as placed
+from ..placement import config as cfg
+from ..placement import device_string, visualize
+from ..runtime import CompiledModel
+from .files import check_current_directory, check_writable
+from .options import apply_config, parse_config_options, read_affinities, read_config_file
+from .output import info, warn
+from .runner import running, written
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_MODEL = REPO / "models" / "digits.onnx"
+
+
+@dataclass
+class Setup:
+    """What the shared options give a command: a configured Core, the model, and the device string."""
+
+    core: Core
+    model: Model
+    model_path: Path
+    device: str
+    request: device_string.DeviceRequest
+    affinities: dict[str, str]
+    dot_dir: Path | None
+    render: str | None
+
+
+def prepare(
+    model_path: str | None,
+    device: str,
+    *,
+    config: Sequence[str],
+    load_config: str | None,
+    affinity: Sequence[str],
+    affinity_file: str | None,
+    dot_dir: str | None,
+    render: str | None,
+    perf_count: bool = False,
+    announce: bool = True,
+) -> Setup:
+    """Everything a command reads from the user, checked before anything runs (errors here exit with 2):
+    the model at ``model_path`` (default: models/digits.onnx) for ``device``, the shared options' values.
+    Prints the model read unless ``announce`` is off."""
+    options = parse_config_options(config)
+    loaded = read_config_file(load_config) if load_config else {}
+    affinities_given = read_affinities(affinity, affinity_file)
+    if model_path is not None and not model_path.strip():
+        raise click.UsageError(
+            "the model path is empty: give an ONNX file, or leave MODEL (-m) out for models/digits.onnx"
+        )
+    path = Path(model_path) if model_path is not None else default_model()
+    core = Core()
+    apply_config(core, device, loaded, options)
+    if perf_count:
+        core.set_property("HETERO", {cfg.PERF_COUNT: "YES"})
+    dots = dot_folder(core, dot_dir, render)
+    request = parse_device(core, device)
+    if announce:
+        info(f"Reading the model: {path}")
+    model = core.read_model(path)
+    affinities = placed.check_affinities(model, affinities_given)
+    return Setup(core, model, path, device, request, affinities, dots, render)
+
+
+def parse_device(core: Core, device: str) -> device_string.DeviceRequest:
+    """The device string, checked now (a usage error) rather than at compile time: HETERO alone takes its
+    priorities from ``core``'s configuration. Raises DeviceError."""
+    return device_string.parse(device, core.get_property("HETERO", cfg.PRIORITIES) or None)
+
+
+def default_model() -> Path:
+    """The embedded default model (models/digits.onnx in the source tree); a usage error where it is not."""
+    if not DEFAULT_MODEL.is_file():
+        raise click.UsageError(
+            "no model given, and the default models/digits.onnx is not here: give -m MODEL"
+        )
+    return DEFAULT_MODEL
+
+
+def dot_folder(core: Core, dot_dir: str | None, render: str | None) -> Path | None:
+    """Where this command writes .dot files (None: it writes none), checked writable now, before any work.
+
+    compile_model's rule, which query follows too: HETERO_DUMP_GRAPH_DOT=YES (which --dot-dir and --render
+    set) or OPENVINO_HETERO_VISUALIZE asks for them, into HETERO_DOT_DIR (--dot-dir sets it), else here.
+    """
+    if dot_dir:
+        core.set_property("HETERO", {cfg.DUMP_GRAPH_DOT: "YES", cfg.DOT_DIR: dot_dir})
+    elif render:
+        core.set_property("HETERO", {cfg.DUMP_GRAPH_DOT: "YES"})
+    if render and shutil.which("dot") is None:
+        raise click.BadParameter(
+            "Graphviz is not installed (no 'dot' on PATH): install it (e.g. apt-get install graphviz), or "
+            "leave --render out",
+            param_hint="--render",
+        )
+    asked = cfg.parse_bool(cfg.DUMP_GRAPH_DOT, core.configured("HETERO", cfg.DUMP_GRAPH_DOT) or False)
+    if not visualize.wanted(asked):
+        return None
+    folder = core.configured("HETERO", cfg.DOT_DIR)
+    if folder:
+        option = "--dot-dir" if dot_dir else cfg.DOT_DIR
+        check_writable(str(folder), option, folder=True)
+        return Path(folder)
+    why = "--render" if render else (cfg.DUMP_GRAPH_DOT if asked else visualize.ENV)
+    check_current_directory(f".dot files ({why})", "--dot-dir")
+    return Path.cwd()
+
+
+def affinities_with_sources(setup: Setup) -> tuple[dict[str, str], dict[str, str]]:
+    """Each node's device and where it came from ("model", "query" or "option"): the model's own
+    affinities or the automatic query's, then --affinity's on top (placement.affinities)."""
+    return placed.affinities_with_sources(setup.model, setup.affinities, lambda: _query(setup))
+
+
+def set_affinities(setup: Setup) -> dict[str, str]:
+    """Set every node's affinity on the setup's model, --affinity's on top of the model's or the query's;
+    returns {node: where its affinity came from}. Raises AffinityError or UnsupportedNodesError."""
+    return placed.set_affinities(
+        setup.model,
+        setup.affinities,
+        lambda: _query(setup),
+        device=setup.device,
+        priorities=setup.request.priorities,
+    )
+
+
+def warn_unused_affinities(setup: Setup) -> None:
+    """Warn that --affinity has no effect where the device is no HETERO one (it runs every node)."""
+    if setup.affinities and not setup.request.hetero:
+        warn(f"--affinity only applies to HETERO devices; {setup.request} runs every node")
+
+
+def _query(setup: Setup) -> dict[str, str]:
+    return setup.core.query_model(setup.model, setup.device)
+
+
+def compile_setup(setup: Setup) -> CompiledModel:
+    """Apply affinities and compile, printing each subgraph; run-time phase from here on."""
+    running()
+    if setup.request.hetero and setup.affinities:
+        set_affinities(setup)
+    else:
+        warn_unused_affinities(setup)
+    if setup.dot_dir is not None:
+        written().before_writing(setup.dot_dir, folder=True)
+    compiled = setup.core.compile_model(setup.model, setup.device)
+    for sub in compiled.subgraphs:
+        info(f"  {sub.description}")
+    if compiled.one_session:
+        info(
+            f"  the {len(compiled.subgraphs)} subgraphs run in one ONNX Runtime session: the query's, which "
+            "placed every node as this plan does (PERFORMANCE_HINT=THROUGHPUT gives each its own)"
+        )
+    report_dots(compiled.dot_files, setup.render)
+    return compiled
+
+
+def report_dots(paths: Sequence[Path], render: str | None, *, err: bool = False) -> None:
+    """Name the .dot files this command wrote, however they were asked for, rendering them if asked (as
+    ``render``: svg or png); a failure later in the command removes them again (``written``)."""
+    for path in paths:
+        written().wrote(path)
+        info(f"Wrote {path}", err=err)
+        if render:
+            out = visualize.render(path, render)
+            written().wrote(out)
+            info(f"Rendered {out}", err=err)

@@ -1,0 +1,94 @@
+"""Affinities a user gives on top of a model's (``--affinity NODE=DEVICE``): checked against the model,
+merged with the model's own (manual mode) or the automatic query's, and required for every node.
+
+OpenVINO's query-then-fix: start from the model's affinities, or from ``query_model``'s, then override
+some nodes. The functions take the query as a callable, so that it runs only where the model has none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from ..errors import AffinityError, DeviceError, UnsupportedNodesError
+from ..graph import Model
+from . import devices as registry
+from .devices import Device
+from .query import untyped_note
+
+#: Where a node's affinity came from: the model's own, the automatic query's, or an override.
+MODEL, QUERY, OPTION = "model", "query", "option"
+
+
+def check_affinities(model: Model, affinities: Mapping[str, str]) -> dict[str, str]:
+    """``affinities`` ({node friendly name: device}) with canonical device names; AffinityError for a node
+    ``model`` lacks or a device nobody knows, before anything is compiled."""
+    out = {}
+    for node, dev in affinities.items():
+        if not model.has_node(node):
+            sample = ", ".join(n.get_friendly_name() for n in model.get_ops()[:4])
+            raise AffinityError(
+                f"affinity {node}={dev} names no node of {model.name}: node names are friendly names such as "
+                f"{sample} (`hetero query -m MODEL -d DEVICE` lists them all)"
+            )
+        try:
+            out[node] = registry.lookup(dev).name
+        except DeviceError:
+            raise AffinityError(
+                f"affinity {node}={dev} names unknown device {dev!r}: known devices are "
+                f"{registry.known_names_text()}"
+            ) from None
+    return out
+
+
+def affinities_with_sources(
+    model: Model, overrides: Mapping[str, str], query: Callable[[], dict[str, str]]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Each node's device and where it came from (MODEL, QUERY or OPTION): the model's own affinities
+    (manual mode) or else ``query()``'s (automatic mode: the nodes some device supports), then
+    ``overrides`` on top. Nodes no device takes are missing from both."""
+    if model.affinities():
+        base, origin = model.affinities(), MODEL
+    else:
+        base, origin = query(), QUERY
+    source = dict.fromkeys(base, origin)
+    base.update(overrides)
+    source.update(dict.fromkeys(overrides, OPTION))
+    return base, source
+
+
+def set_affinities(
+    model: Model,
+    overrides: Mapping[str, str],
+    query: Callable[[], dict[str, str]],
+    *,
+    device: str,
+    priorities: Sequence[Device],
+) -> dict[str, str]:
+    """Set every node's affinity on ``model``: its own or the query's, with ``overrides`` on top.
+
+    ``device`` is the device string and ``priorities`` its devices, for the message. Returns {node: where
+    its affinity came from}. Raises AffinityError when the model sets affinities for only some nodes (manual
+    mode needs them all), UnsupportedNodesError when no device of ``priorities`` supports some node.
+    """
+    from_model = bool(model.affinities())
+    base, source = affinities_with_sources(model, overrides, query)
+    missing = [n for n in model.get_ops() if n.get_friendly_name() not in base]
+    if missing:
+        names = ", ".join(f"{n.get_friendly_name()} ({n.get_type_name()})" for n in missing[:6])
+        names += " ..." if len(missing) > 6 else ""
+        if from_model:
+            raise AffinityError(
+                f"the model sets affinities for some nodes, so automatic mode is off and every node needs one: "
+                f"{len(missing)} node(s) have none ({names}); give them with --affinity NODE=DEVICE, or clear "
+                "the model's affinities to use automatic mode"
+            )
+        fix = (
+            "pin them with --affinity NODE=DEVICE"
+            if any(d.is_cpu for d in priorities)
+            else "add CPU to the device list or pin them with --affinity NODE=CPU"
+        )
+        raise UnsupportedNodesError(
+            f"no device of {device} supports {len(missing)} node(s): {names}; {fix}{untyped_note(model, missing)}"
+        )
+    model.set_affinities(base)
+    return source
