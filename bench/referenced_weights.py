@@ -1,5 +1,5 @@
 """Session creation with a model's weights inline against referenced in its file, as hetero-cli's probes and
-exports read them: what README's GPU section quotes for mlp_sanitised's compile ratio.
+exports read them: what docs/gpu.md quotes for mlp_sanitised's compile ratio.
 
     python bench/referenced_weights.py [--providers CUDA,CPU] [--model mlp_sanitised] [--repeats 5]
 
