@@ -34,7 +34,7 @@ from ..errors import InferenceError
 from ..graph import shape_text
 from ..ort.session import failure_reason, ort
 from ..placement.partition import CONSTANT, INPUT
-from .compiler import CompiledModel, CompiledSubgraph
+from .compiled_model import CompiledModel, CompiledSubgraph
 from .pipeline import Pipeline, in_flight, pipeline_of
 from .profiling import ProfilingInfo, subgraph_counters
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InferenceError
-from .compiler import CompiledModel
+from .compiled_model import CompiledModel
 
 if TYPE_CHECKING:
     from .infer_request import InferRequest
