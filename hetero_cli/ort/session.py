@@ -1,4 +1,5 @@
-"""The one place that imports onnxruntime, so a missing flavour gives one actionable message."""
+"""The one place that imports onnxruntime, so a missing flavour gives one actionable message; and the one
+place sessions are created (create_session), which observe_sessions lets tests and tools watch."""
 
 from __future__ import annotations
 
