@@ -22,7 +22,7 @@ from .placement import devices as registry
 from .placement.device_string import DeviceRequest
 from .placement.devices import Device
 from .placement.partition import Plan, partition
-from .runtime import CompiledModel, check_loadable, compile_plan, external_data_dir
+from .runtime import CompiledModel, check_loadable, compile_plan
 
 ModelSource = Model | str | os.PathLike[str] | bytes | onnx.ModelProto
 # what get_property("HETERO", ...) answers: its config keys and its name
@@ -150,18 +150,17 @@ class Core:
         """
         model = self.read_model(model)
         merged, request, devices = self._devices(device_name, config)
-        with external_data_dir(model.external_dir), query.keep_probes(_probe_settings(merged, devices)):
-            if not request.hetero:
-                return query.query_device(model, devices[0])
-            return query.greedy(model, devices)
+        probes = _probes(merged, devices)
+        if not request.hetero:
+            return query.query_device(model, devices[0], probes)
+        return query.greedy(model, devices, probes)
 
     def plan(self, model: ModelSource, device_name: str, config: Mapping[str, Any] | None = None) -> Plan:
         """The partition plan a compile would use, without compiling it (automatic mode runs the query's
         probe sessions; manual affinities need none)."""
         model = self.read_model(model)
         merged, request, devices = self._devices(device_name, config)
-        with external_data_dir(model.external_dir), query.keep_probes(_probe_settings(merged, devices)):
-            return partition(model, _affinities(model, request, devices))
+        return partition(model, _affinities(model, request, devices, _probes(merged, devices)))
 
     def compile_model(
         self, model: ModelSource, device_name: str | None = None, config: Mapping[str, Any] | None = None
@@ -170,18 +169,14 @@ class Core:
         model = self.read_model(model)
         device_name = "CPU" if device_name is None else device_name
         merged, request, devices = self._devices(device_name, config)
-        with (
-            external_data_dir(model.external_dir),
-            query.keep_probes(_probe_settings(merged, devices)) as probes,
-        ):
-            plan = partition(model, _affinities(model, request, devices))
+        probes = _probes(merged, devices)  # the query keeps its probes there; the compile may use them
+        plan = partition(model, _affinities(model, request, devices, probes))
         by_name: dict[str, Device] = {d.name: d for d in devices}
         try:
             compiled = compile_plan(model, plan, by_name, merged, str(request), probes)
         except CompileError:
             if query.unprobed(request, devices, model):
-                with external_data_dir(model.external_dir):
-                    query.check_supported(model, devices)  # names the nodes the CPU EP lacks
+                query.check_supported(model, devices)  # names the nodes the CPU EP lacks
             raise
         probes.clear()
         # written once the compile succeeded: a failed one leaves nothing behind (hetero query draws any plan)
@@ -190,26 +185,31 @@ class Core:
         return compiled
 
 
-def _probe_settings(config: cfg.SplitConfig, devices: Sequence[Device]) -> dict[str, query.SessionSettings]:
-    """By device name, the provider options and threads its sessions get: the query's probes use them
-    too, so that a query answers for the sessions a compile creates."""
-    return {
-        d.name: (s.provider_options, s.intra_op_num_threads or None)
-        for d in devices
-        for s in (config.settings(d),)
-    }
+def _probes(config: cfg.SplitConfig, devices: Sequence[Device]) -> query.Probes:
+    """An empty query.Probes with, by device name, the provider options and threads its sessions get: the
+    query's probes use them too, so that a query answers for the sessions a compile creates."""
+    return query.Probes(
+        {
+            d.name: (s.provider_options, s.intra_op_num_threads or None)
+            for d in devices
+            for s in (config.settings(d),)
+        }
+    )
 
 
-def _affinities(model: Model, request: DeviceRequest, devices: Sequence[Device]) -> dict[str, str]:
-    """Every node's device for a compile (query.resolve_affinities), QDQ groups kept whole (qdq)."""
-    resolved = query.resolve_affinities(model, request, devices)
+def _affinities(
+    model: Model, request: DeviceRequest, devices: Sequence[Device], probes: query.Probes
+) -> dict[str, str]:
+    """Every node's device for a compile (query.resolve_affinities), QDQ groups kept whole (qdq); the
+    query's probe sessions are made with ``probes``' settings and kept there."""
+    resolved = query.resolve_affinities(model, request, devices, probes)
     if not request.hetero or len(devices) < 2:
         return resolved
     manual = bool(model.affinities())
     by_name = {d.name: d for d in devices}
 
     def supports(device: str, node: str) -> bool:
-        return node in query.supported_nodes(model, by_name[device])
+        return node in query.supported_nodes(model, by_name[device], probes)
 
     return qdq.keep_groups_together(
         model, resolved, manual=manual, supports=None if manual else supports, priorities=list(by_name)

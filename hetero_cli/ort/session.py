@@ -1,13 +1,16 @@
-"""The one place that imports onnxruntime, so a missing flavour gives one actionable message."""
+"""The one place that imports onnxruntime, so a missing flavour gives one actionable message; and the one
+place sessions are created (create_session), which observe_sessions lets tests and tools watch."""
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import functools
 import os
 import re
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from ..errors import ModelError
 
@@ -27,9 +30,6 @@ QUIET = 4
 # Sessions are created from serialized bytes, which have no folder: ORT finds the external data files of
 # a model (weights kept beside the .onnx file) in the folder this session config entry names.
 EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"
-_external_dir: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "hetero_external_dir", default=None
-)
 
 
 def session_options(
@@ -37,28 +37,98 @@ def session_options(
 ) -> ort.SessionOptions:
     """Fresh SessionOptions with ORT's own log noise turned down.
 
-    ``external_dir`` (else the one ``external_data_dir`` set for this thread) is where ORT reads the
-    model's external data files.
+    ``external_dir``: where ORT reads the model's external data files (the folder of the model file;
+    None for a model without any).
     """
     so = ort.SessionOptions()
     so.log_severity_level = QUIET
     if not optimize:
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    folder = os.fspath(external_dir) if external_dir is not None else _external_dir.get()
+    folder = os.fspath(external_dir) if external_dir is not None else ""
     if folder:
         so.add_session_config_entry(EXTERNAL_DATA_FOLDER, folder)
     return so
 
 
+# --- the one way hetero-cli creates a session ---------------------------------------------------------------
+
+# What a session is for (SessionRequest.purpose)
+PROBE = "probe"  # the query's: which nodes a device's EP claims
+SUBGRAPH = "subgraph"  # the compile's: a subgraph (or the whole model) on its device
+CONSTANTS = "constants"  # the compile's: the model's constant outputs, computed once
+TYPING = "typing"  # ORT's inference of the types of some tensors
+CHECK = "check"  # made only to see whether ORT creates it at all (an EP's availability, a loadable model)
+
+
+@dataclass(eq=False)
+class SessionRequest:
+    """One session hetero-cli asks ONNX Runtime for, as observe_sessions' callbacks see it.
+
+    ``model``: the path of a model file or a serialized model; ``options`` and ``providers`` as handed to
+    ``onnxruntime.InferenceSession``; ``purpose``: one of PROBE, SUBGRAPH, CONSTANTS, TYPING, CHECK;
+    ``subject``: what it is made of or for (a device name for a probe, ``subgraph<N>`` for a subgraph);
+    ``session``: the session once created (None before, or where ORT refused it).
+    """
+
+    model: str | bytes
+    options: ort.SessionOptions
+    providers: tuple[Any, ...]
+    purpose: str
+    subject: str = ""
+    session: ort.InferenceSession | None = None
+
+    @property
+    def optimized(self) -> bool:
+        """Whether ORT's graph optimizations are on for this session (probes may turn them off)."""
+        return self.options.graph_optimization_level != ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+
+
+SessionObserver = Callable[[SessionRequest], object]
+_observers: list[SessionObserver] = []
+_observers_lock = threading.Lock()
+
+
+def create_session(
+    model: str | bytes,
+    options: ort.SessionOptions,
+    providers: Sequence[Any],
+    *,
+    purpose: str,
+    subject: str = "",
+    enable_fallback: bool = False,
+) -> ort.InferenceSession:
+    """An ORT InferenceSession of ``model`` (a file's path or a serialized model): every session
+    hetero-cli creates is made here, so that observe_sessions sees them all.
+
+    ``enable_fallback``: let ORT retry on the CPU EP alone after a failure (it prints to stdout when it
+    does); off, the EP's failure is raised. Raises what ORT (or an observer) raises.
+    """
+    request = SessionRequest(model, options, tuple(providers), purpose, subject)
+    with _observers_lock:
+        observers = tuple(_observers)
+    for observer in observers:
+        observer(request)
+    fallback = {} if enable_fallback else {"enable_fallback": 0}
+    request.session = ort.InferenceSession(model, options, providers=list(providers), **fallback)
+    return request.session
+
+
 @contextlib.contextmanager
-def external_data_dir(folder: str | os.PathLike[str] | None) -> Iterator[None]:
-    """Within the block (this thread or task only), sessions made with session_options() read external
-    data from ``folder``: how the query's probe sessions find a big model's weights."""
-    token = _external_dir.set(os.fspath(folder) if folder is not None else None)
+def observe_sessions(callback: SessionObserver) -> Iterator[None]:
+    """Within the block, ``callback(request)`` is called with a SessionRequest before each session is
+    created, on the thread that creates it (any thread: a compile creates sessions on a pool); the
+    request's ``session`` is set once ORT created it. An exception the callback raises is raised instead
+    of creating the session, as ORT's own error would be (how a test makes a device refuse a model).
+
+    The public way for tests and tools to see, count or fail the sessions hetero-cli creates.
+    """
+    with _observers_lock:
+        _observers.append(callback)
     try:
         yield
     finally:
-        _external_dir.reset(token)
+        with _observers_lock:
+            _observers.remove(callback)
 
 
 # "path/file.cc:181 onnxruntime::Model::Model(onnx::ModelProto&&, ...) " in ORT's messages: where in C++ the
@@ -148,7 +218,14 @@ def unloadable(ir_version: int, opset: int) -> str | None:
     )
     proto = helper.make_model(graph, ir_version=ir_version, opset_imports=[helper.make_opsetid("", opset)])
     try:
-        ort.InferenceSession(proto.SerializeToString(), session_options(), providers=["CPUExecutionProvider"])
+        create_session(
+            proto.SerializeToString(),
+            session_options(),
+            ["CPUExecutionProvider"],
+            purpose=CHECK,
+            subject="IR version and opset",
+            enable_fallback=True,
+        )
     except Exception as exc:
         return failure_reason(exc)
     return None
@@ -168,12 +245,20 @@ def assignment(session: ort.InferenceSession) -> list[tuple[str, list[tuple[str,
 
 
 __all__ = [
+    "CHECK",
+    "CONSTANTS",
     "EXTERNAL_DATA_FOLDER",
+    "PROBE",
     "QUIET",
+    "SUBGRAPH",
+    "TYPING",
+    "SessionObserver",
+    "SessionRequest",
     "assignment",
-    "external_data_dir",
+    "create_session",
     "failure_reason",
     "model_fault",
+    "observe_sessions",
     "ort",
     "record_assignment",
     "refused_model",

@@ -11,7 +11,7 @@ from onnx import helper
 
 from ..errors import ModelError
 from ..graph import Model
-from .session import ort, session_options
+from .session import TYPING, create_session, ort, session_options
 
 
 def ort_types(model: Model, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
@@ -54,11 +54,11 @@ def _typing_session(probe: onnx.ModelProto, names: Sequence[str], model: Model) 
     del probe.graph.output[:]
     for t in names:
         probe.graph.output.add(name=t)
-    return ort.InferenceSession(
+    return create_session(
         probe.SerializeToString(),
         session_options(optimize=False, external_dir=model.external_dir),
-        providers=["CPUExecutionProvider"],
-        enable_fallback=0,
+        ["CPUExecutionProvider"],
+        purpose=TYPING,
     )
 
 

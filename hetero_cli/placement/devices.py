@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import DeviceError
-from ..ort.session import ort, session_options
+from ..ort.session import CHECK, create_session, ort, session_options
 
 log = logging.getLogger("hetero_cli")
 
@@ -96,11 +96,12 @@ def _session_runs_on(ep: str, options_items: tuple[tuple[str, str], ...]) -> boo
     try:
         # no fallback: ORT would print the EP's failure to stdout and quietly retry on the CPU EP (a
         # TensorRT EP without its libraries)
-        sess = ort.InferenceSession(
+        sess = create_session(
             model.SerializeToString(),
             session_options(),
-            providers=[(ep, dict(options_items))],
-            enable_fallback=0,
+            [(ep, dict(options_items))],
+            purpose=CHECK,
+            subject=ep,
         )
     except Exception:
         return False

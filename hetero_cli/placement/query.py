@@ -8,11 +8,9 @@ the node that has no kernel, or in halves, so a query never fails because of one
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import logging
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +18,16 @@ import onnx
 
 from ..errors import AffinityError, ConfigError, ModelError, UnsupportedNodesError
 from ..graph import Model, Node
-from ..ort.session import assignment, failure_reason, ort, record_assignment, refused_model, session_options
+from ..ort.session import (
+    PROBE,
+    assignment,
+    create_session,
+    failure_reason,
+    ort,
+    record_assignment,
+    refused_model,
+    session_options,
+)
 from .device_string import DeviceRequest
 from .devices import Device, lookup
 from .export import extract
@@ -54,12 +61,18 @@ def known_to_fail(node: Node, device: Device) -> bool:
     )
 
 
+# [(ep name, [(node name, op type), ...]), ...]: which EP ORT gave which node of a session (assignment)
+Placement = list[tuple[str, list[tuple[str, str]]]]
+
+
 @dataclass(frozen=True)
 class Probe:
-    """A whole-model probe session, and the provider list and intra-op threads it was created with."""
+    """A whole-model probe session, the provider list and intra-op threads it was created with, and where
+    ORT placed its nodes."""
 
     providers: list[Any]
     session: ort.InferenceSession
+    placement: Placement
     intra_op_num_threads: int | None = None
 
 
@@ -68,46 +81,41 @@ class Probe:
 SessionSettings = tuple[Mapping[str, str] | None, int | None]
 
 
-@dataclass
-class _Keeper:
-    probes: dict[str, Probe]
-    settings: Mapping[str, SessionSettings]
+class Probes(dict[str, Probe]):
+    """The query's whole-model probes a compile may use as its sessions, by device name, and the settings
+    the compile gives each device's sessions (so that probes are created with them).
 
-
-_kept: contextvars.ContextVar[_Keeper | None] = contextvars.ContextVar("hetero_probes", default=None)
-
-
-@contextlib.contextmanager
-def keep_probes(settings: Mapping[str, SessionSettings] | None = None) -> Iterator[dict[str, Probe]]:
-    """Within the block, whole-model probes of devices whose EP compiles the graph itself are kept, by
-    device name: a compile whose plan is that one device uses the probe as its session instead of
-    compiling the model a second time (the OpenVINO EP compiles while a session is created).
-
-    ``settings``: by device name, the provider options and threads the compile gives that device's
-    sessions; its probe is created with them, so that it is the very session the compile needs.
+    Core makes one for a query + compile and hands it to the query functions (which keep, here, the
+    probes of devices whose EP compiles the graph itself) and then to compile_plan: a plan that is one
+    such device uses its probe as its session instead of compiling the model a second time (the OpenVINO
+    EP compiles while a session is created).
     """
-    keeper = _Keeper({}, dict(settings or {}))
-    token = _kept.set(keeper)
-    try:
-        yield keeper.probes
-    finally:
-        _kept.reset(token)
+
+    def __init__(self, settings: Mapping[str, SessionSettings] | None = None) -> None:
+        super().__init__()
+        self.settings: dict[str, SessionSettings] = dict(settings or {})
 
 
-def _session_settings(device: Device) -> SessionSettings:
-    keeper = _kept.get()
-    return keeper.settings.get(device.name, (None, None)) if keeper is not None else (None, None)
+def _session_settings(device: Device, probes: Probes | None) -> SessionSettings:
+    """The provider options and threads ``device``'s sessions get (``probes``' settings; none without)."""
+    return probes.settings.get(device.name, (None, None)) if probes is not None else (None, None)
 
 
-def supported_nodes(model: Model, device: Device) -> frozenset[str]:
-    """Friendly names of the non-constant nodes ``device``'s EP claims in ``model`` (cached per model)."""
-    options, threads = _session_settings(device)
+def supported_nodes(model: Model, device: Device, probes: Probes | None = None) -> frozenset[str]:
+    """Friendly names of the non-constant nodes ``device``'s EP claims in ``model`` (cached per model).
+
+    ``probes``: the compile's settings for the probe sessions, and where a whole-model probe the compile
+    can use is kept (Probes); None: the device's own settings, nothing kept.
+    """
+    options, threads = _session_settings(device, probes)
     key = (device.name, tuple(sorted({**device.provider_options, **(options or {})}.items())), threads)
     if key not in model.query_cache:
         nodes = model.get_ops()
         # never hand an EP what is known to abort the process; what is left is probed as usual
         kept = [n for n in nodes if not known_to_fail(n, device)]
-        model.query_cache[key] = frozenset(_claims(model, device, kept, whole=len(kept) == len(nodes)))
+        model.query_cache[key] = frozenset(
+            _claims(model, device, kept, probes, whole=len(kept) == len(nodes))
+        )
     return model.query_cache[key]
 
 
@@ -139,36 +147,38 @@ def _piece(model: Model, nodes: Sequence[Node]) -> onnx.ModelProto:
     return extract(model, chosen.values(), inputs, outputs, name=f"{model.name}_probe")
 
 
-def _claims(model: Model, device: Device, nodes: list[Node], *, whole: bool = False) -> set[str]:
+def _claims(
+    model: Model, device: Device, nodes: list[Node], probes: Probes | None, *, whole: bool = False
+) -> set[str]:
     """Names among ``nodes`` the device's EP claims; never raises for nodes it cannot take."""
     if not nodes:
         return set()
     wanted = {n.friendly_name for n in nodes if not n.is_constant}
     if not wanted:
         return set()
-    if whole and device.is_cpu and _loads(model.weightless_copy(rename=True), model, device):
+    if whole and device.is_cpu and _loads(model.weightless_copy(rename=True), model, device, probes):
         # the CPU EP picks kernels by op and type alone: a probe without the weights answers the same
         return wanted
     try:
         proto = model.session_copy() if whole else _piece(model, nodes)
     except ModelError:
-        return set() if len(nodes) == 1 else _halves(model, device, nodes)
+        return set() if len(nodes) == 1 else _halves(model, device, nodes, probes)
     if whole and device.kind.optimized_probe:
-        answer = _optimized_claims(proto, model, device, wanted)
+        answer = _optimized_claims(proto, model, device, wanted, probes)
         if answer is not None:
             return answer
     try:
-        sess = _probe_session(proto, model, device)
+        sess = _probe_session(proto, model, device, probes)
     except ConfigError:
         raise
     except Exception as exc:
         missing = _NO_KERNEL.search(str(exc))
         if missing and missing.group(1) in wanted and len(nodes) > 1:
             rest = [n for n in nodes if n.friendly_name != missing.group(1)]
-            return _claims(model, device, rest)
+            return _claims(model, device, rest, probes)
         if len(nodes) == 1:
             return set()
-        found = _halves(model, device, nodes)
+        found = _halves(model, device, nodes, probes)
         if whole and not found and not device.is_cpu:
             # every probe failed: say why rather than quietly leave every node to the next device (the
             # reason may be the EP's limits, or that it cannot load this model at all: its file, weights)
@@ -190,7 +200,7 @@ def _claims(model: Model, device: Device, nodes: list[Node], *, whole: bool = Fa
 
 
 def _optimized_claims(
-    proto: onnx.ModelProto, model: Model, device: Device, wanted: set[str]
+    proto: onnx.ModelProto, model: Model, device: Device, wanted: set[str], probes: Probes | None = None
 ) -> set[str] | None:
     """The claims read from a probe with ORT's default graph optimizations, or None where it cannot tell.
 
@@ -203,10 +213,12 @@ def _optimized_claims(
     node the model does not name ran outside the device (a fusion that may have swallowed nodes the device
     refuses), this gives up and the caller probes again without optimizations (exact names).
     """
-    options, threads = _session_settings(device)
+    options, threads = _session_settings(device, probes)
     providers = device.providers(options)
     try:
-        sess = _probe_session(proto, model, device, optimize=True, providers=providers, threads=threads)
+        sess = _probe_session(
+            proto, model, device, probes, optimize=True, providers=providers, threads=threads
+        )
     except ConfigError:
         raise
     except Exception:
@@ -225,9 +237,8 @@ def _optimized_claims(
         verdict: set[str] | None = set(wanted)
     else:
         verdict = _resolve_missing(model, wanted, claimed & wanted, elsewhere)
-    keeper = _kept.get()
-    if verdict is not None and keeper is not None:
-        keeper.probes[device.name] = Probe(providers, sess, threads)
+    if verdict is not None and probes is not None:
+        probes[device.name] = Probe(providers, sess, placed, threads)
     return verdict
 
 
@@ -272,22 +283,23 @@ def _probe_session(
     proto: onnx.ModelProto,
     model: Model,
     device: Device,
+    probes: Probes | None = None,
     *,
     optimize: bool = False,
     providers: list[Any] | None = None,
     threads: int | None = None,
 ) -> ort.InferenceSession:
     """A probe session of ``proto`` on ``device``, with the provider options and threads its compile's
-    sessions get (``keep_probes``' settings) unless given; ConfigError where ORT dropped the device's EP
+    sessions get (``probes``' settings) unless given; ConfigError where ORT dropped the device's EP
     (it does so, with only a log line, for a provider option it refuses)."""
-    options, configured = _session_settings(device)
+    options, configured = _session_settings(device, probes)
     so = session_options(optimize=optimize, external_dir=model.external_dir)
     if threads or configured:
         so.intra_op_num_threads = threads or configured
     record_assignment(so)
     providers = providers or device.providers(options)
     # enable_fallback=0: ORT must not quietly retry a failing probe on the CPU EP alone
-    session = ort.InferenceSession(proto.SerializeToString(), so, providers=providers, enable_fallback=0)
+    session = create_session(proto.SerializeToString(), so, providers, purpose=PROBE, subject=device.name)
     if device.ep not in session.get_providers():
         raise ConfigError(
             f"{device.name} cannot create a session: ONNX Runtime dropped {device.ep}, over a provider option "
@@ -297,9 +309,9 @@ def _probe_session(
     return session
 
 
-def _loads(proto: onnx.ModelProto, model: Model, device: Device) -> bool:
+def _loads(proto: onnx.ModelProto, model: Model, device: Device, probes: Probes | None) -> bool:
     try:
-        _probe_session(proto, model, device)
+        _probe_session(proto, model, device, probes)
     except ConfigError:
         raise
     except Exception:
@@ -307,22 +319,23 @@ def _loads(proto: onnx.ModelProto, model: Model, device: Device) -> bool:
     return True
 
 
-def _halves(model: Model, device: Device, nodes: list[Node]) -> set[str]:
+def _halves(model: Model, device: Device, nodes: list[Node], probes: Probes | None) -> set[str]:
     mid = len(nodes) // 2
-    return _claims(model, device, nodes[:mid]) | _claims(model, device, nodes[mid:])
+    return _claims(model, device, nodes[:mid], probes) | _claims(model, device, nodes[mid:], probes)
 
 
-def greedy(model: Model, devices: Sequence[Device]) -> dict[str, str]:
+def greedy(model: Model, devices: Sequence[Device], probes: Probes | None = None) -> dict[str, str]:
     """Each non-constant node to the first device (priority order) that supports it; constants follow.
 
-    Nodes no device supports are left out; constants take their first consumer's device.
+    Nodes no device supports are left out; constants take their first consumer's device. ``probes``: as
+    for supported_nodes.
     """
     result: dict[str, str] = {}
     remaining = {n.friendly_name for n in model.get_ops() if not n.is_constant}
     for device in devices:
         if not remaining:
             break
-        claims = supported_nodes(model, device)
+        claims = supported_nodes(model, device, probes)
         for name in sorted(remaining & claims):
             result[name] = device.name
         remaining -= claims
@@ -342,16 +355,20 @@ def _place_constants(model: Model, result: dict[str, str], default: str) -> None
         result[node.friendly_name] = result[readers[0].friendly_name] if readers else default
 
 
-def query_device(model: Model, device: Device) -> dict[str, str]:
-    """{friendly name: device} for what one device supports by itself (constants count as supported)."""
-    claims = supported_nodes(model, device)
+def query_device(model: Model, device: Device, probes: Probes | None = None) -> dict[str, str]:
+    """{friendly name: device} for what one device supports by itself (constants count as supported);
+    ``probes``: as for supported_nodes."""
+    claims = supported_nodes(model, device, probes)
     return {
         n.friendly_name: device.name for n in model.get_ops() if n.is_constant or n.friendly_name in claims
     }
 
 
-def resolve_affinities(model: Model, request: DeviceRequest, devices: Sequence[Device]) -> dict[str, str]:
-    """The affinity of every node for a compile: manual if any node has one, else automatic (greedy)."""
+def resolve_affinities(
+    model: Model, request: DeviceRequest, devices: Sequence[Device], probes: Probes | None = None
+) -> dict[str, str]:
+    """The affinity of every node for a compile: manual if any node has one, else automatic (greedy);
+    ``probes``: as for supported_nodes."""
     ops = model.get_ops()
     if not request.hetero:
         return {n.friendly_name: devices[0].name for n in ops}
@@ -362,7 +379,7 @@ def resolve_affinities(model: Model, request: DeviceRequest, devices: Sequence[D
         # nothing to choose: a probe would only be one session more (time, memory); should the compile's
         # session fail, check_supported names what the CPU EP lacks
         return {n.friendly_name: devices[0].name for n in ops}
-    return check_supported(model, devices)
+    return check_supported(model, devices, probes)
 
 
 def unprobed(request: DeviceRequest, devices: Sequence[Device], model: Model) -> bool:
@@ -374,14 +391,15 @@ def _cpu_alone(request: DeviceRequest, devices: Sequence[Device]) -> bool:
     return request.hetero and len(devices) == 1 and devices[0].is_cpu
 
 
-def check_supported(model: Model, devices: Sequence[Device]) -> dict[str, str]:
-    """The greedy affinities; UnsupportedNodesError naming the nodes no device of ``devices`` supports."""
-    affinities = greedy(model, devices)
+def check_supported(model: Model, devices: Sequence[Device], probes: Probes | None = None) -> dict[str, str]:
+    """The greedy affinities; UnsupportedNodesError naming the nodes no device of ``devices`` supports.
+    ``probes``: as for supported_nodes."""
+    affinities = greedy(model, devices, probes)
     missing = [n for n in model.get_ops() if n.friendly_name not in affinities]
     if missing:
         # one small probe each: a broken node among ops no EP has is the model's fault
         for node in missing[:8]:
-            _refused_as_invalid(model, node)
+            _refused_as_invalid(model, node, probes)
         raise UnsupportedNodesError(
             f"no device of {', '.join(d.name for d in devices)} supports {_describe(missing)}: add a device "
             f"that does (CPU supports most ONNX ops) or set affinities by hand{untyped_note(model, missing)}"
@@ -411,11 +429,11 @@ def untyped_note(model: Model, nodes: Sequence[Node]) -> str:
     )
 
 
-def _refused_as_invalid(model: Model, node: Node) -> None:
+def _refused_as_invalid(model: Model, node: Node, probes: Probes | None) -> None:
     """ModelError where the CPU EP refuses ``node`` because the model breaks ONNX's rules (an attribute
     its op lacks...), which no device would fix."""
     try:
-        _probe_session(_piece(model, [node]), model, lookup("CPU"))
+        _probe_session(_piece(model, [node]), model, lookup("CPU"), probes)
     except ConfigError:
         raise
     except Exception as exc:

@@ -3,8 +3,9 @@ pipeline that overlaps requests across devices, and performance counters. Layers
 import these names from here, not from the modules inside.
 """
 
-from .compiler import CompiledModel, CompiledSubgraph, compile_plan
-from .environment import check_loadable, external_data_dir, onnxruntime_version, set_log_level
+from .compiled_model import CompiledModel, CompiledSubgraph
+from .compiler import compile_plan
+from .environment import check_loadable, onnxruntime_version, set_log_level
 from .infer_request import InferRequest
 from .pipeline import AsyncInferQueue, Pipeline, pipeline_of
 from .profiling import NOT_RUN, ProfilingInfo, format_counters
@@ -19,7 +20,6 @@ __all__ = [
     "ProfilingInfo",
     "check_loadable",
     "compile_plan",
-    "external_data_dir",
     "format_counters",
     "onnxruntime_version",
     "pipeline_of",

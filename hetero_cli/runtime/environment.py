@@ -1,14 +1,14 @@
 """What the installed ONNX Runtime offers the layers above the runtime, which never import it: its version,
-its log level, the models it can load, and the folder its sessions read external data from."""
+its log level, and the models it can load."""
 
 from __future__ import annotations
 
 import onnx
 
 from ..errors import ModelError
-from ..ort.session import QUIET, external_data_dir, ort, unloadable
+from ..ort.session import QUIET, ort, unloadable
 
-__all__ = ["check_loadable", "external_data_dir", "onnxruntime_version", "set_log_level"]
+__all__ = ["check_loadable", "onnxruntime_version", "set_log_level"]
 
 
 def onnxruntime_version() -> str:

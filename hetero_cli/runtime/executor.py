@@ -35,7 +35,7 @@ from .results import Results
 from .steps import Step, plan_steps, step_feeds
 
 if TYPE_CHECKING:
-    from .compiler import CompiledModel
+    from .compiled_model import CompiledModel
 
 log = logging.getLogger("hetero_cli")
 

@@ -22,7 +22,7 @@ from .profiling import ProfilingInfo, Window, inference_counters
 from .results import Results, port_name
 
 if TYPE_CHECKING:
-    from .compiler import CompiledModel
+    from .compiled_model import CompiledModel
 
 
 class InferRequest(AsyncRequest):

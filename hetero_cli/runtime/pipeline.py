@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InferenceError
 
 if TYPE_CHECKING:
-    from .compiler import CompiledModel
+    from .compiled_model import CompiledModel
     from .infer_request import InferRequest
 
 log = logging.getLogger("hetero_cli")

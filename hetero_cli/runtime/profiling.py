@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .compiler import CompiledModel, CompiledSubgraph
+    from .compiled_model import CompiledModel, CompiledSubgraph
 
 EXECUTED = "EXECUTED"
 NOT_RUN = "NOT_RUN"

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..ort.values import ELEMENT_TYPES, Shape, as_ort_value
 
 if TYPE_CHECKING:
-    from .compiler import CompiledModel, CompiledSubgraph
+    from .compiled_model import CompiledModel, CompiledSubgraph
 
 
 @dataclass(frozen=True)

@@ -616,20 +616,16 @@ def test_a_bfloat16_constant_output_is_a_compile_error():
 
 
 @needs_openvino
-def test_a_device_whose_every_probe_fails_is_named_in_a_warning(monkeypatch, caplog):
+def test_a_device_whose_every_probe_fails_is_named_in_a_warning(caplog):
     """When the EP cannot load the model at all (not a matter of ops), its nodes go to the next device with
     a warning naming the device and ORT's reason, not in silence."""
-    from hetero_cli.placement import query
+    from hetero_cli.ort.session import PROBE, observe_sessions
 
-    real = query._probe_session
-
-    def failing(proto, model, device, **kwargs):
-        if device.name == "OPENVINO":
+    def failing(request):
+        if request.purpose == PROBE and request.subject == "OPENVINO":
             raise RuntimeError("[ONNXRuntimeError] : 1 : FAIL : cannot read the weights")
-        return real(proto, model, device, **kwargs)
 
-    monkeypatch.setattr(query, "_probe_session", failing)
-    with caplog.at_level("WARNING", logger="hetero_cli"):
+    with observe_sessions(failing), caplog.at_level("WARNING", logger="hetero_cli"):
         compiled = hc.Core().compile_model(chain_model(("Relu", "Neg")), "HETERO:OPENVINO,CPU")
     assert compiled.execution_devices == ["CPU"]
     assert "OPENVINO took no node: every probe of it failed, the whole model's with: " in caplog.text

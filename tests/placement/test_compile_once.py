@@ -10,6 +10,7 @@ from onnx import helper as h
 from support.helpers import assert_same, const, hardmax_model, make_model, needs_openvino, ort_run, seeded, vi
 
 import hetero_cli as hc
+from hetero_cli.ort.session import PROBE, observe_sessions
 from hetero_cli.placement import query
 from hetero_cli.placement.devices import lookup
 
@@ -35,12 +36,11 @@ def mlp_file(tmp_path):
 @needs_openvino
 @pytest.mark.parametrize("pass_path", [True, False])
 @pytest.mark.parametrize("device", ["HETERO:OPENVINO,CPU", "HETERO:OPENVINO"], ids=["ov_cpu", "ov"])
-def test_a_plan_of_one_openvino_subgraph_uses_the_probe_session(mlp_file, device, pass_path, monkeypatch):
+def test_a_plan_of_one_openvino_subgraph_uses_the_probe_session(mlp_file, device, pass_path):
     created = []
-    real = query._probe_session
-    monkeypatch.setattr(query, "_probe_session", lambda *a, **k: created.append(a) or real(*a, **k))
     source = str(mlp_file) if pass_path else hc.Core().read_model(mlp(), None)
-    compiled = hc.Core().compile_model(source, device)
+    with observe_sessions(lambda request: request.purpose == PROBE and created.append(request)):
+        compiled = hc.Core().compile_model(source, device)
     assert len(created) == 1  # the OpenVINO probe; the CPU one is not needed: OpenVINO claimed everything
     assert [s.from_probe for s in compiled.subgraphs] == [True]
     assert compiled.subgraphs[0].fallback_nodes == []
@@ -57,17 +57,16 @@ def test_a_probe_session_is_not_used_where_the_compile_profiles(mlp_file):
 
 
 @needs_openvino
-def test_the_probe_is_made_with_the_compiles_device_settings_and_serves_it(mlp_file, monkeypatch):
+def test_the_probe_is_made_with_the_compiles_device_settings_and_serves_it(mlp_file):
     made = []
-    real = query._probe_session
-    monkeypatch.setattr(query, "_probe_session", lambda *a, **k: made.append(k) or real(*a, **k))
     config = {"OPENVINO": {"INFERENCE_NUM_THREADS": 1}}
-    compiled = hc.Core().compile_model(str(mlp_file), "HETERO:OPENVINO,CPU", config)
+    with observe_sessions(lambda request: request.purpose == PROBE and made.append(request)):
+        compiled = hc.Core().compile_model(str(mlp_file), "HETERO:OPENVINO,CPU", config)
     (sub,) = compiled.subgraphs
     assert sub.from_probe
     assert sub.session.get_session_options().intra_op_num_threads == 1
     (probe,) = made
-    assert probe["threads"] == 1 and probe["providers"][0][1]["num_of_threads"] == "1"
+    assert probe.options.intra_op_num_threads == 1 and probe.providers[0][1]["num_of_threads"] == "1"
     x = seeded((2, 64))
     assert_same(compiled({"x": x}), ort_run(mlp(), {"x": x}), exact=False)
 
@@ -246,8 +245,7 @@ def test_a_missing_group_with_no_named_neighbour_is_ambiguous():
 def test_an_optimized_probe_that_cannot_tell_falls_back_to_exact_names(monkeypatch):
     monkeypatch.setattr(query, "_resolve_missing", lambda *a: None)
     calls = []
-    real = query._probe_session
-    monkeypatch.setattr(query, "_probe_session", lambda *a, **k: calls.append(k) or real(*a, **k))
-    compiled = hc.Core().compile_model(hardmax_model(), "HETERO:OPENVINO,CPU")
-    assert [c.get("optimize", False) for c in calls[:2]] == [True, False]
+    with observe_sessions(lambda request: request.purpose == PROBE and calls.append(request)):
+        compiled = hc.Core().compile_model(hardmax_model(), "HETERO:OPENVINO,CPU")
+    assert [c.optimized for c in calls[:2]] == [True, False]
     assert len(compiled.subgraphs) == 3

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import onnxruntime as ort
 import pytest
 from support.helpers import HAS_OPENVINO, OPENVINO_ONLY, chain_model, hardmax_model, needs_openvino
 from support.robust import invoke, one_error_line
@@ -15,6 +14,7 @@ import hetero_cli.device as device
 import hetero_cli.hint as hints
 import hetero_cli.properties as properties
 from hetero_cli import cli
+from hetero_cli.ort.session import SessionRequest, observe_sessions
 from hetero_cli.placement import config
 from hetero_cli.placement import devices as registry
 
@@ -23,28 +23,31 @@ DIGITS = ROOT / "models" / "digits.onnx"
 DIGIT_3 = ROOT / "samples" / "images" / "digit_3.png"
 
 
-class _Spy(ort.InferenceSession):
-    """An InferenceSession that remembers the providers it was asked for."""
-
-    def __init__(self, *args, **kwargs):
-        providers = kwargs.get("providers", args[2] if len(args) > 2 else None)
-        self.asked_providers = list(providers or [])
-        super().__init__(*args, **kwargs)
+_ASKED: list[SessionRequest] = []  # the sessions the engine asked for while ``spy`` is on
 
 
 @pytest.fixture
-def spy(monkeypatch):
-    monkeypatch.setattr(ort, "InferenceSession", _Spy)
+def spy():
+    """Remember the providers each session was asked for."""
+    _ASKED.clear()
+    with observe_sessions(_ASKED.append):
+        yield
+    _ASKED.clear()
+
+
+def asked_providers(session) -> list:
+    """The providers the engine asked ORT to create ``session`` with."""
+    return next(list(r.providers) for r in _ASKED if r.session is session)
 
 
 def provider_options(sub: hc.CompiledSubgraph, ep: str) -> dict[str, str]:
     """The options the engine asked ORT to create ``ep`` with for this subgraph."""
-    for entry in sub.session.asked_providers:
+    for entry in asked_providers(sub.session):
         if isinstance(entry, tuple) and entry[0] == ep:
             return dict(entry[1])
         if entry == ep:
             return {}
-    raise AssertionError(f"{ep} not among {sub.session.asked_providers}")
+    raise AssertionError(f"{ep} not among {asked_providers(sub.session)}")
 
 
 def by_device(compiled: hc.CompiledModel, name: str) -> list[hc.CompiledSubgraph]:

@@ -26,23 +26,26 @@ from support.helpers import (
 )
 
 import hetero_cli as hc
+from hetero_cli.ort.session import SessionRequest, observe_sessions
 
-
-class _Capture(ort.InferenceSession):
-    """An InferenceSession that keeps the model it was created from."""
-
-    def __init__(self, path_or_bytes, *args, **kwargs):
-        self.source_model = (
-            onnx.load_from_string(path_or_bytes)
-            if isinstance(path_or_bytes, bytes)
-            else onnx.load(path_or_bytes)
-        )
-        super().__init__(path_or_bytes, *args, **kwargs)
+_CAPTURED: list[SessionRequest] = []  # the sessions the engine asked for while ``capture`` is on
 
 
 @pytest.fixture
-def capture(monkeypatch):
-    monkeypatch.setattr(ort, "InferenceSession", _Capture)
+def capture():
+    """Keep the model each session is created from."""
+    _CAPTURED.clear()
+    with observe_sessions(_CAPTURED.append):
+        yield
+    _CAPTURED.clear()
+
+
+def source_model(session) -> onnx.ModelProto:
+    """The model ``session`` was created from, as the engine handed it to ORT."""
+    path_or_bytes = next(r.model for r in _CAPTURED if r.session is session)
+    return (
+        onnx.load_from_string(path_or_bytes) if isinstance(path_or_bytes, bytes) else onnx.load(path_or_bytes)
+    )
 
 
 def compile_with(proto: onnx.ModelProto, affinities: dict[str, str] | None) -> hc.CompiledModel:
@@ -57,7 +60,7 @@ def compile_with(proto: onnx.ModelProto, affinities: dict[str, str] | None) -> h
 
 
 def subgraph_models(compiled: hc.CompiledModel) -> list[onnx.ModelProto]:
-    return [s.session.source_model for s in compiled.subgraphs]
+    return [source_model(s.session) for s in compiled.subgraphs]
 
 
 def check(m: onnx.ModelProto) -> None:
@@ -192,7 +195,7 @@ def test_if_body_gets_outer_scope_value_and_initializers(capture, place):
     compiled = compile_with(source, affinities)
     branch = [s for s in compiled.subgraphs if "branch" in s.nodes]
     assert len(branch) == 1
-    m = branch[0].session.source_model
+    m = source_model(branch[0].session)
     check(m)
     if HAS_OPENVINO:
         assert "r" in [i.name for i in m.graph.input]
@@ -232,7 +235,7 @@ def test_loop_body_gets_outer_scope_value_and_initializers(capture):
     compiled = compile_with(source, {"relu": "OPENVINO", "loop": "CPU"})
     loop = [s for s in compiled.subgraphs if "loop" in s.nodes]
     assert len(loop) == 1
-    m = loop[0].session.source_model
+    m = source_model(loop[0].session)
     check(m)
     if HAS_OPENVINO:
         assert "r" in [i.name for i in m.graph.input]

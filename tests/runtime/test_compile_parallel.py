@@ -17,7 +17,9 @@ from support.helpers import assert_same, cpu_split, make_model, ort_run, seeded,
 
 import hetero_cli as hc
 from hetero_cli.errors import CompileError
+from hetero_cli.ort.session import SessionRequest, observe_sessions
 from hetero_cli.runtime import compiler as compile_module
+from hetero_cli.runtime import parallel
 
 
 def chain(length: int = 8):
@@ -29,27 +31,30 @@ def chain(length: int = 8):
 
 @pytest.fixture
 def created(monkeypatch):
-    """Every InferenceSession a compile creates: (thread name, providers)."""
-    seen: list[tuple[str, tuple[str, ...]]] = []
-    real = ort.InferenceSession
+    """Every InferenceSession a compile creates: (thread name, its request), made (thread name,
+    providers) by ``made``."""
+    seen: list[tuple[str, SessionRequest]] = []
     lock = threading.Lock()
 
-    class Recording(real):  # type: ignore[misc, valid-type]
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            with lock:
-                seen.append((threading.current_thread().name, tuple(self.get_providers())))
+    def record(request: SessionRequest) -> None:
+        with lock:
+            seen.append((threading.current_thread().name, request))
 
-    monkeypatch.setattr(ort, "InferenceSession", Recording)
-    monkeypatch.setattr(compile_module, "compile_workers", lambda n: max(1, min(n, 3)))
-    return seen
+    monkeypatch.setattr(parallel, "compile_workers", lambda n: max(1, min(n, 3)))
+    with observe_sessions(record):
+        yield seen
+
+
+def made(created: list[tuple[str, SessionRequest]]) -> list[tuple[str, tuple[str, ...]]]:
+    """(thread name, providers) of each session ``created`` recorded."""
+    return [(name, tuple(request.session.get_providers())) for name, request in created]
 
 
 def test_split_sessions_are_created_on_the_compile_pool(created):
     proto = chain()
     compiled = cpu_split(proto)
     assert len(compiled.subgraphs) == 8
-    names = [name for name, _ in created]
+    names = [name for name, _ in made(created)]
     here = threading.current_thread().name
     assert len(names) == 8 and all(name.startswith("hetero-compile") or name == here for name in names)
     assert any(name.startswith("hetero-compile") for name in names)  # the pool takes what it can
@@ -61,11 +66,12 @@ def test_split_sessions_are_created_on_the_compile_pool(created):
 def test_a_plan_of_one_subgraph_compiles_on_the_calling_thread(created):
     compiled = hc.Core().compile_model(chain(), "HETERO:CPU")
     assert len(compiled.subgraphs) == 1
-    assert created == [(threading.current_thread().name, ("CPUExecutionProvider",))]  # no probe before it
+    # no probe before it
+    assert made(created) == [(threading.current_thread().name, ("CPUExecutionProvider",))]
 
 
 def test_at_most_one_exported_model_per_worker_waits_or_compiles(monkeypatch):
-    monkeypatch.setattr(compile_module, "compile_workers", lambda n: 2)
+    monkeypatch.setattr(parallel, "compile_workers", lambda n: 2)
     lock = threading.Lock()
     level = peak = 0
     real = compile_module.prepare_subgraph
@@ -93,31 +99,23 @@ def test_at_most_one_exported_model_per_worker_waits_or_compiles(monkeypatch):
 
 
 def test_the_error_is_the_first_failing_subgraphs_in_plan_order(monkeypatch):
-    monkeypatch.setattr(compile_module, "compile_workers", lambda n: 4)
-    real = compile_module.prepare_subgraph
+    monkeypatch.setattr(parallel, "compile_workers", lambda n: 4)
     gate = threading.Event()
 
-    def failing(model, subgraph, *args, **kwargs):
-        finish = real(model, subgraph, *args, **kwargs)
+    def failing(request: SessionRequest) -> None:
+        if request.subject == "subgraph2":
+            gate.wait(5)  # the later failure comes first
+            raise CompileError("subgraph2 failed")
+        if request.subject == "subgraph4":
+            gate.set()
+            raise CompileError("subgraph4 failed")
 
-        def run():
-            if subgraph.index == 1:
-                gate.wait(5)  # the later failure comes first
-                raise CompileError("subgraph2 failed")
-            if subgraph.index == 3:
-                gate.set()
-                raise CompileError("subgraph4 failed")
-            return finish()
-
-        return run
-
-    monkeypatch.setattr(compile_module, "prepare_subgraph", failing)
-    with pytest.raises(CompileError, match="subgraph2 failed"):
+    with observe_sessions(failing), pytest.raises(CompileError, match="subgraph2 failed"):
         cpu_split(chain(8))
 
 
 def test_an_export_failure_stops_the_compile_after_the_sessions_already_started(monkeypatch):
-    monkeypatch.setattr(compile_module, "compile_workers", lambda n: 2)
+    monkeypatch.setattr(parallel, "compile_workers", lambda n: 2)
     real = compile_module.prepare_subgraph
     prepared: list[int] = []
 

@@ -4,6 +4,8 @@ placement keep one session per subgraph."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import onnx
 import pytest
@@ -23,6 +25,7 @@ from support.helpers import (
 import hetero_cli as hc
 import hetero_cli.hint as hints
 from hetero_cli import cli
+from hetero_cli.ort.session import SUBGRAPH, SessionRequest, observe_sessions
 from hetero_cli.placement import query
 from hetero_cli.placement.config import SplitConfig
 from hetero_cli.placement.devices import lookup
@@ -51,13 +54,15 @@ def near_cpu(got: dict[str, np.ndarray], proto: onnx.ModelProto, feeds: dict[str
 
 
 @pytest.fixture
-def no_subgraph_sessions(monkeypatch):
+def no_subgraph_sessions():
     """Fail the test if the compile creates a session for any subgraph."""
 
-    def refuse(*args, **kwargs):
-        raise AssertionError("a subgraph session was created")
+    def refuse(request: SessionRequest) -> None:
+        if request.purpose == SUBGRAPH:
+            raise AssertionError("a subgraph session was created")
 
-    monkeypatch.setattr(compile, "prepare_subgraph", refuse)
+    with observe_sessions(refuse):
+        yield
 
 
 @needs_accelerator
@@ -122,40 +127,41 @@ def test_manual_affinities_keep_a_session_per_subgraph():
 def test_a_plan_the_probe_did_not_place_is_not_run_in_it():
     model = hc.Core().read_model(hardmax_model())
     devices = {ACCELERATOR: lookup(ACCELERATOR), "CPU": lookup("CPU")}
-    with query.keep_probes() as probes:
-        affinities = query.greedy(model, list(devices.values()))
-        plan = partition(model, affinities)
-        assert len(plan.subgraphs) > 1
-        assert compile.whole_plan_probe(model, plan, devices, SplitConfig(), probes) is not None
-        moved = dict(affinities, relu="CPU" if affinities["relu"] == ACCELERATOR else ACCELERATOR)
-        other = partition(model, moved)
-        assert compile.whole_plan_probe(model, other, devices, SplitConfig(), probes) is None
+    probes = query.Probes()
+    affinities = query.greedy(model, list(devices.values()), probes)
+    plan = partition(model, affinities)
+    assert len(plan.subgraphs) > 1
+    assert compile.whole_plan_probe(model, plan, devices, SplitConfig(), probes) is not None
+    moved = dict(affinities, relu="CPU" if affinities["relu"] == ACCELERATOR else ACCELERATOR)
+    other = partition(model, moved)
+    assert compile.whole_plan_probe(model, other, devices, SplitConfig(), probes) is None
 
 
 @needs_accelerator
-def test_nodes_fused_away_do_not_matter_but_a_cpu_fusion_does(monkeypatch):
+def test_nodes_fused_away_do_not_matter_but_a_cpu_fusion_does():
     """ORT's record names what the session runs: a plan node missing from it was fused into another (a
     quantized model's scale multiplications) and runs there; a fused node of its own name on the EP is the
     EP's business; one on the CPU EP may hold nodes the plan gives the EP, so the plan is not the session."""
     model = hc.Core().read_model(hardmax_model())
     devices = {ACCELERATOR: lookup(ACCELERATOR), "CPU": lookup("CPU")}
-    with query.keep_probes() as probes:
-        plan = partition(model, query.greedy(model, list(devices.values())))
-        real = compile.assignment(probes[ACCELERATOR].session)
-        ep = lookup(ACCELERATOR).ep
-        cpu_nodes = {n for s in plan.subgraphs if s.device == "CPU" for n in s.nodes}
-        edits = {
-            "one CPU node fused away": (
-                [(ep, [n for n in ns if n[0] != min(cpu_nodes)]) for ep, ns in real],
-                True,
-            ),
-            "a fusion on the EP": ([*real, (ep, [("a/b_fusion", "Gemm")])], True),
-            "a fusion on the CPU EP": ([*real, ("CPUExecutionProvider", [("a/b_fusion", "Gemm")])], False),
-        }
-        for case, (record, one) in edits.items():
-            monkeypatch.setattr(compile, "assignment", lambda session, record=record: record)
-            chosen = compile.whole_plan_probe(model, plan, devices, SplitConfig(), probes)
-            assert (chosen is not None) == one, case
+    probes = query.Probes()
+    plan = partition(model, query.greedy(model, list(devices.values()), probes))
+    real = probes[ACCELERATOR].placement
+    ep = lookup(ACCELERATOR).ep
+    cpu_nodes = {n for s in plan.subgraphs if s.device == "CPU" for n in s.nodes}
+    edits = {
+        "one CPU node fused away": (
+            [(ep, [n for n in ns if n[0] != min(cpu_nodes)]) for ep, ns in real],
+            True,
+        ),
+        "a fusion on the EP": ([*real, (ep, [("a/b_fusion", "Gemm")])], True),
+        "a fusion on the CPU EP": ([*real, ("CPUExecutionProvider", [("a/b_fusion", "Gemm")])], False),
+    }
+    for case, (record, one) in edits.items():
+        # the probe as if ORT had placed its nodes as ``record`` says
+        edited = {**probes, ACCELERATOR: dataclasses.replace(probes[ACCELERATOR], placement=record)}
+        chosen = compile.whole_plan_probe(model, plan, devices, SplitConfig(), edited)
+        assert (chosen is not None) == one, case
 
 
 @needs_accelerator

@@ -1,0 +1,262 @@
+"""A compiled model: a plan's subgraphs with their ONNX Runtime sessions, what runs them in order, and its
+read-only properties; ``relax`` compiles subgraphs again where a run showed a declared shape wrong."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import ConfigError, HeteroError
+from ..graph import Model, TensorInfo
+from ..ort.session import ort
+from ..placement import devices as registry
+from ..placement.config import SplitConfig
+from ..placement.devices import Device
+from ..placement.partition import Plan, Subgraph
+from . import type_repair
+from .profiling import SessionProfile
+
+if TYPE_CHECKING:
+    from .infer_request import InferRequest
+
+log = logging.getLogger("hetero_cli")
+
+HOST_EPS = frozenset({"CPUExecutionProvider", "OpenVINOExecutionProvider"})
+
+
+@dataclass
+class CompiledSubgraph:
+    """A plan subgraph with its ORT session and what ORT really did with its nodes."""
+
+    subgraph: Subgraph
+    target: Device
+    session: ort.InferenceSession
+    placement: list[tuple[str, list[tuple[str, str]]]]
+    profiler: SessionProfile | None = None
+    from_probe: bool = False  # the session is the query's probe of the whole model (compiled only once)
+    label: str = ""  # what the session runs where that is several subgraphs (CompiledModel.one_session)
+
+    @property
+    def index(self) -> int:
+        """Place in execution order, from 0."""
+        return self.subgraph.index
+
+    @property
+    def name(self) -> str:
+        """``subgraph<N>``, N from 1."""
+        return self.subgraph.name
+
+    @property
+    def device(self) -> str:
+        """Canonical name of the device this subgraph was compiled for."""
+        return self.target.name
+
+    @property
+    def where(self) -> str:
+        """``subgraph<N> on <device>``, or the label of a session that runs several subgraphs (messages)."""
+        return self.label or f"{self.name} on {self.device}"
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """Friendly names of the model's nodes this subgraph owns."""
+        return self.subgraph.nodes
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """Tensor names it reads from model inputs or earlier subgraphs."""
+        return self.subgraph.inputs
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """Tensor names it hands to later subgraphs or to the caller."""
+        return self.subgraph.outputs
+
+    @property
+    def fallback_nodes(self) -> list[tuple[str, str, str]]:
+        """(node, op type, EP) for nodes ORT ran on another EP than the device's own."""
+        return [
+            (name, op, ep) for ep, placed in self.placement if ep != self.target.ep for name, op in placed
+        ]
+
+    @property
+    def on_host(self) -> bool:
+        """True when the subgraph's outputs live in host memory (CPU and OpenVINO EPs)."""
+        return self.target.ep in HOST_EPS
+
+    @property
+    def description(self) -> str:
+        """Device, node count, and any nodes ORT placed elsewhere - never hidden."""
+        text = f"{self.name}: {self.device} ({self.target.ep}), {len(self.nodes)} node(s)"
+        fallback = self.fallback_nodes
+        if fallback:
+            eps = sorted({ep for _, _, ep in fallback})
+            text += (
+                f"; ORT ran part of it on {', '.join(eps)} instead (nodes as ORT names them after its "
+                f"optimizations): "
+                + ", ".join(f"{n} ({op})" for n, op, _ in fallback[:5])
+                + (" ..." if len(fallback) > 5 else "")
+            )
+        return text
+
+
+# compiler.prepare_subgraph: (model, subgraph, device, config, profile_dir, probe, *, shared) -> the call that
+# creates the subgraph's session
+PrepareSubgraph = Callable[..., Callable[[], CompiledSubgraph]]
+
+
+COMPILED_PROPERTIES = (
+    "SUPPORTED_PROPERTIES",
+    "EXECUTION_DEVICES",
+    "NUMBER_OF_SUBGRAPHS",
+    "OPTIMAL_NUMBER_OF_INFER_REQUESTS",
+    "PERFORMANCE_HINT",
+    "DEVICE_PROPERTIES",
+    "MULTI_DEVICE_PRIORITIES",
+)
+
+
+class CompiledModel:
+    """A model compiled for its devices: subgraph sessions in execution order, ready to infer.
+
+    compiled = core.compile_model(model, "HETERO:OPENVINO,CPU")
+    results = compiled.create_infer_request().infer({"x": x})
+
+    Made by compiler.compile_plan, which hands it the values of the model's constant outputs
+    (``constants``) and how to compile one of its subgraphs again (``prepare``: compiler.prepare_subgraph,
+    which relax uses; this module sits below the compiler).
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        plan: Plan,
+        subgraphs: list[CompiledSubgraph],
+        config: SplitConfig,
+        device_name: str,
+        runs: list[CompiledSubgraph] | None = None,
+        *,
+        constants: Mapping[str, np.ndarray],
+        prepare: PrepareSubgraph,
+    ):
+        self.model = model
+        self.plan = plan
+        self.subgraphs = subgraphs
+        # what an inference runs, in order: the subgraphs, or one entry standing for the whole plan where
+        # one ORT session runs every subgraph (one_session)
+        self.runs = subgraphs if runs is None else runs
+        self.config = config
+        self.device_name = device_name
+        self.constants = dict(constants)
+        self._prepare = prepare
+        self.dot_files: tuple[Path, ...] = ()  # .dot files the compile wrote (OPENVINO_HETERO_VISUALIZE)
+        self.profile_dir: Path | None = None  # where profiled sessions write their traces
+        # how many times relax() compiled subgraphs again: a request's steps are of one revision
+        self.revision = 0
+        self._relax_lock = threading.Lock()
+        self.inputs: list[TensorInfo] = model.inputs
+        self.outputs: list[TensorInfo] = model.outputs
+
+    @property
+    def one_session(self) -> bool:
+        """True when one ONNX Runtime session runs all of several subgraphs (PERFORMANCE_HINT=LATENCY, where
+        the query's session of the whole model placed every node as the plan does)."""
+        return len(self.runs) < len(self.subgraphs)
+
+    @property
+    def execution_devices(self) -> list[str]:
+        """Devices that run the model's nodes, unique: the plan's in execution order, then the CPU where
+        ORT ran part of a subgraph on its CPU EP (the subgraph's description names those nodes)."""
+        devices = list(self.plan.devices)
+        if "CPU" not in devices and any(
+            ep == "CPUExecutionProvider" for run in self.runs for _, _, ep in run.fallback_nodes
+        ):
+            devices.append("CPU")
+        return devices
+
+    def create_infer_request(self) -> InferRequest:
+        """A new request with its own intermediate tensors (one per thread for concurrent inference)."""
+        from .infer_request import InferRequest
+
+        return InferRequest(self)
+
+    def __call__(self, inputs: Any) -> dict[str, np.ndarray]:
+        """Infer once with a throwaway request."""
+        return self.create_infer_request().infer(inputs)
+
+    def get_property(self, name: str) -> Any:
+        """One of COMPILED_PROPERTIES (SUPPORTED_PROPERTIES lists them)."""
+        key = str(name).upper()
+        if key == "SUPPORTED_PROPERTIES":
+            return list(COMPILED_PROPERTIES)
+        if key == "EXECUTION_DEVICES":
+            return self.execution_devices
+        if key == "NUMBER_OF_SUBGRAPHS":
+            return len(self.subgraphs)
+        if key == "OPTIMAL_NUMBER_OF_INFER_REQUESTS":
+            # one request per pipeline stage keeps every device busy (OpenVINO: the max over submodels)
+            return max(1, len({r.device for r in self.runs}))
+        if key == "PERFORMANCE_HINT":
+            return self.config.performance_mode
+        if key == "DEVICE_PROPERTIES":  # of the devices this compile could use, not every one configured
+            named = {registry.lookup(name).name for name in self._priorities().split(",") if name}
+            return {k: dict(v) for k, v in self.config.devices.items() if k in named}
+        if key == "MULTI_DEVICE_PRIORITIES":
+            return self._priorities()
+        raise ConfigError(f"unknown compiled-model property {name!r}: use {', '.join(COMPILED_PROPERTIES)}")
+
+    def relax(self, refused: Mapping[str, tuple[int, ...] | None], failed: CompiledSubgraph) -> bool:
+        """Compile again, with those dimensions dynamic, every subgraph that passes a tensor subgraph
+        ``failed`` refused at run time: ``refused`` is {tensor: the dimensions it refused, None for the
+        rank}.
+
+        The model said the tensor has a shape (its value_info, or onnx's shape inference, which differs
+        from ONNX Runtime's kernels in places: MaxPool with ceil_mode, ConvTranspose with SAME padding) that
+        the producing subgraph did not make; one ORT session over the whole model only warns, so a split
+        runs it too. True when the caller should take the subgraphs again (relaxed now, or ``failed`` was
+        compiled again already, for another request); False when nothing is left to relax (the refusal
+        stands). What is relaxed is the type ``failed``'s session declares, whatever gave it
+        (type_repair.relaxed_types).
+        """
+        with self._relax_lock:
+            if self.one_session:
+                return False
+            if all(c is not failed for c in self.subgraphs):
+                return True
+            relaxed = type_repair.relaxed_types(failed.session.get_inputs(), refused)
+            if not relaxed:
+                return False
+            before = type_repair.correct(self.model, relaxed)
+            type_repair.warn_relaxed(relaxed, refused)
+            shared = len(self.subgraphs) > 1
+            try:
+                fresh = [
+                    self._prepare(
+                        self.model, c.subgraph, c.target, self.config, self.profile_dir, None, shared=shared
+                    )()
+                    if relaxed.keys() & {*c.inputs, *c.outputs}
+                    else c
+                    for c in self.subgraphs
+                ]
+            except HeteroError as exc:  # the refusal stands, with this reason beside it in the log
+                log.warning("the subgraphs could not be compiled again: %s", exc)
+                type_repair.take_back(self.model, before)
+                return False
+            self.subgraphs[:] = fresh
+            self.revision += 1
+            return True
+
+    def _priorities(self) -> str:
+        """The devices this compile chose from: HETERO's priorities, or the one device it was given."""
+        head, _, rest = self.device_name.partition(":")
+        if head.strip().upper() != "HETERO":
+            return self.device_name
+        return rest or self.config.priorities or ""
+
+    def __repr__(self) -> str:
+        return f"<CompiledModel {self.model.name} on {self.device_name}: {len(self.subgraphs)} subgraph(s)>"
