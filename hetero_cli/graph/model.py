@@ -68,7 +68,9 @@ class Model:
         self.constant_tensors = self.index.constant_tensors
         self.producer = self.index.producer
         control_flow = [n.proto for n in self._ops if n.has_subgraphs]
-        self.types = TypeTable(self._proto.graph, control_flow, self.weightless_copy)
+        # the weightless copy onnx's inference reads (no reference back to self: no cycle to collect)
+        weightless = functools.partial(model_copy, self._proto, None, None)
+        self.types = TypeTable(self._proto.graph, control_flow, weightless)
         # the folder sessions find the weights kept in files in (external data, or the model's own file)
         self.external_dir = self.weights.external_dir
         # what each device's query claimed of this model's nodes (placement.query's, kept with the model)
