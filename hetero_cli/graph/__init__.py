@@ -1,10 +1,13 @@
 """The graph layer: ONNX models as hetero-cli reads them, in pure onnx (it never imports onnxruntime).
 
-Model (the OpenVINO-shaped node API over a ModelProto), reading a model from a file or bytes, the types of
-its tensors, its weights left in their file, and extracting a set of nodes as a standalone model. Layers
-above import these names from here, not from the modules inside.
+Model (the OpenVINO-shaped node API over a ModelProto, model.py; its node index in index.py, its weights
+in weights.py, the types of its tensors in types.py), reading a model from a file or bytes (reading.py),
+and extracting a set of nodes as a standalone model (extract.py). Layers above import these names from
+here, not from the modules inside.
 """
 
-from .model import Model, ModelCheck, Node, TensorInfo, read_model, shape_text, type_shape
+from .model import Model, Node, TensorInfo
+from .reading import ModelCheck, read_model
+from .types import shape_text, type_shape
 
 __all__ = ["Model", "ModelCheck", "Node", "TensorInfo", "read_model", "shape_text", "type_shape"]

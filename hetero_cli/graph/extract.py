@@ -11,7 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 import onnx
 from onnx import helper
 
-from .model import Model, Node
+from .model import Model
+from .node import Node
 
 
 def extract_model(

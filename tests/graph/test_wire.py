@@ -12,7 +12,7 @@ from onnx import helper as h
 from support.helpers import assert_same, const, cpu_split, make_model, ort_run, seeded, vi
 
 import hetero_cli as hc
-from hetero_cli.graph import model as model_module
+from hetero_cli.graph import weights as weights_module
 from hetero_cli.graph.wire import raw_data_spans, skeleton_bytes
 
 DTYPES = [np.float32, np.float16, np.int64, np.int8, np.uint8, np.float64, np.bool_]
@@ -93,8 +93,8 @@ def test_the_skeleton_read_from_the_wire_is_the_model_parsed_then_stripped(tmp_p
         if tensors[i][2] == "raw" and int(np.prod(tensors[i][1])) > 1024
     )
     assert len(skeleton) <= path.stat().st_size - left_out  # the large raw weights were never read
-    expected, large = model_module._weights_left_in_file(whole)
-    got, got_large = model_module._weights_left_in_file(onnx.load_from_string(skeleton))
+    expected, large = weights_module.weights_left_in_file(whole)
+    got, got_large = weights_module.weights_left_in_file(onnx.load_from_string(skeleton))
     assert got_large == large
     assert got.SerializeToString(deterministic=True) == expected.SerializeToString(deterministic=True)
 
@@ -112,7 +112,7 @@ def test_reading_a_model_leaves_its_weights_in_the_file_and_runs_the_same(tmp_pa
         path,
     )
     if side == 600:  # the weights' bytes are never read: onnx.load (which would read them) is not called
-        monkeypatch.setattr(model_module.onnx, "load", None)
+        monkeypatch.setattr(weights_module.onnx, "load", None)
     model = hc.Core().read_model(path)
     monkeypatch.undo()
     assert not model.weights_in_memory

@@ -193,7 +193,7 @@ def _text_fields(message, found: list) -> list:
 
 
 def test_text_that_is_not_utf8_is_found_in_every_string_field_of_a_model():
-    from hetero_cli.graph.model import _invalid_text
+    from hetero_cli.graph.reading import _invalid_text
 
     proto = if_model()
     proto.doc_string = "docmodel"
