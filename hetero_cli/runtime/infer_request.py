@@ -20,7 +20,6 @@ import functools
 import logging
 import math
 import numbers
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence, Set
@@ -32,7 +31,8 @@ from onnx import helper
 
 from ..errors import InferenceError
 from ..graph import shape_text
-from ..ort.session import failure_reason, ort
+from ..ort.failures import failure_reason, refused_inputs
+from ..ort.session import ort
 from ..placement.partition import CONSTANT, INPUT
 from .compiler import CompiledModel, CompiledSubgraph
 from .pipeline import Pipeline, in_flight, pipeline_of
@@ -498,27 +498,11 @@ def _step_feeds(step: _Step, values: Mapping[str, Any]) -> dict[str, Any]:
     return feeds
 
 
-_REFUSED_DIMS = re.compile(r"index: (\d+) Got: \d+ Expected: \d+")
-
-
 def _refused_inputs(step: _Step, exc: BaseException, given: Set[str]) -> dict[str, tuple[int, ...] | None]:
     """{tensor: the dimensions ORT refused (None: its rank)} for the tensors from earlier subgraphs whose
     shape ``step``'s session refused (the model declared another); empty for any other failure. ``given``:
     what the caller feeds (checked before the run)."""
-    text = str(exc)
-    if "for input: " not in text:
-        return {}
-    refused: dict[str, tuple[int, ...] | None] = {}
-    for name in step.inputs:
-        if name in given:
-            continue
-        head = f"Got invalid dimensions for input: {name} for the following indices"
-        if head in text:
-            listed = text.split(head, 1)[1].split("Please fix", 1)[0]
-            refused[name] = tuple(int(i) for i in _REFUSED_DIMS.findall(listed))
-        elif f"Invalid rank for input: {name} Got: " in text:
-            refused[name] = None
-    return refused
+    return refused_inputs(exc, [name for name in step.inputs if name not in given])
 
 
 def _failure(step: _Step, exc: BaseException) -> InferenceError:

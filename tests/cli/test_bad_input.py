@@ -17,7 +17,7 @@ from support.robust import external_model, invoke, nothing_left_behind, one_erro
 import hetero_cli as hc
 from hetero_cli import cli
 from hetero_cli.app import benchmark as bench
-from hetero_cli.ort.session import failure_reason, model_fault
+from hetero_cli.ort.failures import failure_reason, model_fault
 
 DIGITS = Path(__file__).resolve().parents[2] / "models" / "digits.onnx"
 IMAGE = Path(__file__).resolve().parents[2] / "samples" / "images" / "digit_3.png"
