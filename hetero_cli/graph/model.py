@@ -429,8 +429,8 @@ class Model:
 
         ModelError if the file changed since it was read. None where ORT could not follow the reference (the
         model's weights are then read into memory instead): a file whose name has a ':' in it (ONNX
-        Runtime's OpenVINO EP cannot read such a location), or a symlink to a file outside the folder of
-        the model's own external data files.
+        Runtime's OpenVINO EP cannot read such a location: quirk openvino-colon-external-data), or a symlink
+        to a file outside the folder of the model's own external data files.
         """
         if not self._in_file or name not in self._spans:
             return None

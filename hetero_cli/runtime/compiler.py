@@ -25,7 +25,8 @@ from onnx import helper, numpy_helper
 
 from ..errors import CompileError, ConfigError, HeteroError, ModelError
 from ..graph import Model, TensorInfo, shape_text, type_shape
-from ..ort.session import assignment, failure_reason, ort, record_assignment, refused_model, session_options
+from ..ort.failures import about_shapes, failure_reason, refused_model
+from ..ort.session import assignment, ort, record_assignment, session_options
 from ..ort.types import arg_type
 from ..placement import devices as registry
 from ..placement.config import LATENCY, SplitConfig
@@ -33,6 +34,7 @@ from ..placement.devices import Device
 from ..placement.export import extract, fed_initializers, subgraph_model
 from ..placement.partition import CONSTANT, INPUT, Plan, Subgraph
 from ..placement.query import KNOWN_FAILURES, Probe, known_claims, known_to_fail
+from ..quirks.cpu import FORCE_SPINNING_STOP
 from .profiling import SessionProfile
 
 if TYPE_CHECKING:
@@ -41,8 +43,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("hetero_cli")
 
 HOST_EPS = frozenset({"CPUExecutionProvider", "OpenVINOExecutionProvider"})
-# ORT session config: the intra-op pool stops spinning the moment a Run returns (on again at the next Run)
-FORCE_SPINNING_STOP = "session.force_spinning_stop"
 _TRACES = itertools.count(1)  # numbers the profiled sessions' trace files apart
 
 
@@ -216,7 +216,7 @@ def _checked(compiled: CompiledSubgraph) -> CompiledSubgraph:
 def _is_whole_model(model: Model, subgraph: Subgraph) -> bool:
     """Whether ``subgraph`` is the model itself: every node, every input, every model output (one that is
     an input or a constant, served without a session, must not come from the file: the OpenVINO EP refuses
-    an initializer as a graph output)."""
+    an initializer as a graph output, quirk openvino-initializer-output)."""
     return (
         len(subgraph.nodes) + len(subgraph.constant_nodes) == len(model)
         and set(subgraph.inputs) == set(model.input_names)
@@ -255,7 +255,7 @@ def _ops(model: Model, subgraph: Subgraph) -> str:
 def _loads_on_cpu(data: str | bytes, model: Model) -> bool:
     """Whether the CPU EP alone creates a session of an exported subgraph: where another EP's session of it
     was refused as an invalid model (the OpenVINO EP can take nodes around one it leaves to the CPU EP,
-    which ORT then finds to be a cycle), the EP is at fault, not the model."""
+    which ORT then finds to be a cycle: quirk openvino-cyclic-split), the EP is at fault, not the model."""
     try:
         ort.InferenceSession(
             data, session_options(external_dir=model.external_dir), providers=["CPUExecutionProvider"]
@@ -595,10 +595,9 @@ def _compile_subgraphs(
     try:
         return attempt()
     except (CompileError, ModelError) as exc:
-        about_shapes = any(word in str(exc).lower() for word in ("shape", "rank", "dimension"))
         wrong = (
             _contradicted(model, plan.passed_tensors(), model.types_without_value_info)
-            if about_shapes and model.declares_fixed_dims
+            if about_shapes(exc) and model.declares_fixed_dims
             else {}
         )
         if not wrong:
@@ -653,8 +652,9 @@ def whole_plan_probe(
         return None
     passed = plan.passed_tensors()
     if model.declares_fixed_dims and _contradicted(model, passed, model.types_at_one_size):
-        # a value_info a run can contradict, on a tensor between the EP's part and the CPU EP's: the
-        # OpenVINO EP returns the declared shape there, silently (a batch cut to the declared size);
+        # the veto of quirk openvino-declared-shape-in-split: a value_info a run can contradict, on a tensor
+        # between the EP's part and the CPU EP's: the OpenVINO EP returns the declared shape there, silently
+        # (a batch cut to the declared size);
         # sessions of their own are relaxed when a run shows it
         return None
     # every node of the model the session ran, on the plan's device for it. Nodes ORT fused away (missing
