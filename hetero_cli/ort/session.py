@@ -6,13 +6,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ModelError
+from .failures import failure_reason
 
 try:
     import onnxruntime as ort
@@ -131,78 +130,6 @@ def observe_sessions(callback: SessionObserver) -> Iterator[None]:
             _observers.remove(callback)
 
 
-# "path/file.cc:181 onnxruntime::Model::Model(onnx::ModelProto&&, ...) " in ORT's messages: where in C++ the
-# error was raised, which tells a user nothing; the cause follows it.
-_SOURCE = re.compile(r"(?:Exception from )?(?<![\w./-])[\w./-]*\.(?:cc|cpp|h|hpp):\d+:? ")
-# errors that say the model breaks ONNX's rules or is newer than this ORT, not that an EP refused it
-_MODEL_FAULT = re.compile(
-    r"INVALID_GRAPH|This is an invalid model|Unsupported model IR version|ValidateOpsetForDomain|"
-    r"is under development|is till opset"
-)
-
-
-def failure_reason(exc: BaseException, limit: int = 400) -> str:
-    """ORT's error in one line of at most ``limit`` characters: every line of it, with the C++ source
-    locations and function signatures (the OpenVINO EP's and ORT's own) cut out."""
-    text = " ".join(str(exc)[:4096].split())  # the cause comes early; a huge message costs no time
-    if not text:
-        return type(exc).__name__
-    parts = []
-    rest = text
-    while (found := _SOURCE.search(rest)) is not None:
-        parts.append(rest[: found.start()])
-        rest = _after_signature(rest[found.end() :])
-    parts.append(rest)
-    reason = " ".join(" ".join(parts).split())
-    return reason if len(reason) <= limit else reason[: limit - 4].rstrip() + " ..."
-
-
-def _after_signature(text: str) -> str:
-    """``text`` after the C++ signature that leads it ("void ns::f(args) const"), if one does."""
-    opening = text.find("(")
-    head = text[:opening]
-    # "[return type] ns::Class::function(": no quotes (OpenVINO's "While validating node 'opset1::...'" is
-    # text), a few words at most
-    if opening < 0 or "::" not in head or "'" in head or head.count(" ") > 3:
-        return text
-    tail = _balanced(text, opening, "()")
-    if tail.startswith("::"):  # a lambda inside the function: "...::<lambda()> cause"
-        tail = tail.partition(" ")[2]
-        return " " + tail if tail else tail
-    if tail.startswith(" const"):
-        tail = tail[len(" const") :]
-    if tail.startswith(" [with "):  # a template's arguments
-        tail = _balanced(tail, 1, "[]")
-    return tail
-
-
-def _balanced(text: str, start: int, pair: str) -> str:
-    """``text`` after the bracket opened at ``start`` closes (all of it if it never does)."""
-    depth = 0
-    for i in range(start, len(text)):
-        depth += {pair[0]: 1, pair[1]: -1}.get(text[i], 0)
-        if depth == 0:
-            return text[i + 1 :]
-    return text
-
-
-def model_fault(exc: BaseException) -> bool:
-    """Whether ORT refused a session because of the model itself (invalid graph, IR version or opset
-    this ORT does not load), whatever the EP."""
-    return _MODEL_FAULT.search(str(exc)) is not None
-
-
-def refused_model(subject: str, exc: BaseException) -> ModelError | None:
-    """A ModelError blaming the model where ORT refused ``subject`` for the model itself (model_fault),
-    else None: moving nodes to another device would not help."""
-    if not model_fault(exc):
-        return None
-    return ModelError(
-        f"ONNX Runtime refuses {subject}: {failure_reason(exc)}; the model itself is at fault: check it with "
-        "onnx.checker.check_model and fix or re-export it"
-    )
-
-
 @functools.cache
 def unloadable(ir_version: int, opset: int) -> str | None:
     """Why this ORT loads no model of this IR version and default-domain opset (None if it does): checked
@@ -256,12 +183,9 @@ __all__ = [
     "SessionRequest",
     "assignment",
     "create_session",
-    "failure_reason",
-    "model_fault",
     "observe_sessions",
     "ort",
     "record_assignment",
-    "refused_model",
     "session_options",
     "unloadable",
 ]

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, DeviceError
+from ..quirks import openvino as openvino_quirks
 from . import devices as registry
 from .devices import Device
 
@@ -163,8 +164,9 @@ def provider_option_value(device: Device, key: str, value: Any) -> str:
 
 
 # what ONNX Runtime's OpenVINO EP takes as its precision option on OpenVINO's CPU device (it drops the EP,
-# "Unsupported inference precision is selected. CPU only supports FP32, ACCURACY", for anything else)
-OPENVINO_PRECISIONS = {"CPU": ("FP32", "ACCURACY")}
+# "Unsupported inference precision is selected. CPU only supports FP32, ACCURACY", for anything else):
+# quirk openvino-cpu-precision
+OPENVINO_PRECISIONS = openvino_quirks.PRECISIONS
 
 
 def _check_openvino_precision(device: Device, options: Mapping[str, str]) -> None:

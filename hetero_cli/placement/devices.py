@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import DeviceError
 from ..ort.session import CHECK, create_session, ort, session_options
+from ..quirks import folds_initializers
 
 log = logging.getLogger("hetero_cli")
 
@@ -190,7 +191,7 @@ KINDS: tuple[DeviceKind, ...] = (
         make=_openvino,
         hardware=_openvino_hardware,
         optimized_probe=True,
-        folds_initializers=True,
+        folds_initializers=folds_initializers("OpenVINOExecutionProvider"),
         provider_option_names=frozenset(
             {
                 "device_type",
@@ -218,7 +219,7 @@ KINDS: tuple[DeviceKind, ...] = (
         spelled=("TENSORRT", "TENSORRT.<n>"),
         make=_indexed("TENSORRT", "device_id"),
         hardware=_ep_session_works,
-        folds_initializers=True,
+        folds_initializers=folds_initializers("TensorrtExecutionProvider"),
         provider_option_names=frozenset(
             {
                 "device_id",

@@ -9,7 +9,6 @@ the node that has no kernel, or in halves, so a query never fails because of one
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,35 +17,20 @@ import onnx
 
 from ..errors import AffinityError, ConfigError, ModelError, UnsupportedNodesError
 from ..graph import Model, Node
-from ..ort.session import (
-    PROBE,
-    assignment,
-    create_session,
-    failure_reason,
-    ort,
-    record_assignment,
-    refused_model,
-    session_options,
-)
+from ..ort.failures import failure_reason, refused_model, unimplemented_node
+from ..ort.session import PROBE, assignment, create_session, ort, record_assignment, session_options
+from ..quirks import node_refusal
 from .device_string import DeviceRequest
-from .devices import Device, lookup
+from .devices import KINDS, Device, lookup
 from .export import extract
 
 log = logging.getLogger("hetero_cli")
 
-_NO_KERNEL = re.compile(r"Could not find an implementation for .*? node with name '([^']*)'")
-
-
 # Nodes an execution provider is known not to compile, where ORT would fail or even abort the process (an
 # exception thrown through C++ code that cannot pass it on): refused up front with a CompileError instead.
-# ORT 1.24's OpenVINO EP cannot compile a Loop or Scan whose body reads names from outside it ("<name> node
-# not found in graph cache"), and aborts the process when such a Loop body holds an If.
+# {device family: (op types, why)}, from the quirk records that refuse nodes (openvino-outer-scope-loop).
 KNOWN_FAILURES: dict[str, tuple[frozenset[str], str]] = {
-    "OPENVINO": (
-        frozenset({"Loop", "Scan"}),
-        "ONNX Runtime's OpenVINO execution provider cannot compile a Loop or Scan whose body reads values "
-        "from outside it (it fails, or aborts the process when the body holds an If)",
-    ),
+    kind.family: (quirk.ops, quirk.summary) for kind in KINDS if (quirk := node_refusal(kind.ep)) is not None
 }
 
 
@@ -172,9 +156,9 @@ def _claims(
     except ConfigError:
         raise
     except Exception as exc:
-        missing = _NO_KERNEL.search(str(exc))
-        if missing and missing.group(1) in wanted and len(nodes) > 1:
-            rest = [n for n in nodes if n.friendly_name != missing.group(1)]
+        missing = unimplemented_node(exc)
+        if missing in wanted and len(nodes) > 1:
+            rest = [n for n in nodes if n.friendly_name != missing]
             return _claims(model, device, rest, probes)
         if len(nodes) == 1:
             return set()
@@ -231,7 +215,7 @@ def _optimized_claims(
         return None
     if model.has_half_floats and wanted - claimed - elsewhere:
         # a node missing from the record may have run on the CPU EP through Casts ORT inserted (no 16-bit
-        # kernel there), not been fused away: only the exact probe can tell
+        # kernel there), not been fused away: only the exact probe can tell (cpu-half-float-casts-unrecorded)
         return None
     if not elsewhere:
         verdict: set[str] | None = set(wanted)

@@ -20,16 +20,15 @@ from onnx import numpy_helper
 
 from ..errors import CompileError
 from ..graph import Model
+from ..ort.failures import failure_reason, refused_model
 from ..ort.session import (
     CHECK,
     CONSTANTS,
     SUBGRAPH,
     assignment,
     create_session,
-    failure_reason,
     ort,
     record_assignment,
-    refused_model,
     session_options,
 )
 from ..placement.config import LATENCY, SplitConfig
@@ -37,6 +36,7 @@ from ..placement.devices import Device
 from ..placement.export import extract, fed_initializers, subgraph_model
 from ..placement.partition import CONSTANT, INPUT, Plan, Subgraph
 from ..placement.query import KNOWN_FAILURES, Probe, known_claims, known_to_fail
+from ..quirks.cpu import FORCE_SPINNING_STOP
 from . import type_repair
 from .compiled_model import CompiledModel, CompiledSubgraph
 from .parallel import in_parallel
@@ -44,7 +44,6 @@ from .profiling import SessionProfile
 
 log = logging.getLogger("hetero_cli")
 
-FORCE_SPINNING_STOP = "session.force_spinning_stop"
 _TRACES = itertools.count(1)  # numbers the profiled sessions' trace files apart
 
 
@@ -142,7 +141,7 @@ def _checked(compiled: CompiledSubgraph) -> CompiledSubgraph:
 def _is_whole_model(model: Model, subgraph: Subgraph) -> bool:
     """Whether ``subgraph`` is the model itself: every node, every input, every model output (one that is
     an input or a constant, served without a session, must not come from the file: the OpenVINO EP refuses
-    an initializer as a graph output)."""
+    an initializer as a graph output, quirk openvino-initializer-output)."""
     return (
         len(subgraph.nodes) + len(subgraph.constant_nodes) == len(model)
         and set(subgraph.inputs) == set(model.input_names)
@@ -181,7 +180,7 @@ def _ops(model: Model, subgraph: Subgraph) -> str:
 def _loads_on_cpu(data: str | bytes, model: Model) -> bool:
     """Whether the CPU EP alone creates a session of an exported subgraph: where another EP's session of it
     was refused as an invalid model (the OpenVINO EP can take nodes around one it leaves to the CPU EP,
-    which ORT then finds to be a cycle), the EP is at fault, not the model."""
+    which ORT then finds to be a cycle: quirk openvino-cyclic-split), the EP is at fault, not the model."""
     try:
         create_session(
             data,

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Set
 
 from ..errors import InferenceError
-from ..ort.refusals import refused_shapes
-from ..ort.session import failure_reason
+from ..ort import failures as ort_failures
+from ..ort.failures import failure_reason
 from .steps import Step
 
 
@@ -30,7 +30,7 @@ def refused_inputs(step: Step, exc: BaseException, given: Set[str]) -> dict[str,
     """{tensor: the dimensions ORT refused (None: its rank)} for the tensors from earlier subgraphs whose
     shape ``step``'s session refused (the model declared another); empty for any other failure. ``given``:
     what the caller feeds (checked before the run)."""
-    return refused_shapes(exc, (name for name in step.inputs if name not in given))
+    return ort_failures.refused_inputs(exc, (name for name in step.inputs if name not in given))
 
 
 def failure(step: Step, exc: BaseException) -> InferenceError:

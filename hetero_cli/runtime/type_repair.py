@@ -59,6 +59,7 @@ from onnx import helper
 
 from ..errors import CompileError, ModelError
 from ..graph import Model, shape_text, type_shape
+from ..ort.failures import about_shapes
 from ..ort.types import arg_type
 from ..placement.partition import Plan
 
@@ -99,10 +100,9 @@ def retry_on_shape_failure(
     try:
         return attempt()
     except (CompileError, ModelError) as exc:
-        about_shapes = any(word in str(exc).lower() for word in ("shape", "rank", "dimension"))
         wrong = (
             _contradicted(model, plan.passed_tensors(), model.types_without_value_info)
-            if about_shapes and model.declares_fixed_dims
+            if about_shapes(exc) and model.declares_fixed_dims
             else {}
         )
         if not wrong:

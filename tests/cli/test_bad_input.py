@@ -20,7 +20,7 @@ from hetero_cli.app.benchmark.inputs import _npy_fix
 from hetero_cli.cli import files
 from hetero_cli.cli.commands import classify as classify_command
 from hetero_cli.errors import NotClassScoresError
-from hetero_cli.ort.session import failure_reason, model_fault
+from hetero_cli.ort.failures import failure_reason, model_fault
 
 DIGITS = Path(__file__).resolve().parents[2] / "models" / "digits.onnx"
 IMAGE = Path(__file__).resolve().parents[2] / "samples" / "images" / "digit_3.png"

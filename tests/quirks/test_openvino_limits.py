@@ -1,19 +1,26 @@
-"""README's Limits on the OpenVINO EP, reproduced in plain ONNX Runtime (no hetero-cli involved): if one of
-these starts failing, the installed EP changed and README's Limits need another look."""
+"""The OpenVINO EP's quirks (hetero_cli/quirks/openvino.py, docs/limits.md), reproduced in plain ONNX Runtime
+(no hetero-cli involved): if one of these starts failing, the installed EP changed; the quirk's workaround
+may go, and docs/limits.md needs another look."""
 
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import onnxruntime as ort
-from onnx import TensorProto
+import pytest
+from onnx import TensorProto, numpy_helper
 from onnx import helper as h
-from support.helpers import make_model, needs_openvino, seeded, vi
+from support.helpers import guarded_chain_model, make_model, needs_openvino, seeded, vi
 
 OPENVINO = ["OpenVINOExecutionProvider", "CPUExecutionProvider"]
 
 
+def session_of(proto, providers):
+    return ort.InferenceSession(proto.SerializeToString(), providers=providers)
+
+
 def run(proto, feeds, providers):
-    return ort.InferenceSession(proto.SerializeToString(), providers=providers).run(None, feeds)[0]
+    return session_of(proto, providers).run(None, feeds)[0]
 
 
 @needs_openvino
@@ -65,3 +72,93 @@ def test_a_value_info_lie_cuts_a_batch_inside_orts_own_openvino_cpu_split():
     x = seeded((2, 6))  # a batch of 4 rows of 3
     assert run(proto, {"x": x}, ["CPUExecutionProvider"]).shape == (4, 3)
     assert run(proto, {"x": x}, OPENVINO).shape == (2, 3)
+
+
+@needs_openvino
+def test_openvino_cannot_compile_a_loop_whose_body_reads_an_outer_value():
+    """x -> Relu -> r; Loop (3 trips) adds r, read from outside its body, to what it carries."""
+    body = h.make_graph(
+        [
+            h.make_node("Add", ["v_in", "r"], ["v_out"], name="body_add"),
+            h.make_node("Identity", ["cond_in"], ["cond_out"], name="keep_going"),
+        ],
+        "body",
+        [vi("i", [], TensorProto.INT64), vi("cond_in", [], TensorProto.BOOL), vi("v_in", [2])],
+        [vi("cond_out", [], TensorProto.BOOL), vi("v_out", [2])],
+    )
+    nodes = [
+        h.make_node("Relu", ["x"], ["r"], name="relu"),
+        h.make_node("Loop", ["trips", "yes", "x"], ["y"], name="loop", body=body),
+    ]
+    inits = [
+        h.make_tensor("trips", TensorProto.INT64, [], [3]),
+        h.make_tensor("yes", TensorProto.BOOL, [], [True]),
+    ]
+    proto = make_model(nodes, [vi("x", [2])], [vi("y", [2])], inits)
+    x = np.ones(2, np.float32)
+    assert run(proto, {"x": x}, ["CPUExecutionProvider"]).tolist() == [4.0, 4.0]
+    with pytest.raises(Exception, match="node not found in graph cache"):
+        run(proto, {"x": x}, OPENVINO)
+
+
+@needs_openvino
+def test_openvino_on_its_cpu_device_drops_the_ep_for_fp16():
+    proto = make_model([h.make_node("Relu", ["x"], ["y"], name="relu")], [vi("x", [2])], [vi("y", [2])])
+    for precision, kept in (("FP32", True), ("FP16", False)):
+        options = {"device_type": "CPU", "precision": precision}
+        session = session_of(proto, [("OpenVINOExecutionProvider", options), "CPUExecutionProvider"])
+        assert ("OpenVINOExecutionProvider" in session.get_providers()) is kept, precision
+
+
+@needs_openvino
+def test_openvino_ignores_a_value_fed_for_an_overridable_initializer():
+    """y = x + b, b an initializer also listed among the graph inputs (IR 4 and later: overridable)."""
+    graph = h.make_graph(
+        [h.make_node("Add", ["x", "b"], ["y"], name="add")],
+        "overridable",
+        [vi("x", [2]), vi("b", [2])],
+        [vi("y", [2])],
+        [h.make_tensor("b", TensorProto.FLOAT, [2], [1.0, 2.0])],
+    )
+    proto = h.make_model(graph, ir_version=9, opset_imports=[h.make_opsetid("", 17)])
+    feeds = {"x": np.zeros(2, np.float32), "b": np.full(2, 5.0, np.float32)}
+    assert run(proto, feeds, ["CPUExecutionProvider"]).tolist() == [5.0, 5.0]
+    assert run(proto, feeds, OPENVINO).tolist() == [1.0, 2.0]
+
+
+@needs_openvino
+def test_openvino_refuses_an_initializer_as_a_graph_output():
+    w = h.make_tensor("W", TensorProto.FLOAT, [2], [1.0, 2.0])
+    nodes = [h.make_node("Relu", ["x"], ["y"], name="relu")]
+    proto = make_model(nodes, [vi("x", [2])], [vi("y", [2]), vi("W", [2])], [w])
+    x = np.ones(2, np.float32)
+    assert run(proto, {"x": x}, ["CPUExecutionProvider"]).tolist() == [1.0, 1.0]
+    with pytest.raises(Exception, match="W node not found in graph cache"):
+        run(proto, {"x": x}, OPENVINO)
+
+
+@needs_openvino
+def test_openvino_taking_nodes_around_one_it_refuses_makes_a_cycle():
+    """Relu -> IsInf -> Where -> Sigmoid -> Hardmax: the EP takes Relu and Where around the IsInf it
+    leaves to the CPU EP; ORT calls the valid model invalid."""
+    proto = guarded_chain_model()
+    session_of(proto, ["CPUExecutionProvider"])
+    with pytest.raises(Exception, match="not acyclic"):
+        session_of(proto, OPENVINO)
+
+
+@needs_openvino
+def test_openvino_cannot_read_external_data_at_a_location_with_a_colon(tmp_path):
+    x = np.ones((1, 4), np.float32)
+    for name, works in (("m", True), ("m:x", False)):
+        w = numpy_helper.from_array(np.eye(4, dtype=np.float32), "W")
+        nodes = [h.make_node("MatMul", ["x", "W"], ["y"], name="mm")]
+        proto = make_model(nodes, [vi("x", [1, 4])], [vi("y", [1, 4])], [w])
+        path = tmp_path / f"{name}.onnx"
+        onnx.save(proto, str(path), save_as_external_data=True, location=f"{name}.bin", size_threshold=0)
+        assert ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+        if works:
+            ort.InferenceSession(str(path), providers=OPENVINO).run(None, {"x": x})
+        else:
+            with pytest.raises(Exception, match="invalid external data"):
+                ort.InferenceSession(str(path), providers=OPENVINO)

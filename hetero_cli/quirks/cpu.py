@@ -1,0 +1,45 @@
+"""The known defects of ONNX Runtime itself and its CPU execution provider, one Quirk each, and the data
+that the code acting on them reads from here."""
+
+from __future__ import annotations
+
+from .record import NOT_REPORTED, Quirk
+
+EP = "CPUExecutionProvider"
+
+HALF_FLOAT_CASTS_UNRECORDED = Quirk(
+    id="cpu-half-float-casts-unrecorded",
+    ep=EP,
+    versions_seen="onnxruntime 1.24.1, onnxruntime-openvino 1.24.1",
+    upstream="https://github.com/microsoft/onnxruntime/pull/28268",
+    summary=(
+        "ORT runs a node the CPU EP has no float16 kernel for through Casts it inserts, and leaves that node "
+        "out of its record of which EP runs which node (session.record_ep_graph_assignment_info)"
+    ),
+    repro="tests/quirks/test_cpu_limits.py::test_a_float16_node_run_through_casts_is_missing_from_the_record",
+    hook=(
+        "placement.query._optimized_claims: where Model.has_half_floats and a node is missing from the "
+        "record, the exact probe (optimizations off) decides; placement.query._claims: a CPU probe that "
+        "loads claims every node"
+    ),
+)
+
+SPINNING_THREAD_POOLS = Quirk(
+    id="cpu-spinning-thread-pools",
+    ep=EP,
+    versions_seen="onnxruntime 1.24.1, onnxruntime-openvino 1.24.1",
+    upstream=NOT_REPORTED,
+    summary=(
+        "A session's intra-op threads spin after its run returns, taking the cores the next subgraph's "
+        "session needs: a two-session chain ran up to twice as slow as one session. No plain-ORT repro: "
+        "it shows only in timings"
+    ),
+    repro="",
+    hook="runtime.compiler.prepare_subgraph: split sessions set session.force_spinning_stop",
+)
+
+QUIRKS = (HALF_FLOAT_CASTS_UNRECORDED, SPINNING_THREAD_POOLS)
+
+# ORT session config entry: the intra-op pool stops spinning the moment a Run returns (on again at the next
+# Run); cpu-spinning-thread-pools
+FORCE_SPINNING_STOP = "session.force_spinning_stop"

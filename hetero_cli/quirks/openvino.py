@@ -1,0 +1,181 @@
+"""The known defects of ONNX Runtime's OpenVINO execution provider, one Quirk each, and the data that the
+code acting on them reads from here."""
+
+from __future__ import annotations
+
+from .record import NOT_REPORTED, Quirk
+
+EP = "OpenVINOExecutionProvider"
+SEEN = "onnxruntime-openvino 1.24.1 (OpenVINO 2025.4.1)"
+_TESTS = "tests/quirks/test_openvino_limits.py::"
+
+OUTER_SCOPE_LOOP = Quirk(
+    id="openvino-outer-scope-loop",
+    ep=EP,
+    versions_seen=SEEN,
+    upstream=NOT_REPORTED,
+    summary=(
+        "ONNX Runtime's OpenVINO execution provider cannot compile a Loop or Scan whose body reads values "
+        "from outside it (it fails, or aborts the process when the body holds an If)"
+    ),
+    repro=_TESTS + "test_openvino_cannot_compile_a_loop_whose_body_reads_an_outer_value",
+    hook=(
+        "placement.query.known_to_fail: such nodes are never probed on the EP; "
+        "runtime.compiler.refuse_known_failures: a CompileError before ORT tries"
+    ),
+    ops=frozenset({"Loop", "Scan"}),
+)
+
+EMPTY_TENSOR = Quirk(
+    id="openvino-empty-tensor",
+    ep=EP,
+    versions_seen=SEEN,
+    upstream="https://github.com/openvinotoolkit/openvino/issues/37963",
+    summary=(
+        "A tensor with a 0 dimension comes out of the EP with each 0 made 1 (OpenVINO makes zero-sized "
+        "constants size 1): nothing tells it from a real tensor of size 1"
+    ),
+    repro=_TESTS + "test_an_empty_tensor_comes_out_of_openvino_with_each_0_made_1",
+    hook="none: documented (keep the nodes making empty tensors, and their consumers, on CPU)",
+)
+
+CEIL_MODE_POOL = Quirk(
+    id="openvino-ceil-mode-pool",
+    ep=EP,
+    versions_seen=SEEN,
+    upstream=NOT_REPORTED,
+    summary=(
+        "A pool with ceil_mode keeps a last window that would start past the end of the input (as onnx's "
+        "shape rule does) where ORT's CPU kernel drops it (as PyTorch does): another output length"
+    ),
+    repro=_TESTS + "test_openvino_keeps_a_ceil_mode_pools_last_window_the_cpu_ep_drops",
+    hook=(
+        "none: documented (pin such pools to CPU); runtime.compiler.CompiledModel.relax compiles again "
+        "where a split's CPU pool contradicts the declared shape"
+    ),
+)
+
+DECLARED_SHAPE_IN_SPLIT = Quirk(
+    id="openvino-declared-shape-in-split",
+    ep=EP,
+    versions_seen=SEEN,
+    upstream=NOT_REPORTED,
+    summary=(
+        "Where ORT splits one session between the OpenVINO EP and the CPU EP, the OpenVINO EP hands a "
+        "tensor over in the shape the model's value_info declares: a wrong value_info cuts a batch, silently"
+    ),
+    repro=_TESTS + "test_a_value_info_lie_cuts_a_batch_inside_orts_own_openvino_cpu_split",
+    hook=(
+        "runtime.compiler.whole_plan_probe: the one-session veto (no one session where inference "
+        "contradicts a shape declared between the EP's part and the CPU EP's)"
+    ),
+)
+
+CPU_PRECISION = Quirk(
+    id="openvino-cpu-precision",
+    ep=EP,
+    versions_seen=SEEN,
+    upstream=NOT_REPORTED,
+    summary=(
+        "On OpenVINO's CPU device the EP takes precision FP32 or ACCURACY only; for another (FP16) ORT drops "
+        "the EP from the session ('Unsupported inference precision is selected') and runs on CPU alone"
+    ),
+    repro=_TESTS + "test_openvino_on_its_cpu_device_drops_the_ep_for_fp16",
+    hook="placement.config._check_openvino_precision: a ConfigError when such a precision is set",
+)
+
+FOLDS_OVERRIDABLE_INITIALIZERS = Quirk(
+    id="openvino-folds-overridable-initializers",
+    ep=EP,
+    versions_seen=SEEN,
+    upstream=NOT_REPORTED,
+    summary=(
+        "The EP builds initializers into what it compiles, overridable ones (also listed among the graph "
+        "inputs) too: a value fed for one is ignored, silently"
+    ),
+    repro=_TESTS + "test_openvino_ignores_a_value_fed_for_an_overridable_initializer",
+    hook=(
+        "placement.devices (DeviceKind.folds_initializers) and placement.export.fed_initializers: such "
+        "initializers become inputs of the subgraph's session; no probe reuse, no one session"
+    ),
+)
+
+INITIALIZER_OUTPUT = Quirk(
+    id="openvino-initializer-output",
+    ep=EP,
+    versions_seen=SEEN,
+    upstream=NOT_REPORTED,
+    summary=(
+        "The EP refuses a model with an initializer among its graph outputs ('<name> node not found in "
+        "graph cache')"
+    ),
+    repro=_TESTS + "test_openvino_refuses_an_initializer_as_a_graph_output",
+    hook=(
+        "runtime.compiler._is_whole_model: a model with such an output is never loaded from its file; the "
+        "exported subgraph leaves the initializer out (served without a session)"
+    ),
+)
+
+CYCLIC_SPLIT = Quirk(
+    id="openvino-cyclic-split",
+    ep=EP,
+    versions_seen=SEEN,
+    upstream=NOT_REPORTED,
+    summary=(
+        "The EP can take nodes on both sides of one it leaves to the CPU EP; ORT then refuses the valid "
+        "model as invalid ('the graph is not acyclic')"
+    ),
+    repro=_TESTS + "test_openvino_taking_nodes_around_one_it_refuses_makes_a_cycle",
+    hook=(
+        "runtime.compiler._loads_on_cpu: a CompileError naming the nodes to move, not a ModelError blaming "
+        "the model, where the CPU EP alone loads the subgraph"
+    ),
+)
+
+COLON_EXTERNAL_DATA = Quirk(
+    id="openvino-colon-external-data",
+    ep=EP,
+    versions_seen=SEEN,
+    upstream=NOT_REPORTED,
+    summary=(
+        "The EP cannot read external data at a location with a ':' in it (it reads 'm:x.bin' as 'x.bin'); "
+        "ORT's CPU EP reads it"
+    ),
+    repro=_TESTS + "test_openvino_cannot_read_external_data_at_a_location_with_a_colon",
+    hook=(
+        "graph.model.Model.reference: such a file's weights are read into memory (graph imports no quirks: "
+        "it cites this id)"
+    ),
+)
+
+THREAD_COUNTS = Quirk(
+    id="openvino-thread-counts",
+    ep=EP,
+    versions_seen=SEEN,
+    upstream=NOT_REPORTED,
+    summary=(
+        "The EP's num_of_threads and num_streams quietly mean 1 for 0 or less, and fail beyond a C int. "
+        "No plain-ORT repro: a thread count shows only in timings"
+    ),
+    repro="",
+    hook=(
+        "placement.config._threads: INFERENCE_NUM_THREADS=0 leaves num_of_threads out (the EP's default); "
+        "placement.config.COUNT_OPTIONS: num_of_threads or num_streams outside 1..MAX_THREADS is a ConfigError"
+    ),
+)
+
+QUIRKS = (
+    OUTER_SCOPE_LOOP,
+    EMPTY_TENSOR,
+    CEIL_MODE_POOL,
+    DECLARED_SHAPE_IN_SPLIT,
+    CPU_PRECISION,
+    FOLDS_OVERRIDABLE_INITIALIZERS,
+    INITIALIZER_OUTPUT,
+    CYCLIC_SPLIT,
+    COLON_EXTERNAL_DATA,
+    THREAD_COUNTS,
+)
+
+# the precisions the EP takes on each OpenVINO device it restricts (openvino-cpu-precision)
+PRECISIONS: dict[str, tuple[str, ...]] = {"CPU": ("FP32", "ACCURACY")}

@@ -1,0 +1,61 @@
+"""The quirk records (hetero_cli/quirks) against docs/limits.md and their repro tests: the page lists exactly
+the records, one section each, and each record's repro test exists (a record without one says why)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from hetero_cli.quirks import NOT_REPORTED, all_quirks, folds_initializers, node_refusal, quirk
+
+ROOT = Path(__file__).resolve().parents[2]
+LIMITS = ROOT / "docs" / "limits.md"
+QUIRKS = all_quirks()
+
+
+def documented_ids() -> list[str]:
+    """The quirk ids docs/limits.md gives a section ("### <id>") under its "## Quirks" heading."""
+    text = LIMITS.read_text(encoding="utf-8")
+    section = text.split("\n## Quirks", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^### `([a-z0-9-]+)`", section, flags=re.MULTILINE)
+
+
+def test_limits_md_lists_exactly_the_quirk_records():
+    ids = [q.id for q in QUIRKS]
+    assert len(ids) == len(set(ids)), "two records share an id"
+    assert documented_ids() == ids  # the same ids, in the registry's order
+
+
+@pytest.mark.parametrize("record", QUIRKS, ids=lambda q: q.id)
+def test_each_section_says_the_records_versions_and_upstream(record):
+    text = LIMITS.read_text(encoding="utf-8")
+    section = text.split(f"### `{record.id}`", 1)[1].split("\n### ", 1)[0].split("\n## ", 1)[0]
+    assert record.ep in section
+    assert record.versions_seen in section
+    assert record.upstream in section
+
+
+@pytest.mark.parametrize("record", QUIRKS, ids=lambda q: q.id)
+def test_each_records_repro_test_exists(record):
+    assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", record.id)
+    assert record.upstream == NOT_REPORTED or record.upstream.startswith("https://github.com/")
+    assert record.ep.endswith("ExecutionProvider") and record.versions_seen and record.hook
+    if not record.repro:
+        assert "repro" in record.summary, f"{record.id} has no repro and does not say why"
+        return
+    path, _, name = record.repro.partition("::")
+    assert path.startswith("tests/quirks/") and name, record.repro
+    source = (ROOT / path).read_text(encoding="utf-8")
+    assert re.search(rf"^def {re.escape(name)}\(", source, flags=re.MULTILINE), record.repro
+
+
+def test_the_registry_answers_by_id_and_ep():
+    assert quirk("openvino-outer-scope-loop").ops == frozenset({"Loop", "Scan"})
+    assert node_refusal("OpenVINOExecutionProvider") is quirk("openvino-outer-scope-loop")
+    assert node_refusal("CPUExecutionProvider") is None
+    assert folds_initializers("OpenVINOExecutionProvider") and folds_initializers("TensorrtExecutionProvider")
+    assert not folds_initializers("CUDAExecutionProvider")
+    with pytest.raises(KeyError):
+        quirk("no-such-quirk")
