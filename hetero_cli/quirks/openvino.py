@@ -50,7 +50,7 @@ CEIL_MODE_POOL = Quirk(
     ),
     repro=_TESTS + "test_openvino_keeps_a_ceil_mode_pools_last_window_the_cpu_ep_drops",
     hook=(
-        "none: documented (pin such pools to CPU); runtime.compiler.CompiledModel.relax compiles again "
+        "none: documented (pin such pools to CPU); runtime.compiled_model.CompiledModel.relax compiles again "
         "where a split's CPU pool contradicts the declared shape"
     ),
 )
@@ -66,8 +66,8 @@ DECLARED_SHAPE_IN_SPLIT = Quirk(
     ),
     repro=_TESTS + "test_a_value_info_lie_cuts_a_batch_inside_orts_own_openvino_cpu_split",
     hook=(
-        "runtime.compiler.whole_plan_probe: the one-session veto (no one session where inference "
-        "contradicts a shape declared between the EP's part and the CPU EP's)"
+        "runtime.compiler.whole_plan_probe asks runtime.type_repair.vetoes_one_session: no one session where "
+        "inference contradicts a shape declared between the EP's part and the CPU EP's"
     ),
 )
 

@@ -59,3 +59,23 @@ def test_the_registry_answers_by_id_and_ep():
     assert not folds_initializers("CUDAExecutionProvider")
     with pytest.raises(KeyError):
         quirk("no-such-quirk")
+
+
+HOOK_REFERENCE = re.compile(r"\b((?:graph|placement|runtime|ort|app|cli)\.[a-z_]+\.[A-Za-z_][\w.]*)")
+
+
+@pytest.mark.parametrize("record", QUIRKS, ids=lambda q: q.id)
+def test_each_hook_names_code_that_exists_where_it_says(record):
+    """A hook's ``layer.module.name`` references resolve to a function, class or constant defined in that
+    module (not merely imported there): a workaround that moved is found again from its record."""
+    import importlib
+
+    for reference in HOOK_REFERENCE.findall(record.hook):
+        layer, module, *path = reference.rstrip(".").split(".")
+        owner = importlib.import_module(f"hetero_cli.{layer}.{module}")
+        target = owner
+        for part in path:
+            assert hasattr(target, part), f"{record.id}: {reference} does not exist"
+            target = getattr(target, part)
+        defined_in = getattr(target, "__module__", owner.__name__)
+        assert defined_in == owner.__name__, f"{record.id}: {reference} is defined in {defined_in}"
