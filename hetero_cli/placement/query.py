@@ -192,8 +192,10 @@ def _optimized_claims(
     compile of a whole-model plan needs anyway (the probe is kept and reused); with optimizations off, the
     OpenVINO EP compiles the unfused graph, 20-30% slower on the light/ models. ORT's optimizations fuse
     and fold nodes before placing them (Conv+BatchNormalization, MatMul+Add into Gemm, Dropout dropped),
-    so some nodes are missing from its record. Each connected group of missing nodes takes the verdict of
-    the nodes around it when they agree; where they disagree, where a group has no neighbour, or where a
+    so some nodes are missing from its record. A missing node that repeats a recorded one (same op, same
+    attributes, same inputs: ORT's common subexpression elimination kept one of them) takes that node's
+    verdict. Each connected group of the other missing nodes takes the verdict of the nodes around it when
+    they agree; where they disagree, where a group has no neighbour, or where a
     node the model does not name ran outside the device (a fusion that may have swallowed nodes the device
     refuses), this gives up and the caller probes again without optimizations (exact names).
     """
@@ -213,6 +215,8 @@ def _optimized_claims(
     elsewhere = {name for ep, nodes in placed if ep != device.ep for name, _ in nodes}
     if not elsewhere <= names:
         return None
+    for name, twin in _repeats(model, wanted - claimed - elsewhere, claimed | elsewhere).items():
+        (claimed if twin in claimed else elsewhere).add(name)
     if model.has_half_floats and wanted - claimed - elsewhere:
         # a node missing from the record may have run on the CPU EP through Casts ORT inserted (no 16-bit
         # kernel there), not been fused away: only the exact probe can tell (cpu-half-float-casts-unrecorded)
@@ -224,6 +228,34 @@ def _optimized_claims(
     if verdict is not None and probes is not None:
         probes[device.name] = Probe(providers, sess, placed, threads)
     return verdict
+
+
+def _repeats(model: Model, missing: set[str], recorded: set[str]) -> dict[str, str]:
+    """{missing node: the recorded node it repeats}: the same domain, op type and attributes over the same
+    inputs, where tensors two repeating nodes make count as one (so a chain of repeats is found whole).
+    ORT's common subexpression elimination keeps one node of each such set, and records only that one:
+    the others ran where it ran."""
+    groups: dict[tuple[object, ...], list[str]] = {}
+    same: dict[str, str] = {}  # tensor -> the same tensor of the first node of its group
+    for node in model.get_ops():
+        proto = node.proto
+        key = (
+            proto.domain,
+            proto.op_type,
+            tuple(same.get(t, t) for t in proto.input),
+            tuple(a.SerializeToString(deterministic=True) for a in proto.attribute),
+        )
+        group = groups.setdefault(key, [])
+        if group:
+            for mine, theirs in zip(proto.output, model.node(group[0]).proto.output, strict=False):
+                same[mine] = same.get(theirs, theirs)
+        group.append(node.friendly_name)
+    twins: dict[str, str] = {}
+    for group in groups.values():
+        kept = next((name for name in group if name in recorded), None)
+        if kept is not None:
+            twins.update((name, kept) for name in group if name in missing)
+    return twins
 
 
 def _resolve_missing(

@@ -249,3 +249,26 @@ def test_an_optimized_probe_that_cannot_tell_falls_back_to_exact_names(monkeypat
         compiled = hc.Core().compile_model(hardmax_model(), "HETERO:OPENVINO,CPU")
     assert [c.optimized for c in calls[:2]] == [True, False]
     assert len(compiled.subgraphs) == 3
+
+
+@needs_openvino
+def test_a_node_ort_merged_with_its_repeat_takes_the_repeats_device():
+    """ORT's common subexpression elimination keeps one of two identical nodes and records only it: the
+    other (IsInf, which the OpenVINO EP refuses) ran where the kept one ran, on CPU, and must not be taken
+    for a node OpenVINO fused. Found by test_automatic_split_around_refused_ops (hypothesis)."""
+    nodes = [
+        h.make_node("Abs", ["x"], ["a"], name="abs"),
+        h.make_node("Exp", ["a"], ["e"], name="exp"),
+        h.make_node("IsInf", ["a"], ["i1"], name="isinf_1"),
+        h.make_node("Cast", ["i1"], ["c1"], name="cast_1", to=onnx.TensorProto.FLOAT),
+        h.make_node("IsInf", ["a"], ["i2"], name="isinf_2"),
+        h.make_node("Cast", ["i2"], ["c2"], name="cast_2", to=onnx.TensorProto.FLOAT),
+        h.make_node("Add", ["c1", "c2"], ["y"], name="add"),
+    ]
+    model = make_model(nodes, [vi("x", (2, 2))], [vi("e", (2, 2)), vi("y", (2, 2))])
+    core = hc.Core()
+    compiled = core.compile_model(core.read_model(model), "HETERO:OPENVINO,CPU")
+    for name in ("isinf_1", "isinf_2"):
+        assert compiled.plan.affinities[name] == "CPU", name
+    x = np.array([[1.0, np.inf], [-np.inf, 2.0]], np.float32)
+    assert_same(compiled.create_infer_request().infer({"x": x}), ort_run(model, {"x": x}), exact=False)
