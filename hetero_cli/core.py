@@ -30,24 +30,43 @@ _HETERO_READABLE = (*cfg.HETERO_KEYS, "FULL_DEVICE_NAME")
 
 
 class Core:
-    """Devices, their properties, and the read / query / compile steps."""
+    """Devices, their properties, and the read / query / compile steps.
+
+    Holds what set_property set; every query, plan and compile of this Core starts from it, with the
+    call's own ``config`` over it. Errors are hetero_cli's (errors.py), each saying what would fix it.
+    """
 
     def __init__(self) -> None:
         self._properties = cfg.SplitConfig()
 
     @property
     def available_devices(self) -> list[str]:
-        """Canonical names of the devices that can run on this machine."""
+        """Canonical names of the devices that can run on this machine (``["OPENVINO", "CPU"]``): the
+        devices whose ONNX Runtime EP is installed and can open them."""
         return registry.available_devices()
 
     def read_model(self, model: ModelSource, weights: Any = None) -> Model:
-        """Load an ONNX model (path, bytes or ModelProto); affinities saved in it are restored."""
+        """Load an ONNX model: a file path, its serialized bytes, an onnx.ModelProto, or a Model (returned
+        as it is). Returns a Model with the affinities saved in it (NodeProto.metadata_props) restored.
+
+        ``weights`` is ignored (OpenVINO's signature; ONNX external data is found beside the model).
+        Raises ModelError for a missing or unreadable file, bytes that are no ONNX model, a model that
+        breaks ONNX's rules, or one whose IR version and opset this ONNX Runtime cannot load (refused
+        here rather than at the first session).
+        """
         return model if isinstance(model, Model) else read_model(model, check_loadable)
 
     def set_property(
         self, device_name: str | Mapping[str, Any], properties: Mapping[str, Any] | None = None
     ) -> None:
-        """Set properties for a device (``"CPU"``), for ``"HETERO"`` (priorities), or globally."""
+        """Set properties that later queries and compiles use: ``set_property("CPU", {key: value})`` for a
+        device (INFERENCE_NUM_THREADS, provider options...), ``set_property("HETERO", {...})`` for HETERO's
+        keys (MULTI_DEVICE_PRIORITIES, PERFORMANCE_HINT, PERF_COUNT...), ``set_property({...})`` for a
+        whole config as compile_model takes it. Keys set before and not named here are kept.
+
+        Values are checked now, not at compile time: ConfigError for an unknown key, a bad value or
+        properties that are not a mapping; DeviceError for a device name that is not a string or unknown.
+        """
         if properties is None:
             if not isinstance(device_name, Mapping):
                 raise ConfigError("set_property takes (device_name, {key: value}) or ({key: value})")
@@ -65,14 +84,17 @@ class Core:
         self._properties = merged
 
     def get_available_devices(self) -> list[str]:
-        """Canonical names of the devices that can run on this machine (OpenVINO's spelling of
-        ``available_devices``)."""
+        """``available_devices`` under OpenVINO's name: canonical names of the devices that can run here."""
         return self.available_devices
 
     def get_property(self, device_name: str, name: str) -> Any:
-        """A property's value: as set_property set it, else its default; or a device's read-only one
-        (FULL_DEVICE_NAME, SUPPORTED_PROPERTIES, ...). Values are typed as OpenVINO's: PERF_COUNT a bool,
-        INFERENCE_NUM_THREADS an int."""
+        """Property ``name`` of ``device_name`` (a device or "HETERO"): as set_property set it, else its
+        default; or a read-only one (FULL_DEVICE_NAME, SUPPORTED_PROPERTIES, EXECUTION_PROVIDER). Values
+        are typed as OpenVINO's: PERF_COUNT a bool, INFERENCE_NUM_THREADS an int.
+
+        Raises ConfigError for a property the device does not know (the message lists those it does),
+        DeviceError for an unknown device.
+        """
         key = str(name).upper()
         device_name = registry.check_name(device_name)
         if device_name.upper() == "HETERO":
@@ -114,7 +136,7 @@ class Core:
     def configured(self, device_name: str, name: str) -> Any:
         """The value set_property (or a compile config file read into it) gave ``name`` for
         ``device_name`` ("HETERO" or a device), as set; None where it was never set (get_property would
-        answer the default)."""
+        answer the default). DeviceError for an unknown device; never ConfigError."""
         key = str(name).upper()
         device_name = registry.check_name(device_name)
         if device_name.upper() == "HETERO":
@@ -144,9 +166,13 @@ class Core:
     def query_model(
         self, model: ModelSource, device_name: str, config: Mapping[str, Any] | None = None
     ) -> dict[str, str]:
-        """{friendly name: device}: greedy over HETERO's priorities, or what one device supports alone.
+        """{friendly name: device} for ``model`` (as read_model takes it) on ``device_name``
+        ("HETERO:OPENVINO,CPU": each node on the first device that supports it; "CPU": what it supports
+        alone). What a device supports is what its EP claims in one probe session of the model.
 
-        Never raises for unsupported nodes: they are simply absent from the map.
+        Never raises for unsupported nodes: they are simply absent from the map. Raises DeviceError for
+        a bad device string, DeviceUnavailableError when none of its devices can run here, ConfigError
+        for a bad ``config`` or a device ONNX Runtime cannot open with it, ModelError as read_model.
         """
         model = self.read_model(model)
         merged, request, devices = self._devices(device_name, config)
@@ -156,8 +182,14 @@ class Core:
         return query.greedy(model, devices, probes)
 
     def plan(self, model: ModelSource, device_name: str, config: Mapping[str, Any] | None = None) -> Plan:
-        """The partition plan a compile would use, without compiling it (automatic mode runs the query's
-        probe sessions; manual affinities need none)."""
+        """The Plan (subgraphs, devices, links) a compile_model with the same arguments would compile,
+        without creating its sessions; automatic mode runs the query's probe sessions, manual affinities
+        need none. For inspecting or drawing a split before paying for it.
+
+        Raises as query_model, and: AffinityError for affinities set by hand that miss nodes or name
+        devices outside the priorities (or unavailable here); UnsupportedNodesError (automatic mode) for
+        nodes no listed device supports; ModelError for a node the CPU EP refuses as invalid ONNX.
+        """
         model = self.read_model(model)
         merged, request, devices = self._devices(device_name, config)
         return partition(model, _affinities(model, request, devices, _probes(merged, devices)))
@@ -165,7 +197,16 @@ class Core:
     def compile_model(
         self, model: ModelSource, device_name: str | None = None, config: Mapping[str, Any] | None = None
     ) -> CompiledModel:
-        """Split ``model`` by affinity (manual, or automatic over the priorities) and compile each part."""
+        """Split ``model`` by affinity (manual, or automatic over the priorities) and create an ONNX
+        Runtime session for each part. ``device_name``: "CPU" (the default), "HETERO:OPENVINO,CPU", or
+        "HETERO" with MULTI_DEVICE_PRIORITIES in ``config`` or set_property; ``config``: keys as for
+        set_property, over what it set, for this compile only.
+
+        Returns the CompiledModel. Raises as plan, and CompileError where ONNX Runtime cannot create a
+        subgraph's session (the message names the subgraph, its nodes and device). .dot files of the
+        split are written only once the compile succeeded (OPENVINO_HETERO_VISUALIZE or
+        HETERO_DUMP_GRAPH_DOT).
+        """
         model = self.read_model(model)
         device_name = "CPU" if device_name is None else device_name
         merged, request, devices = self._devices(device_name, config)

@@ -1,42 +1,59 @@
-"""Exception classes of hetero-cli: each message says what is wrong and what would fix it."""
+"""Exception classes of hetero-cli: each message says what is wrong and what would fix it.
+
+try:
+    compiled = core.compile_model(model, "HETERO:OPENVINO,CPU")
+except hetero_cli.HeteroError as exc:   # any of them; the ValueError ones are bad arguments
+    print(exc)
+"""
 
 from __future__ import annotations
 
 
 class HeteroError(Exception):
-    """Base class of every error hetero-cli raises on purpose."""
+    """Base class of every error hetero-cli raises on purpose (the CLI turns each into one line and an exit
+    status: 2 for a usage error, 1 for a failure at run time)."""
 
 
 class DeviceError(HeteroError, ValueError):
-    """A device string is malformed, names an unknown device, or no listed device is available."""
+    """A device string is malformed or names an unknown device (Core's device arguments, affinities'
+    devices are AffinityError's), or no listed device is available (DeviceUnavailableError)."""
 
 
 class DeviceUnavailableError(DeviceError):
-    """Every device a request names is known but none can run on this machine."""
+    """Every device a request names is known but none can run on this machine (query_model, plan,
+    compile_model); the message gives each one's reason and the devices available here."""
 
 
 class ConfigError(HeteroError, ValueError):
-    """A configuration key or value is unknown or invalid for the device it is given to."""
+    """A configuration key or value is unknown or invalid for the device it is given to (set_property,
+    get_property, a compile's config; CompiledModel.get_property), or ONNX Runtime dropped a device's EP
+    over a provider option it refuses."""
 
 
 class ModelError(HeteroError):
-    """A model cannot be read, parsed or exported."""
+    """A model cannot be read, parsed or exported (read_model, Model.save), breaks ONNX's rules, or its
+    file changed on disk while its weights are still read from it."""
 
 
 class AffinityError(HeteroError, ValueError):
-    """Affinities are incomplete, name unknown nodes, or name devices outside the priority list."""
+    """Affinities are incomplete, name unknown nodes (Model.set_affinities), or name devices outside the
+    priority list or unavailable here (Core.plan, compile_model)."""
 
 
 class UnsupportedNodesError(AffinityError):
-    """Automatic mode found nodes that no device of the priority list supports."""
+    """Automatic mode found nodes that no device of the priority list supports (Core.plan,
+    compile_model); the message names them. query_model leaves such nodes out of its map instead."""
 
 
 class CompileError(HeteroError):
-    """An ONNX Runtime session could not be created for a subgraph."""
+    """An ONNX Runtime session could not be created for a subgraph (compile_model), or the model's
+    constant outputs could not be computed; the message names the subgraph, its nodes and device."""
 
 
 class InferenceError(HeteroError, ValueError):
-    """Inputs do not match the model, or a subgraph failed while running."""
+    """Inputs do not match the model, or a subgraph failed while running (InferRequest.infer, start_async,
+    wait, AsyncInferQueue), or an inference API was misused (a request still busy, a bad timeout or
+    callback)."""
 
 
 class BenchmarkError(HeteroError, ValueError):

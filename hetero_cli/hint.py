@@ -3,6 +3,11 @@
 import hetero_cli.hint as hints
 core.set_property("CPU", {hints.inference_precision: hetero_cli.Type.f32})
 core.set_property("HETERO", {hints.performance_mode: hints.PerformanceMode.THROUGHPUT})
+
+inference_precision (INFERENCE_PRECISION_HINT, a device's: a Type or "f32", "f16", "bf16"; OPENVINO and
+TENSORRT take f16, other EPs compute in the model's own precision and take f32 only);
+performance_mode (PERFORMANCE_HINT, HETERO's: a PerformanceMode or its name). Any other value is a
+ConfigError when it is set.
 """
 
 from __future__ import annotations

@@ -2,6 +2,13 @@
 
 import hetero_cli.properties as props
 core.set_property("CPU", {props.enable_profiling: True})
+core.set_property("CPU", dict([props.inference_num_threads(2)]))
+compiled.get_property(props.execution_devices)     # the devices that run its subgraphs
+
+enable_profiling (PERF_COUNT, a bool, for HETERO or a device: InferRequest.get_profiling_info's counters);
+inference_num_threads (INFERENCE_NUM_THREADS, an int, CPU and OPENVINO; 0: the EP's default);
+supported_properties, execution_devices, optimal_number_of_infer_requests: read-only, for get_property.
+A bad key or value is a ConfigError when it is set (Core.set_property, compile_model's config).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ class Property(str):
     __slots__ = ()
 
     def __call__(self, *values: Any, value: Any = None) -> Any:
+        """The key alone (no value, or None), ``(key, value)`` for one, ``(key, "a,b")`` for several."""
         values = (value,) if value is not None and not values else values
         if not values or (len(values) == 1 and values[0] is None):
             return str(self)
@@ -31,7 +39,8 @@ class Property(str):
 
 
 class Type(enum.Enum):
-    """Element types for INFERENCE_PRECISION_HINT, shaped like ``openvino.Type``."""
+    """Element types for INFERENCE_PRECISION_HINT, shaped like ``openvino.Type``; ``str(Type.f16)`` is
+    "f16", the value get_property answers (strings such as "fp16" are accepted too)."""
 
     f32 = "f32"
     f16 = "f16"

@@ -47,14 +47,14 @@ class TensorInfo:
 class Model:
     """An ONNX model with ops in topological order, friendly names, rt_info and inferred tensor types.
 
-    ``proto``: the parsed model; ``path``: the file it was read from, whose large weights then stay there
-    until something needs them in memory (None for a model given in memory). ModelError for a graph with
-    a cycle. What it holds: ``index`` (GraphIndex: node order, producers, readers, constants),
-    ``weights`` (Weights: the initializers and where their data lies), ``types`` (TypeTable: declared,
-    inferred and corrected tensor types).
+    Usually made by ``Core().read_model(...)``. ``proto``: the parsed model; ``path``: the file it was
+    read from, whose large weights then stay there until something needs them in memory (None for a model
+    given in memory). ModelError for a graph with a cycle. What it holds: ``index`` (GraphIndex: node
+    order, producers, readers, constants), ``weights`` (Weights: the initializers and where their data
+    lies), ``types`` (TypeTable: declared, inferred and corrected tensor types).
     """
 
-    def __init__(self, proto: onnx.ModelProto, path: str | os.PathLike[str] | None = None):
+    def __init__(self, proto: onnx.ModelProto, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path).absolute() if path is not None else None
         self.weights = Weights(proto, self.path)
         self._proto = self.weights.skeleton
@@ -78,7 +78,8 @@ class Model:
 
     @property
     def proto(self) -> onnx.ModelProto:
-        """The ONNX model, weights included (read back from the model's file the first time needed)."""
+        """The ONNX model, weights included (read back from the model's file the first time needed);
+        ModelError if that file is gone or changed since it was read."""
         return self.weights.proto
 
     @property
@@ -183,7 +184,8 @@ class Model:
 
     @property
     def initializers(self) -> dict[str, onnx.TensorProto]:
-        """{name: TensorProto} of the graph's dense initializers, weights read back first if need be."""
+        """{name: TensorProto} of the graph's dense initializers, weights read back first if need be
+        (ModelError as for ``proto``)."""
         return self.weights.initializers
 
     @functools.cached_property
@@ -203,12 +205,12 @@ class Model:
 
     def reference(self, name: str) -> onnx.TensorProto | None:
         """Initializer ``name`` as external data pointing at its bytes in the model's file, while they are
-        only there; None otherwise (Weights.reference)."""
+        only there; None otherwise (Weights.reference). ModelError if the file changed since it was read."""
         return self.weights.reference(name)
 
     def export_initializer(self, name: str) -> onnx.TensorProto:
         """Initializer ``name`` for a model ORT loads: a reference into the model's file where possible,
-        else the tensor with its data (Weights.export_initializer)."""
+        else the tensor with its data (Weights.export_initializer). ModelError as for ``reference``."""
         return self.weights.export_initializer(name)
 
     def initializer_array(self, name: str) -> np.ndarray:
@@ -220,7 +222,7 @@ class Model:
 
     def value_type(self, name: str) -> onnx.TypeProto | None:
         """The tensor's type (element type and, where known, shape), from the model or shape inference,
-        or as corrected (TypeTable.value_type)."""
+        or as corrected (TypeTable.value_type); None where nothing gives one."""
         return self.types.value_type(name)
 
     @property
@@ -253,7 +255,8 @@ class Model:
         return self.types.is_corrected(name)
 
     def tensor_info(self, name: str) -> TensorInfo:
-        """Name, dtype and shape of a tensor, as far as they are known."""
+        """Name, dtype and shape of a tensor, as far as they are known: ``TensorInfo(name, None, None)``
+        for a tensor of unknown type (or a sequence, map or optional)."""
         t = self.value_type(name)
         if t is None or not t.HasField("tensor_type"):
             return TensorInfo(name, None, None)
@@ -295,5 +298,6 @@ class Model:
 
     def session_copy(self) -> onnx.ModelProto:
         """The whole model for a session, nodes in topological order and named by their friendly names;
-        weights still only in the model's file are referenced there, not copied (``reference``)."""
+        weights still only in the model's file are referenced there, not copied (``reference``: ModelError
+        if the file changed since it was read)."""
         return model_copy(self._proto, self._ops, self.weights)

@@ -12,9 +12,16 @@ AFFINITY = "affinity"
 
 
 class Node:
-    """One top-level ONNX node with its friendly name and a mutable rt_info mapping (key "affinity")."""
+    """One top-level ONNX node with its friendly name and a mutable rt_info mapping (key "affinity").
 
-    def __init__(self, index: int, proto: onnx.NodeProto, friendly_name: str, implicit_inputs: list[str]):
+    Made by Model (``model.get_ops()``), not by callers. ``index``: place in topological order;
+    ``proto``: the NodeProto; ``inputs`` / ``outputs``: tensor names (a body's outer-scope reads included
+    in ``inputs``); ``is_constant``: computable from constants alone (set by the model's index).
+    """
+
+    def __init__(
+        self, index: int, proto: onnx.NodeProto, friendly_name: str, implicit_inputs: list[str]
+    ) -> None:
         self.index = index
         self.proto = proto
         self.friendly_name = friendly_name

@@ -25,7 +25,12 @@ CONSTANT = "constant"
 
 @dataclass(frozen=True)
 class Subgraph:
-    """One subgraph of the plan: its device, owned nodes, copied constant nodes and boundary tensors."""
+    """One subgraph of the plan: its device, owned nodes, copied constant nodes and boundary tensors.
+
+    ``index``: place in execution order, from 0; ``nodes`` / ``constant_nodes``: friendly names (each
+    subgraph gets its own copy of the constant-only nodes it reads); ``inputs`` / ``outputs``: the tensors
+    it reads from model inputs or earlier subgraphs, and those it hands on (or the caller gets).
+    """
 
     index: int
     device: str
@@ -42,7 +47,9 @@ class Subgraph:
 
 @dataclass(frozen=True)
 class Link:
-    """A tensor that a subgraph (or the model's input) hands to other subgraphs."""
+    """A tensor that a subgraph (or the model's input) hands to other subgraphs: ``producer`` is the
+    subgraph index (None for a model input, ``source_device`` None too), ``consumers`` the indexes of
+    the subgraphs that read it and ``target_devices`` their devices."""
 
     tensor: str
     producer: int | None
@@ -58,7 +65,12 @@ class Link:
 
 @dataclass(frozen=True)
 class Plan:
-    """Subgraphs in execution order, and where every model output comes from."""
+    """Subgraphs in execution order, and where every model output comes from (Core.plan returns one).
+
+    ``output_sources``: {model output: index of the subgraph producing it, or "input" / "constant" for
+    one served without a session}; ``affinities``: {friendly name: device} the plan was cut from.
+    ``str(plan)`` is a readable summary, ``to_dict()`` its JSON form.
+    """
 
     model_name: str
     subgraphs: tuple[Subgraph, ...]
@@ -102,7 +114,8 @@ class Plan:
         return [link.tensor for link in self.links() if link.crosses_devices]
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form of the plan."""
+        """JSON-ready form of the plan: model, inputs, outputs, output_sources and, per subgraph, its
+        name, device, nodes, constant nodes, inputs and outputs (``hetero query --json`` prints it)."""
         return {
             "model": self.model_name,
             "inputs": list(self.inputs),

@@ -87,8 +87,9 @@ class AsyncRequest:
         The inputs are copied, as OpenVINO's ``start_async`` copies them: the caller may refill its arrays
         right away. ``share_inputs=True`` reads the caller's arrays while the inference runs instead
         (no copy; they must not change until wait() returns). ``userdata``, if given, is what the callback
-        (set_callback) receives. One inference at a time per request: InferenceError while the previous
-        one runs (wait() first, or use an AsyncInferQueue).
+        (set_callback) receives. Raises InferenceError, here, for inputs the model does not take (as
+        infer), while the previous inference runs (one at a time per request: wait() first, or use an
+        AsyncInferQueue), or once the interpreter is exiting; a failure while it runs is raised by wait().
         """
         feeds = self._inputs.owned(inputs, share_inputs)
         with self._cond:
@@ -120,7 +121,8 @@ class AsyncRequest:
                 raise  # Ctrl-C and the like still stop the caller
 
     def wait(self) -> None:
-        """Wait for the asynchronous inference (and its callback); re-raise its failure as InferenceError."""
+        """Wait for the asynchronous inference (and its callback); at once if none was started. Re-raises
+        its failure, or the callback's, as InferenceError."""
         with self._cond:
             self._cond.wait_for(lambda: self._finished >= self._started)
             error = self._error
@@ -128,8 +130,9 @@ class AsyncRequest:
             raise error
 
     def wait_for(self, timeout: int) -> bool:
-        """Wait at most ``timeout`` milliseconds: True if a result is ready (failure re-raised), False if
-        the inference still runs or, as in OpenVINO, the request has never run one."""
+        """Wait at most ``timeout`` milliseconds: True if a result is ready (failure re-raised as
+        InferenceError), False if the inference still runs or, as in OpenVINO, the request has never run
+        one. InferenceError for a timeout that is not a number >= 0."""
         if (
             not isinstance(timeout, numbers.Real)
             or isinstance(timeout, bool)
@@ -152,7 +155,8 @@ class AsyncRequest:
 
     def set_callback(self, callback: Callable[[Any], None] | None, userdata: Any = None) -> None:
         """``callback(userdata)`` when an asynchronous inference succeeds (on a pipeline thread: keep it
-        short); a failure is not passed to it but re-raised by wait(), as is an exception it raises."""
+        short); a failure is not passed to it but re-raised by wait(), as is an exception it raises.
+        None removes it; InferenceError for a callback that is not callable."""
         if callback is not None and not callable(callback):
             raise InferenceError(f"the callback must be callable, not {type(callback).__name__}")
         with self._cond:
@@ -163,7 +167,7 @@ class AsyncRequest:
         """``hook(request, failure)`` after every asynchronous inference completes, success or not (failure
         None on success; the callback's own failure included), after the callback and before wait()
         returns, on the thread that completed it: how a pool of requests (AsyncInferQueue) learns that one
-        is idle again. One hook per request; None removes it."""
+        is idle again. One hook per request; None removes it; InferenceError for one that is not callable."""
         if hook is not None and not callable(hook):
             raise InferenceError(f"the completion hook must be callable, not {type(hook).__name__}")
         self._completion_hook = hook

@@ -32,7 +32,12 @@ HOST_EPS = frozenset({"CPUExecutionProvider", "OpenVINOExecutionProvider"})
 
 @dataclass
 class CompiledSubgraph:
-    """A plan subgraph with its ORT session and what ORT really did with its nodes."""
+    """A plan subgraph with its ORT session and what ORT really did with its nodes.
+
+    Made by the compile (read them as ``compiled.subgraphs``, in execution order). ``session``: the
+    onnxruntime.InferenceSession; ``placement``: [(EP, [(node, op type)])] as ORT assigned the nodes;
+    ``profiler``: set when profiling is on (PERF_COUNT).
+    """
 
     subgraph: Subgraph
     target: Device
@@ -127,9 +132,10 @@ class CompiledModel:
     compiled = core.compile_model(model, "HETERO:OPENVINO,CPU")
     results = compiled.create_infer_request().infer({"x": x})
 
-    Made by compiler.compile_plan, which hands it the values of the model's constant outputs
-    (``constants``) and how to compile one of its subgraphs again (``prepare``: compiler.prepare_subgraph,
-    which relax uses; this module sits below the compiler).
+    ``inputs`` / ``outputs``: the model's (TensorInfo); ``plan``: the Plan it compiled; ``subgraphs``:
+    CompiledSubgraph in execution order. Made by compiler.compile_plan, which hands it the values of the
+    model's constant outputs (``constants``) and how to compile one of its subgraphs again (``prepare``:
+    compiler.prepare_subgraph, which relax uses; this module sits below the compiler).
     """
 
     def __init__(
@@ -143,7 +149,7 @@ class CompiledModel:
         *,
         constants: Mapping[str, np.ndarray],
         prepare: PrepareSubgraph,
-    ):
+    ) -> None:
         self.model = model
         self.plan = plan
         self.subgraphs = subgraphs
@@ -180,17 +186,22 @@ class CompiledModel:
         return devices
 
     def create_infer_request(self) -> InferRequest:
-        """A new request with its own intermediate tensors (one per thread for concurrent inference)."""
+        """A new InferRequest with its own intermediate tensors: one per thread for concurrent inference
+        (a request runs one inference at a time), or several in an AsyncInferQueue."""
         from .infer_request import InferRequest
 
         return InferRequest(self)
 
     def __call__(self, inputs: Any) -> dict[str, np.ndarray]:
-        """Infer once with a throwaway request."""
+        """Infer once with a throwaway request: ``compiled({"x": x})`` gives {output name: array}, as
+        InferRequest.infer, and raises as it does (InferenceError)."""
         return self.create_infer_request().infer(inputs)
 
     def get_property(self, name: str) -> Any:
-        """One of COMPILED_PROPERTIES (SUPPORTED_PROPERTIES lists them)."""
+        """The value of one of COMPILED_PROPERTIES (SUPPORTED_PROPERTIES lists them): EXECUTION_DEVICES
+        a list of device names, NUMBER_OF_SUBGRAPHS and OPTIMAL_NUMBER_OF_INFER_REQUESTS ints,
+        PERFORMANCE_HINT and MULTI_DEVICE_PRIORITIES strs, DEVICE_PROPERTIES {device: {key: value}}.
+        ConfigError for any other name."""
         key = str(name).upper()
         if key == "SUPPORTED_PROPERTIES":
             return list(COMPILED_PROPERTIES)

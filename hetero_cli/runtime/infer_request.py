@@ -36,7 +36,7 @@ class InferRequest(AsyncRequest):
     outputs = request.results
     """
 
-    def __init__(self, compiled: CompiledModel):
+    def __init__(self, compiled: CompiledModel) -> None:
         self.compiled = compiled
         self._inputs = Inputs(compiled)
         self._executor = Executor(compiled, self._inputs)
@@ -70,9 +70,10 @@ class InferRequest(AsyncRequest):
         return results
 
     def get_profiling_info(self) -> list[ProfilingInfo]:
-        """Counters of this request's last inference, subgraph by subgraph in execution order.
+        """Counters (ProfilingInfo: node, status, real and CPU time) of this request's last inference,
+        subgraph by subgraph in execution order.
 
-        Empty unless profiling is on (PERF_COUNT=YES for HETERO or for a device).
+        Empty unless profiling is on (PERF_COUNT=YES for HETERO or for a device), or before any inference.
         """
         return inference_counters(self.compiled, self._history[-1]) if self._history else []
 

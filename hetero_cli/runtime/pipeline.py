@@ -118,7 +118,7 @@ class Pipeline:
     it raises fails that request's inference (wait() re-raises it).
     """
 
-    def __init__(self, name: str = "pipeline"):
+    def __init__(self, name: str = "pipeline") -> None:
         self.name = name
         self.observer: Observer | None = None
         self._lanes: dict[str, _Lane] = {}
@@ -178,9 +178,12 @@ class AsyncInferQueue:
     completes successfully (on a lane's thread: keep it short). A failed inference, or a callback that
     raised, is re-raised as InferenceError by the next ``start_async``, ``get_idle_request_id``,
     ``is_ready`` or ``wait_all``, after which the queue is usable again.
+
+    ``jobs``: the number of requests, 0 for the compiled model's OPTIMAL_NUMBER_OF_INFER_REQUESTS (one per
+    device it runs on). InferenceError for something that is no compiled model, or jobs not an int >= 0.
     """
 
-    def __init__(self, compiled: CompiledModel, jobs: int = 0):
+    def __init__(self, compiled: CompiledModel, jobs: int = 0) -> None:
         if not callable(getattr(compiled, "create_infer_request", None)):  # a CompiledModel, duck-typed
             raise InferenceError(
                 f"AsyncInferQueue takes a compiled model (Core().compile_model(...)), not {type(compiled).__name__}"
@@ -210,7 +213,10 @@ class AsyncInferQueue:
         share_inputs: bool = False,
     ) -> None:
         """Run one inference on the next idle request (waits for one); inputs are checked right away and,
-        unless ``share_inputs``, copied (the caller may refill its arrays at once), as OpenVINO does."""
+        unless ``share_inputs``, copied (the caller may refill its arrays at once), as OpenVINO does.
+        ``userdata`` is what the callback receives with the request. Raises InferenceError for inputs the
+        model does not take, or for an earlier inference's failure not yet raised (then nothing starts).
+        """
         with self._cond:
             self._cond.wait_for(lambda: self._idle or self._errors)
             self._raise_errors()
@@ -229,7 +235,8 @@ class AsyncInferQueue:
             raise
 
     def set_callback(self, callback: Callable[[InferRequest, Any], None] | None) -> None:
-        """``callback(request, userdata)`` for every request that completes successfully (None: no callback)."""
+        """``callback(request, userdata)`` for every request that completes successfully (None: no callback);
+        InferenceError for a callback that is not callable."""
         if callback is not None and not callable(callback):
             raise InferenceError(f"the callback must be callable, not {type(callback).__name__}")
         self._callback = callback
@@ -241,13 +248,15 @@ class AsyncInferQueue:
             self._raise_errors()
 
     def is_ready(self) -> bool:
-        """True when a request is idle (start_async would not wait); does not wait itself."""
+        """True when a request is idle (start_async would not wait); does not wait itself. Re-raises a
+        pending failure."""
         with self._cond:
             self._raise_errors()
             return bool(self._idle)
 
     def get_idle_request_id(self) -> int:
-        """The id of an idle request, waiting for one if all are busy."""
+        """The id (index into the queue) of an idle request, waiting for one if all are busy; re-raises a
+        pending failure as the other calls do."""
         with self._cond:
             self._cond.wait_for(lambda: self._idle or self._errors)
             self._raise_errors()
