@@ -55,7 +55,7 @@ class Core:
         else:
             _check_mapping(properties, "set_property's properties")
             name = registry.check_name(device_name)
-            if name.upper() == "HETERO":
+            if device_string.is_hetero_name(name):
                 update = cfg.split(properties)
             else:
                 update = cfg.split({registry.lookup(name).name: dict(properties)})
@@ -75,7 +75,7 @@ class Core:
         INFERENCE_NUM_THREADS an int."""
         key = str(name).upper()
         device_name = registry.check_name(device_name)
-        if device_name.upper() == "HETERO":
+        if device_string.is_hetero_name(device_name):
             return self._hetero_property(name, key)
         device = registry.lookup(device_name)
         if key == "FULL_DEVICE_NAME":
@@ -98,7 +98,7 @@ class Core:
         if key == "SUPPORTED_PROPERTIES":
             return list(_HETERO_READABLE)
         if key == "FULL_DEVICE_NAME":
-            return "HETERO"
+            return device_string.HETERO
         if key == cfg.PRIORITIES:
             return props.priorities or ""
         if key == cfg.DEVICE_PROPERTIES:
@@ -117,7 +117,7 @@ class Core:
         answer the default)."""
         key = str(name).upper()
         device_name = registry.check_name(device_name)
-        if device_name.upper() == "HETERO":
+        if device_string.is_hetero_name(device_name):
             return self._properties.hetero.get(key)
         values = self._properties.devices.get(registry.lookup(device_name).name, {})
         return values.get(cfg.canonical_key(str(name)))
@@ -127,9 +127,8 @@ class Core:
     def _config(self, device_name: str, config: Mapping[str, Any] | None) -> tuple[cfg.SplitConfig, Any]:
         if config is not None:
             _check_mapping(config, "the config")
-        head = device_name.strip().partition(":")[0].strip().upper() if isinstance(device_name, str) else ""
         target = None
-        if head != "HETERO":
+        if not device_string.is_hetero(device_name):
             request = device_string.parse(device_name)
             target = request.priorities[0].name
         merged = cfg.split(config, target=target).merged_over(self._properties)

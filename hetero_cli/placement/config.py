@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import ConfigError, DeviceError
 from ..quirks import openvino as openvino_quirks
 from . import devices as registry
+from .device_string import is_hetero_name
 from .devices import Device
 
 PRIORITIES = "MULTI_DEVICE_PRIORITIES"
@@ -368,7 +369,7 @@ def split(config: Mapping[str, Any] | None, *, target: str | None = None) -> Spl
                 )
             for dev_key, dev_values in value.items():
                 _add_device(out, str(dev_key), dev_values)
-        elif upper == "HETERO":
+        elif is_hetero_name(key):
             raise ConfigError(
                 "HETERO's own keys go at the top level of this config (e.g. {'PERF_COUNT': 'YES'}), not under "
                 "a 'HETERO' key"

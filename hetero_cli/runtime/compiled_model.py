@@ -17,6 +17,7 @@ from ..graph import Model, TensorInfo
 from ..ort.session import ort
 from ..placement import devices as registry
 from ..placement.config import SplitConfig
+from ..placement.device_string import HETERO, split_device
 from ..placement.devices import Device
 from ..placement.partition import Plan, Subgraph
 from . import type_repair
@@ -253,8 +254,8 @@ class CompiledModel:
 
     def _priorities(self) -> str:
         """The devices this compile chose from: HETERO's priorities, or the one device it was given."""
-        head, _, rest = self.device_name.partition(":")
-        if head.strip().upper() != "HETERO":
+        head, rest = split_device(self.device_name)
+        if head != HETERO:
             return self.device_name
         return rest or self.config.priorities or ""
 
