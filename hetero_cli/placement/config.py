@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError, DeviceError
+from ..errors import ConfigError
 from ..quirks import openvino as openvino_quirks
 from . import devices as registry
 from .device_string import is_hetero_name
@@ -338,13 +338,6 @@ def _knows(device_name: str, key: str) -> bool:
     return (named is not None and device.kind.family in named[1]) or key in device.kind.provider_option_names
 
 
-def _device_name(key: str) -> str | None:
-    try:
-        return registry.lookup(key).name
-    except DeviceError:
-        return None
-
-
 def _json_text(value: Any) -> Any:
     """``value`` parsed if it is JSON text of an object, else as it is."""
     if isinstance(value, str) and value.strip().startswith("{"):
@@ -402,11 +395,11 @@ def split(config: Mapping[str, Any] | None, *, target: str | None = None) -> Spl
 
 def _target_key(target: str | None, key: str) -> bool:
     """Whether ``key`` is one of the plain target device's own keys rather than a device name."""
-    return target is not None and _device_name(key) is None and _knows(target, key)
+    return target is not None and registry.canonical_name(key) is None and _knows(target, key)
 
 
 def _add_device(out: SplitConfig, key: str, values: Any, target: str | None = None) -> None:
-    name = _device_name(key)
+    name = registry.canonical_name(key)
     if name is None and target is not None:
         raise ConfigError(
             f"unknown config key {key!r} for {target}: it knows "
