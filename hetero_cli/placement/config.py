@@ -17,28 +17,31 @@ from typing import Any
 
 import numpy as np
 
+from .. import device as device_keys
+from .. import hint, properties
 from ..errors import ConfigError
 from ..quirks import openvino as openvino_quirks
 from . import devices as registry
 from .device_string import is_hetero_name
 from .devices import Device
 
-PRIORITIES = "MULTI_DEVICE_PRIORITIES"
-DEVICE_PROPERTIES = "DEVICE_PROPERTIES"
-PERF_COUNT = "PERF_COUNT"
+# the keys' names, spelled once: in the public property keys (properties, device, hint) where they have one
+PRIORITIES = str(device_keys.priorities)
+DEVICE_PROPERTIES = str(device_keys.properties)
+PERF_COUNT = str(properties.enable_profiling)
 DUMP_GRAPH_DOT = "HETERO_DUMP_GRAPH_DOT"
 DOT_DIR = "HETERO_DOT_DIR"
-NUM_THREADS = "INFERENCE_NUM_THREADS"
-PRECISION = "INFERENCE_PRECISION_HINT"
-PERFORMANCE_HINT = "PERFORMANCE_HINT"
+NUM_THREADS = str(properties.inference_num_threads)
+PRECISION = str(hint.inference_precision)
+PERFORMANCE_HINT = str(hint.performance_mode)
 
 HETERO_KEYS = (PRIORITIES, DEVICE_PROPERTIES, PERF_COUNT, PERFORMANCE_HINT, DUMP_GRAPH_DOT, DOT_DIR)
 
 # PERFORMANCE_HINT's values (OpenVINO's ov::hint::PerformanceMode). LATENCY, the default, lets one ONNX Runtime
 # session run several subgraphs where it places every node as the plan does; the throughput modes keep one
 # session per subgraph, the stages that requests in flight overlap on.
-LATENCY = "LATENCY"
-PERFORMANCE_MODES = (LATENCY, "THROUGHPUT", "CUMULATIVE_THROUGHPUT")
+LATENCY = hint.PerformanceMode.LATENCY.value
+PERFORMANCE_MODES = tuple(mode.value for mode in hint.PerformanceMode)
 
 # The most threads INFERENCE_NUM_THREADS may ask for. ONNX Runtime's SessionOptions.intra_op_num_threads is a
 # C int (a larger number fails inside ORT with a TypeError), and its thread pool creates every thread it is
