@@ -14,6 +14,8 @@ from typing import Any
 
 import onnx
 
+from . import device as device_keys
+from . import properties as props
 from .errors import CompileError, ConfigError
 from .graph import Model, read_model
 from .placement import config as cfg
@@ -25,8 +27,13 @@ from .placement.partition import Plan, partition
 from .runtime import CompiledModel, check_loadable, compile_plan
 
 ModelSource = Model | str | os.PathLike[str] | bytes | onnx.ModelProto
-# what get_property("HETERO", ...) answers: its config keys and its name
-_HETERO_READABLE = (*cfg.HETERO_KEYS, "FULL_DEVICE_NAME")
+SUPPORTED_PROPERTIES = str(props.supported_properties)
+FULL_DEVICE_NAME = str(device_keys.full_name)
+EXECUTION_PROVIDER = "EXECUTION_PROVIDER"
+#: what get_property(HETERO, SUPPORTED_PROPERTIES) answers: its config keys and its name
+HETERO_READABLE = (*cfg.HETERO_KEYS, FULL_DEVICE_NAME)
+#: a device's read-only properties besides SUPPORTED_PROPERTIES (which answers cfg.known_keys, the ones set)
+DEVICE_READ_ONLY = (FULL_DEVICE_NAME, EXECUTION_PROVIDER)
 
 
 class Core:
@@ -74,7 +81,7 @@ class Core:
         else:
             _check_mapping(properties, "set_property's properties")
             name = registry.check_name(device_name)
-            if name.upper() == "HETERO":
+            if device_string.is_hetero_name(name):
                 update = cfg.split(properties)
             else:
                 update = cfg.split({registry.lookup(name).name: dict(properties)})
@@ -97,14 +104,14 @@ class Core:
         """
         key = str(name).upper()
         device_name = registry.check_name(device_name)
-        if device_name.upper() == "HETERO":
+        if device_string.is_hetero_name(device_name):
             return self._hetero_property(name, key)
         device = registry.lookup(device_name)
-        if key == "FULL_DEVICE_NAME":
+        if key == FULL_DEVICE_NAME:
             return device.kind.full_name
-        if key == "SUPPORTED_PROPERTIES":
+        if key == SUPPORTED_PROPERTIES:
             return cfg.known_keys(device)
-        if key == "EXECUTION_PROVIDER":
+        if key == EXECUTION_PROVIDER:
             return device.ep
         values = self._properties.device_values(device)
         if key in cfg.NAMED_KEYS and key in cfg.known_keys(device):
@@ -117,10 +124,10 @@ class Core:
 
     def _hetero_property(self, name: str, key: str) -> Any:
         props = self._properties
-        if key == "SUPPORTED_PROPERTIES":
-            return list(_HETERO_READABLE)
-        if key == "FULL_DEVICE_NAME":
-            return "HETERO"
+        if key == SUPPORTED_PROPERTIES:
+            return list(HETERO_READABLE)
+        if key == FULL_DEVICE_NAME:
+            return device_string.HETERO
         if key == cfg.PRIORITIES:
             return props.priorities or ""
         if key == cfg.DEVICE_PROPERTIES:
@@ -131,7 +138,7 @@ class Core:
             return cfg.parse_bool(key, props.hetero.get(key, False))
         if key == cfg.DOT_DIR:
             return props.dot_dir or ""
-        raise ConfigError(f"unknown HETERO property {name!r}: HETERO knows {', '.join(_HETERO_READABLE)}")
+        raise ConfigError(f"unknown HETERO property {name!r}: HETERO knows {', '.join(HETERO_READABLE)}")
 
     def configured(self, device_name: str, name: str) -> Any:
         """The value set_property (or a compile config file read into it) gave ``name`` for
@@ -139,7 +146,7 @@ class Core:
         answer the default). DeviceError for an unknown device; never ConfigError."""
         key = str(name).upper()
         device_name = registry.check_name(device_name)
-        if device_name.upper() == "HETERO":
+        if device_string.is_hetero_name(device_name):
             return self._properties.hetero.get(key)
         values = self._properties.devices.get(registry.lookup(device_name).name, {})
         return values.get(cfg.canonical_key(str(name)))
@@ -149,9 +156,8 @@ class Core:
     def _config(self, device_name: str, config: Mapping[str, Any] | None) -> tuple[cfg.SplitConfig, Any]:
         if config is not None:
             _check_mapping(config, "the config")
-        head = device_name.strip().partition(":")[0].strip().upper() if isinstance(device_name, str) else ""
         target = None
-        if head != "HETERO":
+        if not device_string.is_hetero(device_name):
             request = device_string.parse(device_name)
             target = request.priorities[0].name
         merged = cfg.split(config, target=target).merged_over(self._properties)

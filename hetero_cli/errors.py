@@ -60,6 +60,10 @@ class BenchmarkError(HeteroError, ValueError):
     """A benchmark option (shape, input file, report setting) is bad: the message says how to fix it."""
 
 
+class ImageError(HeteroError, ValueError):
+    """An image cannot be read, or a model's input cannot take an image, or preprocessing options are bad."""
+
+
 class NotClassScoresError(ModelError):
     """The model's output is no class scores (strings, maps, empty): classify cannot use the model given, a
     usage error even when only the inference shows it."""

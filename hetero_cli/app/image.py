@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import HeteroError
+from ..errors import ImageError
 from ..graph import Model, TensorInfo, shape_text
 from . import limits
 
@@ -39,10 +39,6 @@ LAYOUTS = ("NCHW", "NHWC")
 COLORS = ("GRAY", "RGB", "BGR")
 FLOAT_TYPES = (np.float16, np.float32, np.float64)
 # How many operations after the input may hold the graph's own normalisation (sanitisers, casts come first).
-
-
-class ImageError(HeteroError, ValueError):
-    """An image cannot be read, or a model's input cannot take an image, or preprocessing options are bad."""
 
 
 # --- limits ------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import click
 from ..core import Core
 from ..errors import AffinityError, ConfigError
 from ..placement import config as cfg
+from ..placement.device_string import HETERO, is_hetero, is_hetero_name
 
 #: The keywords of the shared options that ``setup.prepare`` takes (the rest, --debug, the runner reads).
 SHARED = ("config", "load_config", "affinity", "affinity_file", "dot_dir", "render")
@@ -83,17 +84,16 @@ def apply_config(
 ) -> None:
     """Set -load_config's then --config's properties on ``core`` (the command line wins); a key without a
     device goes to ``device`` unless it is one of HETERO's own. Raises ConfigError for a bad key or value."""
-    head = device.strip().partition(":")[0].strip().upper()
-    plain_device = None if head == "HETERO" else device.strip()
+    plain_device = None if is_hetero(device) else device.strip()
     for name, values in loaded.items():
-        if name.strip().upper() == "HETERO" and not isinstance(values, Mapping):
+        if is_hetero_name(name.strip()) and not isinstance(values, Mapping):
             raise ConfigError(
                 f'-load_config: "HETERO" takes an object of HETERO\'s own keys, such as '
                 f'{{"HETERO": {{"PERF_COUNT": "YES"}}}}, not {values!r:.40}'
             )
         if isinstance(values, Mapping) and name.strip().upper() not in cfg.HETERO_KEYS:
-            if name.strip().upper() == "HETERO":
-                core.set_property("HETERO", dict(values))
+            if is_hetero_name(name.strip()):
+                core.set_property(HETERO, dict(values))
             else:
                 core.set_property(name, dict(values))
         else:
@@ -103,12 +103,12 @@ def apply_config(
 
 
 def _set_one(core: Core, plain_device: str | None, dev: str | None, key: str, value: Any) -> None:
-    if dev is not None and dev.upper() != "HETERO":
+    if dev is not None and not is_hetero_name(dev):
         core.set_property(dev, {key: value})
     elif dev is None and plain_device is not None and key.upper() not in cfg.HETERO_KEYS:
         core.set_property(plain_device, {key: value})
     else:
-        core.set_property("HETERO", {key: value})
+        core.set_property(HETERO, {key: value})
 
 
 def read_affinities(values: Iterable[str], path: str | None) -> dict[str, str]:

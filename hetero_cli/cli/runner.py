@@ -23,9 +23,16 @@ from typing import Any
 
 import click
 
-from ..app import benchmark as bench
-from ..app import image
-from ..errors import AffinityError, ConfigError, DeviceError, HeteroError, ModelError, NotClassScoresError
+from ..errors import (
+    AffinityError,
+    BenchmarkError,
+    ConfigError,
+    DeviceError,
+    HeteroError,
+    ImageError,
+    ModelError,
+    NotClassScoresError,
+)
 from ..runtime import set_log_level
 
 log = logging.getLogger("hetero_cli")
@@ -144,7 +151,7 @@ def _unknown_option(exc: click.UsageError, argv: Sequence[str]) -> str | None:
 def exit_code(exc: BaseException, phase: str = "input") -> int:
     """The exit status for ``exc`` raised in ``phase`` ("input" or "run"): 2 for usage errors, 1 for
     failures at run time (a device or model error is a usage error only while the input is read)."""
-    usage = ConfigError | AffinityError | image.ImageError | bench.BenchmarkError | NotClassScoresError
+    usage = ConfigError | AffinityError | ImageError | BenchmarkError | NotClassScoresError
     if isinstance(exc, usage):
         return 2
     if isinstance(exc, DeviceError | ModelError):

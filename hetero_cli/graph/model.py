@@ -145,7 +145,7 @@ class Model:
 
     def set_affinities(self, affinities: dict[str, str]) -> None:
         """Set rt_info["affinity"] from a {friendly name: device} map (unknown names: AffinityError)."""
-        unknown = [name for name in affinities if name not in self._by_name]
+        unknown = [name for name in affinities if not self.has_node(name)]
         if unknown:
             raise AffinityError(
                 f"affinity names unknown node(s) {', '.join(map(repr, unknown[:10]))}"

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from ..errors import AffinityError, DeviceError, UnsupportedNodesError
+from ..errors import AffinityError
 from ..graph import Model
 from . import devices as registry
 from .devices import Device
-from .query import untyped_note
+from .query import unsupported_nodes_error
 
 #: Where a node's affinity came from: the model's own, the automatic query's, or an override.
 MODEL, QUERY, OPTION = "model", "query", "option"
@@ -30,13 +30,13 @@ def check_affinities(model: Model, affinities: Mapping[str, str]) -> dict[str, s
                 f"affinity {node}={dev} names no node of {model.name}: node names are friendly names such as "
                 f"{sample} (`hetero query -m MODEL -d DEVICE` lists them all)"
             )
-        try:
-            out[node] = registry.lookup(dev).name
-        except DeviceError:
+        name = registry.canonical_name(dev)
+        if name is None:
             raise AffinityError(
                 f"affinity {node}={dev} names unknown device {dev!r}: known devices are "
                 f"{registry.known_names_text()}"
-            ) from None
+            )
+        out[node] = name
     return out
 
 
@@ -87,8 +87,8 @@ def set_affinities(
             if any(d.is_cpu for d in priorities)
             else "add CPU to the device list or pin them with --affinity NODE=CPU"
         )
-        raise UnsupportedNodesError(
-            f"no device of {device} supports {len(missing)} node(s): {names}; {fix}{untyped_note(model, missing)}"
+        raise unsupported_nodes_error(
+            model, missing, device, f"; {fix}", listed=f"{len(missing)} node(s): {names}"
         )
     model.set_affinities(base)
     return source

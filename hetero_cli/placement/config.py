@@ -17,27 +17,31 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError, DeviceError
+from .. import device as device_keys
+from .. import hint, properties
+from ..errors import ConfigError
 from ..quirks import openvino as openvino_quirks
 from . import devices as registry
+from .device_string import is_hetero_name
 from .devices import Device
 
-PRIORITIES = "MULTI_DEVICE_PRIORITIES"
-DEVICE_PROPERTIES = "DEVICE_PROPERTIES"
-PERF_COUNT = "PERF_COUNT"
+# the keys' names, spelled once: in the public property keys (properties, device, hint) where they have one
+PRIORITIES = str(device_keys.priorities)
+DEVICE_PROPERTIES = str(device_keys.properties)
+PERF_COUNT = str(properties.enable_profiling)
 DUMP_GRAPH_DOT = "HETERO_DUMP_GRAPH_DOT"
 DOT_DIR = "HETERO_DOT_DIR"
-NUM_THREADS = "INFERENCE_NUM_THREADS"
-PRECISION = "INFERENCE_PRECISION_HINT"
-PERFORMANCE_HINT = "PERFORMANCE_HINT"
+NUM_THREADS = str(properties.inference_num_threads)
+PRECISION = str(hint.inference_precision)
+PERFORMANCE_HINT = str(hint.performance_mode)
 
 HETERO_KEYS = (PRIORITIES, DEVICE_PROPERTIES, PERF_COUNT, PERFORMANCE_HINT, DUMP_GRAPH_DOT, DOT_DIR)
 
 # PERFORMANCE_HINT's values (OpenVINO's ov::hint::PerformanceMode). LATENCY, the default, lets one ONNX Runtime
 # session run several subgraphs where it places every node as the plan does; the throughput modes keep one
 # session per subgraph, the stages that requests in flight overlap on.
-LATENCY = "LATENCY"
-PERFORMANCE_MODES = (LATENCY, "THROUGHPUT", "CUMULATIVE_THROUGHPUT")
+LATENCY = hint.PerformanceMode.LATENCY.value
+PERFORMANCE_MODES = tuple(mode.value for mode in hint.PerformanceMode)
 
 # The most threads INFERENCE_NUM_THREADS may ask for. ONNX Runtime's SessionOptions.intra_op_num_threads is a
 # C int (a larger number fails inside ORT with a TypeError), and its thread pool creates every thread it is
@@ -337,13 +341,6 @@ def _knows(device_name: str, key: str) -> bool:
     return (named is not None and device.kind.family in named[1]) or key in device.kind.provider_option_names
 
 
-def _device_name(key: str) -> str | None:
-    try:
-        return registry.lookup(key).name
-    except DeviceError:
-        return None
-
-
 def _json_text(value: Any) -> Any:
     """``value`` parsed if it is JSON text of an object, else as it is."""
     if isinstance(value, str) and value.strip().startswith("{"):
@@ -368,7 +365,7 @@ def split(config: Mapping[str, Any] | None, *, target: str | None = None) -> Spl
                 )
             for dev_key, dev_values in value.items():
                 _add_device(out, str(dev_key), dev_values)
-        elif upper == "HETERO":
+        elif is_hetero_name(key):
             raise ConfigError(
                 "HETERO's own keys go at the top level of this config (e.g. {'PERF_COUNT': 'YES'}), not under "
                 "a 'HETERO' key"
@@ -401,11 +398,11 @@ def split(config: Mapping[str, Any] | None, *, target: str | None = None) -> Spl
 
 def _target_key(target: str | None, key: str) -> bool:
     """Whether ``key`` is one of the plain target device's own keys rather than a device name."""
-    return target is not None and _device_name(key) is None and _knows(target, key)
+    return target is not None and registry.canonical_name(key) is None and _knows(target, key)
 
 
 def _add_device(out: SplitConfig, key: str, values: Any, target: str | None = None) -> None:
-    name = _device_name(key)
+    name = registry.canonical_name(key)
     if name is None and target is not None:
         raise ConfigError(
             f"unknown config key {key!r} for {target}: it knows "

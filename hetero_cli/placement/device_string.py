@@ -15,6 +15,24 @@ log = logging.getLogger("hetero_cli")
 HETERO = "HETERO"
 
 
+def split_device(text: str) -> tuple[str, str | None]:
+    """A device string's head, stripped and upper-cased, and what follows its first ``:`` (None without
+    one): ``"hetero: GPU,CPU"`` gives ``("HETERO", " GPU,CPU")``. The one reader of the HETERO prefix."""
+    head, sep, tail = text.strip().partition(":")
+    return head.strip().upper(), tail if sep else None
+
+
+def is_hetero(text: object) -> bool:
+    """Whether a device string asks for HETERO (``HETERO`` alone or ``HETERO:<devices>``); False for
+    anything but a string (parse says what is wrong with it)."""
+    return isinstance(text, str) and split_device(text)[0] == HETERO
+
+
+def is_hetero_name(name: str) -> bool:
+    """Whether a device name (a property's device, a config's key) is HETERO itself, in any case."""
+    return name.upper() == HETERO
+
+
 @dataclass(frozen=True)
 class DeviceRequest:
     """What a device string asks for: the devices in priority order, and whether it is HETERO."""
@@ -78,9 +96,9 @@ def parse(text: str, default_priorities: str | None = None) -> DeviceRequest:
     if not text.strip():
         raise _fail(text, "it is empty")
     stripped = text.strip()
-    head, sep, tail = stripped.partition(":")
-    if head.strip().upper() == HETERO:
-        if sep:
+    head, tail = split_device(stripped)
+    if head == HETERO:
+        if tail is not None:
             return DeviceRequest(True, parse_priorities(tail, whole=text))
         if not default_priorities:
             raise _fail(
@@ -89,7 +107,7 @@ def parse(text: str, default_priorities: str | None = None) -> DeviceRequest:
                 "--config MULTI_DEVICE_PRIORITIES=GPU,CPU on the command line), or write HETERO:GPU,CPU",
             )
         return DeviceRequest(True, parse_priorities(default_priorities, fail=_bad_priorities))
-    if sep or "," in stripped:
+    if tail is not None or "," in stripped:
         raise _fail(text, "a device list needs the HETERO: prefix")
     try:
         return DeviceRequest(False, (registry.lookup(stripped),))

@@ -272,6 +272,16 @@ def lookup(name: str) -> Device:
     raise DeviceError(f"unknown device {name.strip()!r}: known devices are {known_names_text()}")
 
 
+def canonical_name(name: object) -> str | None:
+    """The canonical name of the device ``name`` stands for (lookup's), None where it names no known device
+    (or is no string): the one check that a name given for a device is valid, each caller wording its own
+    error."""
+    try:
+        return lookup(name).name  # type: ignore[arg-type]
+    except ValueError:  # DeviceError, or a device index too long to be a number
+        return None
+
+
 def unavailable_reason(device: Device) -> str | None:
     """Why ``device`` cannot run here and what would make it available, or None when it can."""
     providers = ort.get_available_providers()

@@ -113,6 +113,20 @@ class Plan:
         """Tensors that move from one device to another at run time."""
         return [link.tensor for link in self.links() if link.crosses_devices]
 
+    def crossing_by_subgraph(self) -> dict[int, tuple[list[str], list[str]]]:
+        """{subgraph index: (tensors it receives from another device, tensors it sends to another device)},
+        each list in execution order (crossing_tensors, per subgraph: what ``hetero query`` tabulates)."""
+        out: dict[int, tuple[list[str], list[str]]] = {s.index: ([], []) for s in self.subgraphs}
+        for link in self.links():
+            if link.producer is None:
+                continue
+            for consumer, device in zip(link.consumers, link.target_devices, strict=True):
+                if device != link.source_device:
+                    out[consumer][0].append(link.tensor)
+                    if link.tensor not in out[link.producer][1]:
+                        out[link.producer][1].append(link.tensor)
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form of the plan: model, inputs, outputs, output_sources and, per subgraph, its
         name, device, nodes, constant nodes, inputs and outputs (``hetero query --json`` prints it)."""

@@ -21,7 +21,7 @@ from ..ort.failures import failure_reason, refused_model, unimplemented_node
 from ..ort.session import PROBE, assignment, create_session, ort, record_assignment, session_options
 from ..quirks import node_refusal
 from .device_string import DeviceRequest
-from .devices import KINDS, Device, lookup
+from .devices import KINDS, Device, canonical_name, lookup
 from .export import extract
 
 log = logging.getLogger("hetero_cli")
@@ -416,11 +416,23 @@ def check_supported(model: Model, devices: Sequence[Device], probes: Probes | No
         # one small probe each: a broken node among ops no EP has is the model's fault
         for node in missing[:8]:
             _refused_as_invalid(model, node, probes)
-        raise UnsupportedNodesError(
-            f"no device of {', '.join(d.name for d in devices)} supports {_describe(missing)}: add a device "
-            f"that does (CPU supports most ONNX ops) or set affinities by hand{untyped_note(model, missing)}"
+        raise unsupported_nodes_error(
+            model,
+            missing,
+            ", ".join(d.name for d in devices),
+            ": add a device that does (CPU supports most ONNX ops) or set affinities by hand",
         )
     return affinities
+
+
+def unsupported_nodes_error(
+    model: Model, missing: Sequence[Node], devices: str, fix: str, *, listed: str | None = None
+) -> UnsupportedNodesError:
+    """The error for ``missing`` (nodes of ``model``) that no device of ``devices`` (their names, as the
+    message shows them) supports: the nodes (``listed`` where the caller names them its own way), then
+    ``fix`` (with its leading separator), then untyped_note's note. The one builder of this message."""
+    what = _describe(missing) if listed is None else listed
+    return UnsupportedNodesError(f"no device of {devices} supports {what}{fix}{untyped_note(model, missing)}")
 
 
 def _untyped(t: onnx.TypeProto | None) -> bool:
@@ -468,9 +480,8 @@ def _check_manual(
     outside: list[str] = []
     absent: list[str] = []
     for name, value in manual.items():
-        try:
-            dev = lookup(value).name
-        except Exception:
+        dev = canonical_name(value)
+        if dev is None:
             unknown.append(f"{name}={value}")
             continue
         if dev not in listed:

@@ -12,11 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import properties
 from ..errors import ConfigError, HeteroError
 from ..graph import Model, TensorInfo
 from ..ort.session import ort
+from ..placement import config as cfg
 from ..placement import devices as registry
 from ..placement.config import SplitConfig
+from ..placement.device_string import HETERO, split_device
 from ..placement.devices import Device
 from ..placement.partition import Plan, Subgraph
 from . import type_repair
@@ -115,14 +118,19 @@ class CompiledSubgraph:
 PrepareSubgraph = Callable[..., Callable[[], CompiledSubgraph]]
 
 
+SUPPORTED_PROPERTIES = str(properties.supported_properties)
+EXECUTION_DEVICES = str(properties.execution_devices)
+NUMBER_OF_SUBGRAPHS = "NUMBER_OF_SUBGRAPHS"
+OPTIMAL_NUMBER_OF_INFER_REQUESTS = str(properties.optimal_number_of_infer_requests)
+#: what get_property answers, in the order SUPPORTED_PROPERTIES lists them
 COMPILED_PROPERTIES = (
-    "SUPPORTED_PROPERTIES",
-    "EXECUTION_DEVICES",
-    "NUMBER_OF_SUBGRAPHS",
-    "OPTIMAL_NUMBER_OF_INFER_REQUESTS",
-    "PERFORMANCE_HINT",
-    "DEVICE_PROPERTIES",
-    "MULTI_DEVICE_PRIORITIES",
+    SUPPORTED_PROPERTIES,
+    EXECUTION_DEVICES,
+    NUMBER_OF_SUBGRAPHS,
+    OPTIMAL_NUMBER_OF_INFER_REQUESTS,
+    cfg.PERFORMANCE_HINT,
+    cfg.DEVICE_PROPERTIES,
+    cfg.PRIORITIES,
 )
 
 
@@ -203,21 +211,21 @@ class CompiledModel:
         PERFORMANCE_HINT and MULTI_DEVICE_PRIORITIES strs, DEVICE_PROPERTIES {device: {key: value}}.
         ConfigError for any other name."""
         key = str(name).upper()
-        if key == "SUPPORTED_PROPERTIES":
+        if key == SUPPORTED_PROPERTIES:
             return list(COMPILED_PROPERTIES)
-        if key == "EXECUTION_DEVICES":
+        if key == EXECUTION_DEVICES:
             return self.execution_devices
-        if key == "NUMBER_OF_SUBGRAPHS":
+        if key == NUMBER_OF_SUBGRAPHS:
             return len(self.subgraphs)
-        if key == "OPTIMAL_NUMBER_OF_INFER_REQUESTS":
+        if key == OPTIMAL_NUMBER_OF_INFER_REQUESTS:
             # one request per pipeline stage keeps every device busy (OpenVINO: the max over submodels)
             return max(1, len({r.device for r in self.runs}))
-        if key == "PERFORMANCE_HINT":
+        if key == cfg.PERFORMANCE_HINT:
             return self.config.performance_mode
-        if key == "DEVICE_PROPERTIES":  # of the devices this compile could use, not every one configured
+        if key == cfg.DEVICE_PROPERTIES:  # of the devices this compile could use, not every one configured
             named = {registry.lookup(name).name for name in self._priorities().split(",") if name}
             return {k: dict(v) for k, v in self.config.devices.items() if k in named}
-        if key == "MULTI_DEVICE_PRIORITIES":
+        if key == cfg.PRIORITIES:
             return self._priorities()
         raise ConfigError(f"unknown compiled-model property {name!r}: use {', '.join(COMPILED_PROPERTIES)}")
 
@@ -264,8 +272,8 @@ class CompiledModel:
 
     def _priorities(self) -> str:
         """The devices this compile chose from: HETERO's priorities, or the one device it was given."""
-        head, _, rest = self.device_name.partition(":")
-        if head.strip().upper() != "HETERO":
+        head, rest = split_device(self.device_name)
+        if head != HETERO:
             return self.device_name
         return rest or self.config.priorities or ""
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from ...core import Core
+from ...core import DEVICE_READ_ONLY, SUPPORTED_PROPERTIES, Core
 from ...errors import HeteroError
 from ...placement import config as cfg
 from ...placement import devices as registry
@@ -39,10 +39,10 @@ def devices(debug: bool) -> None:
     info("Available devices:")
     for name in core.available_devices:
         info(f"{name} :")
-        info("\tSUPPORTED_PROPERTIES:")
-        info(f"\t\tFULL_DEVICE_NAME: {core.get_property(name, 'FULL_DEVICE_NAME')}")
-        info(f"\t\tEXECUTION_PROVIDER: {core.get_property(name, 'EXECUTION_PROVIDER')}")
-        for key in core.get_property(name, "SUPPORTED_PROPERTIES"):
+        info(f"\t{SUPPORTED_PROPERTIES}:")
+        for key in DEVICE_READ_ONLY:
+            info(f"\t\t{key}: {core.get_property(name, key)}")
+        for key in core.get_property(name, SUPPORTED_PROPERTIES):
             try:
                 value = _value_text(core.get_property(name, key))
             except HeteroError:
@@ -56,4 +56,4 @@ def devices(debug: bool) -> None:
             info(f"{name} : {reason}")
         info()
     info(f"HETERO : combines the devices above, e.g. -d HETERO:{','.join(core.available_devices[::-1])}")
-    info(f"\tSUPPORTED_PROPERTIES: {', '.join(cfg.HETERO_KEYS)}")
+    info(f"\t{SUPPORTED_PROPERTIES}: {', '.join(cfg.HETERO_KEYS)}")

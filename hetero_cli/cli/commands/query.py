@@ -28,20 +28,6 @@ from ..setup import (
 )
 
 
-def crossing(plan: Plan) -> dict[int, tuple[list[str], list[str]]]:
-    """{subgraph index: (tensors it receives from another device, tensors it sends to another device)}."""
-    out: dict[int, tuple[list[str], list[str]]] = {s.index: ([], []) for s in plan.subgraphs}
-    for link in plan.links():
-        if link.producer is None:
-            continue
-        for consumer, dev in zip(link.consumers, link.target_devices, strict=True):
-            if dev != link.source_device:
-                out[consumer][0].append(link.tensor)
-                if link.tensor not in out[link.producer][1]:
-                    out[link.producer][1].append(link.tensor)
-    return out
-
-
 @click.command(
     cls=Command,
     context_settings=CONTEXT,
@@ -96,7 +82,7 @@ def query(model: str | None, device: str, save: str | None, as_json: bool, **opt
         click.echo(json.dumps(doc, indent=2))
     else:
         _affinity_table(m, affinities, source)
-        _subgraph_table(plan, crossing(plan))
+        _subgraph_table(plan, plan.crossing_by_subgraph())
         crossing_all = plan.crossing_tensors()
         info(
             f"{len(plan.subgraphs)} subgraph(s) on {', '.join(plan.devices)}; "
