@@ -29,7 +29,6 @@ from .errors import (
     UnsupportedNodesError,
 )
 from .graph import Model, Node, TensorInfo
-from .ort import session as _ort  # noqa: F401
 from .placement.partition import Link, Plan, Subgraph
 from .properties import Type
 from .runtime import AsyncInferQueue, CompiledModel, CompiledSubgraph, InferRequest, Pipeline

@@ -13,7 +13,6 @@ from ..errors import ModelError
 __all__ = [
     "about_shapes",
     "failure_reason",
-    "first_line",
     "model_fault",
     "refused_inputs",
     "refused_model",
@@ -78,13 +77,6 @@ def _balanced(text: str, start: int, pair: str) -> str:
         if depth == 0:
             return text[i + 1 :]
     return text
-
-
-def first_line(exc: BaseException, limit: int = 200) -> str:
-    """The first line of ``exc``'s message, cut to ``limit`` characters (its class name if it has none):
-    a short cause inside a message of hetero-cli's own."""
-    lines = str(exc).splitlines()
-    return lines[0][:limit] if lines else type(exc).__name__
 
 
 def model_fault(exc: BaseException) -> bool:

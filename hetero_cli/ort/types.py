@@ -11,7 +11,7 @@ from onnx import helper
 
 from ..errors import ModelError
 from ..graph import Model
-from .failures import first_line
+from ..graph.shared import short_reason
 from .session import TYPING, create_session, ort, session_options
 
 
@@ -27,7 +27,7 @@ def ort_types(model: Model, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
     except Exception as exc:
         raise ModelError(
             f"cannot tell the type of tensor(s) {', '.join(names)} at a subgraph boundary "
-            f"({first_line(exc)}): add value_info for them to the model"
+            f"({short_reason(exc)}): add value_info for them to the model"
         ) from None
     out = {}
     for arg in sess.get_outputs():

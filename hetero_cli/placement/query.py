@@ -17,6 +17,7 @@ import onnx
 
 from ..errors import AffinityError, ConfigError, ModelError, UnsupportedNodesError
 from ..graph import Model, Node
+from ..graph.index import NONDETERMINISTIC
 from ..ort.failures import failure_reason, refused_model, unimplemented_node
 from ..ort.session import PROBE, assignment, create_session, ort, record_assignment, session_options
 from ..quirks import node_refusal
@@ -215,7 +216,8 @@ def _optimized_claims(
     elsewhere = {name for ep, nodes in placed if ep != device.ep for name, _ in nodes}
     if not elsewhere <= names:
         return None
-    for name, twin in _repeats(model, wanted - claimed - elsewhere, claimed | elsewhere).items():
+    missing = wanted - claimed - elsewhere
+    for name, twin in (_repeats(model, missing, claimed | elsewhere) if missing else {}).items():
         (claimed if twin in claimed else elsewhere).add(name)
     if model.has_half_floats and wanted - claimed - elsewhere:
         # a node missing from the record may have run on the CPU EP through Casts ORT inserted (no 16-bit
@@ -239,6 +241,8 @@ def _repeats(model: Model, missing: set[str], recorded: set[str]) -> dict[str, s
     same: dict[str, str] = {}  # tensor -> the same tensor of the first node of its group
     for node in model.get_ops():
         proto = node.proto
+        if proto.op_type in NONDETERMINISTIC:  # ORT merges no random op: each draws its own values
+            continue
         key = (
             proto.domain,
             proto.op_type,
@@ -314,7 +318,7 @@ def _probe_session(
         so.intra_op_num_threads = threads or configured
     record_assignment(so)
     providers = providers or device.providers(options)
-    # enable_fallback=0: ORT must not quietly retry a failing probe on the CPU EP alone
+    # create_session keeps ORT's CPU fallback off: it must not quietly retry a failing probe on the CPU EP alone
     session = create_session(proto.SerializeToString(), so, providers, purpose=PROBE, subject=device.name)
     if device.ep not in session.get_providers():
         raise ConfigError(

@@ -5,7 +5,7 @@ import these names from here, not from the modules inside.
 
 from .compiled_model import CompiledModel, CompiledSubgraph
 from .compiler import compile_plan
-from .environment import check_loadable, onnxruntime_version, set_log_level
+from .environment import check_loadable, set_log_level
 from .infer_request import InferRequest
 from .pipeline import AsyncInferQueue, Pipeline, pipeline_of
 from .profiling import NOT_RUN, ProfilingInfo, format_counters
@@ -21,7 +21,6 @@ __all__ = [
     "check_loadable",
     "compile_plan",
     "format_counters",
-    "onnxruntime_version",
     "pipeline_of",
     "set_log_level",
 ]

@@ -8,12 +8,7 @@ import onnx
 from ..errors import ModelError
 from ..ort.session import QUIET, ort, unloadable
 
-__all__ = ["check_loadable", "onnxruntime_version", "set_log_level"]
-
-
-def onnxruntime_version() -> str:
-    """The installed ONNX Runtime's version, e.g. ``"1.24.1"``."""
-    return ort.__version__
+__all__ = ["check_loadable", "set_log_level"]
 
 
 def set_log_level(debug: bool) -> None:

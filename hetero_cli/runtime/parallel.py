@@ -4,7 +4,6 @@ subgraphs (a session's creation is C++ work; exporting a subgraph is Python)."""
 from __future__ import annotations
 
 import concurrent.futures
-import contextvars
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -54,7 +53,7 @@ def in_parallel(jobs: Sequence[Callable[[], Callable[[], T]]]) -> list[T]:
                 futures.append(_settled(exc))
                 break
             if slots.acquire(blocking=False):
-                future = pool.submit(contextvars.copy_context().run, finish)
+                future = pool.submit(finish)
                 future.add_done_callback(release)
                 futures.append(future)
                 continue

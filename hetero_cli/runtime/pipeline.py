@@ -184,7 +184,13 @@ class AsyncInferQueue:
     """
 
     def __init__(self, compiled: CompiledModel, jobs: int = 0) -> None:
-        if not callable(getattr(compiled, "create_infer_request", None)):  # a CompiledModel, duck-typed
+        # a CompiledModel (duck-typed: this module may not import compiled_model, which imports it), not its
+        # class, nor another library's compiled model (openvino.CompiledModel has no plan)
+        if (
+            isinstance(compiled, type)
+            or not callable(getattr(compiled, "create_infer_request", None))
+            or not hasattr(compiled, "plan")
+        ):
             raise InferenceError(
                 f"AsyncInferQueue takes a compiled model (Core().compile_model(...)), not {type(compiled).__name__}"
             )

@@ -43,7 +43,7 @@ change the graph, its nodes, initializers, inputs or outputs, the plan or its pl
 declared one with dimensions made symbolic); retry more than once, or keep corrections whose compile
 failed. A failure not about shapes is raised as it is, the types untouched.
 
-Not here: at run time (runtime/infer_request.py), an output whose metadata ORT gets wrong is made per
+Not here: at run time (runtime/executor.py Executor.recheck, runtime/buffers.py BufferPool.renew), an output whose metadata ORT gets wrong is made per
 inference instead of bound in advance (the unbound fallback; tests/runtime/test_linked_tensors.py), and
 an extra CPU session infers types no declaration gives (ort/types.py).
 """
@@ -148,8 +148,9 @@ def vetoes_one_session(model: Model, plan: Plan) -> bool:
     """Whether a value_info a run can contradict sits on a tensor passed between subgraphs: in ORT's one
     session of [EP, CPU] the OpenVINO EP returns the declared shape there, silently (a batch cut to the
     declared size), so such a plan gets sessions of its own, which relax corrects when a run shows it."""
-    passed = plan.passed_tensors()
-    return model.declares_fixed_dims and bool(_contradicted(model, passed, model.types_at_one_size))
+    if not model.declares_fixed_dims:
+        return False
+    return bool(_contradicted(model, plan.passed_tensors(), model.types_at_one_size))
 
 
 def relaxed_types(

@@ -433,6 +433,18 @@ def test_save_gives_a_new_file_the_umasks_permissions_and_leaves_the_umask(tmp_p
     assert (tmp_path / "m.onnx").stat().st_mode & 0o777 == 0o666 & ~before
 
 
+def test_async_infer_queue_takes_only_a_compiled_model_of_hetero_clis():
+    """Not the class, nor another library's compiled model that has a create_infer_request method."""
+
+    class OtherCompiledModel:
+        def create_infer_request(self):
+            return object()
+
+    for wrong in (hc.CompiledModel, OtherCompiledModel()):
+        with pytest.raises(hc.InferenceError, match="takes a compiled model"):
+            hc.AsyncInferQueue(wrong, 1)
+
+
 def test_async_api_misuse_is_an_inference_error():
     compiled = hc.Core().compile_model(DIGITS, "CPU")
     with pytest.raises(hc.InferenceError, match="takes a compiled model"):

@@ -616,7 +616,7 @@ def test_benchmark_prints_counters_when_a_config_file_sets_perf_count_for_a_devi
 
 @needs_openvino
 def test_benchmark_counts_only_the_device_a_config_sets_perf_count_for():
-    """The README: a device's PERF_COUNT counts only that device's subgraphs (-pc counts them all)."""
+    """docs/counters-and-dot.md: a device's PERF_COUNT counts only that device's subgraphs (-pc counts them all)."""
     result = run(
         cli.benchmark, "-m", DIGITS, "-d", "HETERO:OPENVINO,CPU", "-niter", "2", "-nireq", "1",
         "--config", "CPU:PERF_COUNT=YES",
