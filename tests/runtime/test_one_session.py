@@ -54,13 +54,18 @@ def near_cpu(got: dict[str, np.ndarray], proto: onnx.ModelProto, feeds: dict[str
 
 
 @pytest.fixture
-def no_subgraph_sessions():
-    """Fail the test if the compile creates a session for any subgraph."""
+def no_subgraph_sessions(monkeypatch):
+    """Fail the test if the compile creates a session for any subgraph, or prepares one at all (a probe
+    session reused through prepare_subgraph counts: the one-session path never goes there)."""
 
     def refuse(request: SessionRequest) -> None:
         if request.purpose == SUBGRAPH:
             raise AssertionError("a subgraph session was created")
 
+    def refuse_prepare(*args, **kwargs):
+        raise AssertionError("a subgraph was prepared")
+
+    monkeypatch.setattr(compile, "prepare_subgraph", refuse_prepare)
     with observe_sessions(refuse):
         yield
 
