@@ -67,3 +67,9 @@ class ImageError(HeteroError, ValueError):
 class NotClassScoresError(ModelError):
     """The model's output is no class scores (strings, maps, empty): classify cannot use the model given, a
     usage error even when only the inference shows it."""
+
+
+class ValidationError(HeteroError, ValueError):
+    """A validation cannot be set up as asked (validate_model, ``hetero validate``): a tolerance not in
+    Polygraphy's syntax, an inputs or outputs file in no format Polygraphy writes, inputs that do not match
+    the model. A split that gives other results than the reference is no error: the report says FAILED."""
