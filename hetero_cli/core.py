@@ -24,7 +24,7 @@ from .placement import devices as registry
 from .placement.device_string import DeviceRequest
 from .placement.devices import Device
 from .placement.partition import Plan, partition
-from .runtime import CompiledModel, check_loadable, compile_plan
+from .runtime import CompiledModel, Fallback, check_loadable, compile_with_fallback
 
 ModelSource = Model | str | os.PathLike[str] | bytes | onnx.ModelProto
 SUPPORTED_PROPERTIES = str(props.supported_properties)
@@ -136,6 +136,8 @@ class Core:
             return props.performance_mode
         if key in (cfg.PERF_COUNT, cfg.DUMP_GRAPH_DOT):
             return cfg.parse_bool(key, props.hetero.get(key, False))
+        if key == cfg.FALLBACK:  # unset: automatic mode's default (manual mode's is False)
+            return props.fallback(manual=False)
         if key == cfg.DOT_DIR:
             return props.dot_dir or ""
         raise ConfigError(f"unknown HETERO property {name!r}: HETERO knows {', '.join(HETERO_READABLE)}")
@@ -209,7 +211,10 @@ class Core:
         set_property, over what it set, for this compile only.
 
         Returns the CompiledModel. Raises as plan, and CompileError where ONNX Runtime cannot create a
-        subgraph's session (the message names the subgraph, its nodes and device). .dot files of the
+        subgraph's session (the message names the subgraph, its nodes and device). With HETERO_FALLBACK
+        (YES by default in automatic mode, NO in manual mode) such a subgraph moves to the next device
+        of the priority list that supports its nodes instead, with a warning; the CompileError then names
+        every device tried. .dot files of the
         split are written only once the compile succeeded (OPENVINO_HETERO_VISUALIZE or
         HETERO_DUMP_GRAPH_DOT).
         """
@@ -219,8 +224,12 @@ class Core:
         probes = _probes(merged, devices)  # the query keeps its probes there; the compile may use them
         plan = partition(model, _affinities(model, request, devices, probes))
         by_name: dict[str, Device] = {d.name: d for d in devices}
+        manual = bool(model.affinities())
+        fallback = Fallback(
+            request.hetero and len(devices) > 1 and merged.fallback(manual), manual, tuple(devices)
+        )
         try:
-            compiled = compile_plan(model, plan, by_name, merged, str(request), probes)
+            compiled = compile_with_fallback(model, plan, by_name, merged, str(request), probes, fallback)
         except CompileError:
             if query.unprobed(request, devices, model):
                 query.check_supported(model, devices)  # names the nodes the CPU EP lacks

@@ -47,7 +47,20 @@ class UnsupportedNodesError(AffinityError):
 
 class CompileError(HeteroError):
     """An ONNX Runtime session could not be created for a subgraph (compile_model), or the model's
-    constant outputs could not be computed; the message names the subgraph, its nodes and device."""
+    constant outputs could not be computed; the message names the subgraph, its nodes and device.
+
+    ``subgraph`` and ``device``: the subgraph's name and the device it failed on, where one subgraph's
+    session failed (None otherwise); ``reason``: the execution provider's reason in one line. HETERO_FALLBACK
+    reads them to move that subgraph to the next device.
+    """
+
+    def __init__(
+        self, message: str, *, subgraph: str | None = None, device: str | None = None, reason: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.subgraph = subgraph
+        self.device = device
+        self.reason = reason
 
 
 class InferenceError(HeteroError, ValueError):

@@ -6,12 +6,14 @@ dimensions a run refused). ORT's messages are no API: when one changes, only thi
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from ..errors import ModelError
 
 __all__ = [
     "about_shapes",
+    "cited",
+    "ep_cause",
     "failure_reason",
     "model_fault",
     "refused_inputs",
@@ -26,6 +28,12 @@ _SOURCE = re.compile(r"(?:Exception from )?(?<![\w./-])[\w./-]*\.(?:cc|cpp|h|hpp
 _MODEL_FAULT = re.compile(
     r"INVALID_GRAPH|This is an invalid model|Unsupported model IR version|ValidateOpsetForDomain|"
     r"is under development|is till opset"
+)
+# ORT's and the OpenVINO EP's framing around an EP's own words: which session, node and C++ check failed
+_FRAMING = re.compile(
+    r"\[ONNXRuntimeError\] : \d+ : \w+ : |Non-zero status code returned while running \S+ node\. "
+    r"Name:'[^']*' Status Message: |Exception during initialization: |\[OpenVINO-EP\] Exception while "
+    r"Loading Network for graph \S+: |Check '[^']*' failed at "
 )
 # a probe session ORT refused because one node has no kernel on any of its EPs
 _NO_KERNEL = re.compile(r"Could not find an implementation for .*? node with name '([^']*)'")
@@ -125,3 +133,20 @@ def about_shapes(exc: BaseException) -> bool:
     """Whether an error (ORT's, or hetero-cli's quoting it) is about shapes: a shape, rank or dimension."""
     text = str(exc).lower()
     return any(word in text for word in ("shape", "rank", "dimension"))
+
+
+def cited(exc: BaseException | str, signatures: Mapping[str, str]) -> str | None:
+    """The key of the first of ``signatures`` ({quirk id: words its EP's error carries}) whose words
+    ``exc`` (an error, or its reason as failure_reason gave it) holds, else None: a fallback's warning
+    names the known defect behind it."""
+    text = " ".join(str(exc).split())
+    return next((key for key, words in signatures.items() if words and words in text), None)
+
+
+def ep_cause(exc: BaseException | str, limit: int = 200) -> str:
+    """What the EP itself said, in one line of at most ``limit`` characters: failure_reason's line (or
+    ``exc`` given as that line) without ORT's framing (status code, session and node names, the C++ check
+    that failed), for a warning where the whole reason would bury it."""
+    text = failure_reason(exc) if isinstance(exc, BaseException) else " ".join(exc.split())
+    cause = " ".join(_FRAMING.sub("", text).split()) or text
+    return cause if len(cause) <= limit else cause[: limit - 4].rstrip() + " ..."

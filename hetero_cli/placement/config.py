@@ -31,11 +31,12 @@ DEVICE_PROPERTIES = str(device_keys.properties)
 PERF_COUNT = str(properties.enable_profiling)
 DUMP_GRAPH_DOT = "HETERO_DUMP_GRAPH_DOT"
 DOT_DIR = "HETERO_DOT_DIR"
+FALLBACK = "HETERO_FALLBACK"
 NUM_THREADS = str(properties.inference_num_threads)
 PRECISION = str(hint.inference_precision)
 PERFORMANCE_HINT = str(hint.performance_mode)
 
-HETERO_KEYS = (PRIORITIES, DEVICE_PROPERTIES, PERF_COUNT, PERFORMANCE_HINT, DUMP_GRAPH_DOT, DOT_DIR)
+HETERO_KEYS = (PRIORITIES, DEVICE_PROPERTIES, PERF_COUNT, PERFORMANCE_HINT, DUMP_GRAPH_DOT, DOT_DIR, FALLBACK)
 
 # PERFORMANCE_HINT's values (OpenVINO's ov::hint::PerformanceMode). LATENCY, the default, lets one ONNX Runtime
 # session run several subgraphs where it places every node as the plan does; the throughput modes keep one
@@ -303,6 +304,12 @@ class SplitConfig:
         """PERFORMANCE_HINT, LATENCY unless set."""
         return parse_performance_mode(self.hetero.get(PERFORMANCE_HINT, LATENCY))
 
+    def fallback(self, manual: bool) -> bool:
+        """HETERO_FALLBACK as set; unset, YES in automatic mode and NO in ``manual`` mode (affinities set by
+        hand are honoured unless the user lets a failing subgraph move)."""
+        value = self.hetero.get(FALLBACK)
+        return not manual if value is None else parse_bool(FALLBACK, value)
+
     @property
     def dot_dir(self) -> str | None:
         """Where .dot files go (HETERO_DOT_DIR), None for the current directory."""
@@ -372,7 +379,13 @@ def split(config: Mapping[str, Any] | None, *, target: str | None = None) -> Spl
             )
         elif isinstance(value, Mapping) and upper not in HETERO_KEYS and not _target_key(target, key):
             _add_device(out, key, value, target)
-        elif target is not None and upper not in (PRIORITIES, PERFORMANCE_HINT, DUMP_GRAPH_DOT, DOT_DIR):
+        elif target is not None and upper not in (
+            PRIORITIES,
+            PERFORMANCE_HINT,
+            DUMP_GRAPH_DOT,
+            DOT_DIR,
+            FALLBACK,
+        ):
             out.devices.setdefault(target, {})[canonical_key(key)] = value
         elif upper in HETERO_KEYS:
             # a bad value fails when set, not at compile time
@@ -380,7 +393,7 @@ def split(config: Mapping[str, Any] | None, *, target: str | None = None) -> Spl
                 parse_performance_mode(value)
             elif upper == PRIORITIES:
                 check_priorities(value)
-            elif upper in (PERF_COUNT, DUMP_GRAPH_DOT):
+            elif upper in (PERF_COUNT, DUMP_GRAPH_DOT, FALLBACK):
                 parse_bool(upper, value)
             elif upper == DOT_DIR and not (value is None or isinstance(value, str | os.PathLike)):
                 raise ConfigError(f"bad value {value!r:.60} for {DOT_DIR}: give a folder path as a string")

@@ -164,6 +164,42 @@ THREAD_COUNTS = Quirk(
     ),
 )
 
+_FALLBACK_HOOK = (
+    "runtime.fallback: with HETERO_FALLBACK (the default in automatic mode) the subgraph moves to the next "
+    "device that supports its nodes, and the warning cites this id"
+)
+
+INPUT_ORDER = Quirk(
+    id="openvino-input-order",
+    ep=EP,
+    versions_seen=SEEN,
+    upstream=NOT_REPORTED,
+    summary=(
+        "Given a graph whose inputs are an int64 piece of a shape and a float [?,200,1,1] tensor, in this "
+        "order (Concat -> Reshape -> MatMul -> Add -> Softmax), the EP feeds them to what it compiled in the wrong "
+        "order at run time ('Can't set the input tensor with index: 0, because the model input (shape="
+        "[?,200,1,1]) and the tensor (shape=(1)) are incompatible'), in one plain ORT session too"
+    ),
+    repro=_TESTS + "test_openvino_feeds_a_shape_piece_and_a_tensor_in_the_wrong_order",
+    hook=_FALLBACK_HOOK,
+    signature="Can't set the input tensor with index",
+)
+
+SHAPE_OF_OUTPUT = Quirk(
+    id="openvino-shape-of-output",
+    ep=EP,
+    versions_seen=SEEN,
+    upstream=NOT_REPORTED,
+    summary=(
+        "Where a tensor of static shape and ConstantOfShape(Shape(that tensor)) are both graph outputs, the "
+        "EP folds the second into a constant and then cannot find it ('<name> node not found in graph "
+        "cache'): the session is never created"
+    ),
+    repro=_TESTS + "test_openvino_loses_a_folded_constant_of_shape_beside_its_source",
+    hook=_FALLBACK_HOOK,
+    signature="node not found in graph cache",
+)
+
 QUIRKS = (
     OUTER_SCOPE_LOOP,
     EMPTY_TENSOR,
@@ -175,6 +211,8 @@ QUIRKS = (
     CYCLIC_SPLIT,
     COLON_EXTERNAL_DATA,
     THREAD_COUNTS,
+    INPUT_ORDER,
+    SHAPE_OF_OUTPUT,
 )
 
 # the precisions the EP takes on each OpenVINO device it restricts (openvino-cpu-precision)

@@ -16,7 +16,8 @@ class Quirk:
     ``repro``: the pytest node id that shows it in plain ONNX Runtime and fails once the EP is fixed (then
     the workaround can go). ``hook``: where hetero-cli acts on it (``module.function: what it does``), or
     ``none: ...`` where it only documents it. ``ops``: the op types the hook refuses to hand to the EP, for
-    a quirk whose hook refuses nodes.
+    a quirk whose hook refuses nodes. ``signature``: words the EP's error carries when the defect strikes, for
+    a quirk HETERO_FALLBACK moves subgraphs away from (its warning cites the quirk by them); empty otherwise.
     """
 
     id: str
@@ -27,6 +28,7 @@ class Quirk:
     repro: str
     hook: str
     ops: frozenset[str] = frozenset()
+    signature: str = ""
 
 
 NOT_REPORTED = "not reported"

@@ -4,8 +4,9 @@ import these names from here, not from the modules inside.
 """
 
 from .compiled_model import CompiledModel, CompiledSubgraph
-from .compiler import compile_plan
+from .compiler import compile_plan, compile_with_fallback
 from .environment import check_loadable, set_log_level
+from .fallback import Fallback, Move
 from .infer_request import InferRequest
 from .pipeline import AsyncInferQueue, Pipeline, pipeline_of
 from .profiling import NOT_RUN, ProfilingInfo, format_counters
@@ -15,11 +16,14 @@ __all__ = [
     "AsyncInferQueue",
     "CompiledModel",
     "CompiledSubgraph",
+    "Fallback",
     "InferRequest",
+    "Move",
     "Pipeline",
     "ProfilingInfo",
     "check_loadable",
     "compile_plan",
+    "compile_with_fallback",
     "format_counters",
     "pipeline_of",
     "set_log_level",

@@ -106,6 +106,7 @@ class AsyncRequest:
                 self._userdata = userdata
             run = _Run(feeds, self._started, begin=time.perf_counter())
         try:
+            self._executor.refresh()  # the subgraphs as relax or a fallback left them
             if not self._executor.steps:  # only inputs and constants as outputs: nothing to run
                 results = self._executor.collect({}, feeds, {})
                 run.queued = True
@@ -216,7 +217,7 @@ class AsyncRequest:
         except BoundFailure as failure:
             run.queued = False  # off its lane: queued again only once _launch has submitted it
             try:
-                executor.recheck(failure, run.values)
+                executor.recheck(failure, run.values, run.feeds)
                 self._launch(run)  # from the first subgraph again, with fresh buffers
             except BaseException as exc:
                 if not run.queued:
@@ -226,6 +227,7 @@ class AsyncRequest:
             self._complete(run, exc)
             return
         executor.give(run.buffers)
+        executor.proved()
         self._complete(run, None, results)
 
     def _complete(

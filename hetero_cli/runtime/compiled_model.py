@@ -22,6 +22,7 @@ from ..placement.config import SplitConfig
 from ..placement.device_string import HETERO, split_device
 from ..placement.devices import Device
 from ..placement.partition import Plan, Subgraph
+from . import fallback as falling
 from . import type_repair
 from .profiling import SessionProfile
 
@@ -49,6 +50,7 @@ class CompiledSubgraph:
     profiler: SessionProfile | None = None
     from_probe: bool = False  # the session is the query's probe of the whole model (compiled only once)
     label: str = ""  # what the session runs where that is several subgraphs (CompiledModel.one_session)
+    proven: bool = False  # it completed an inference: HETERO_FALLBACK never moves it at run time
 
     @property
     def index(self) -> int:
@@ -121,6 +123,7 @@ PrepareSubgraph = Callable[..., Callable[[], CompiledSubgraph]]
 SUPPORTED_PROPERTIES = str(properties.supported_properties)
 EXECUTION_DEVICES = str(properties.execution_devices)
 NUMBER_OF_SUBGRAPHS = "NUMBER_OF_SUBGRAPHS"
+FALLBACK = cfg.FALLBACK
 OPTIMAL_NUMBER_OF_INFER_REQUESTS = str(properties.optimal_number_of_infer_requests)
 #: what get_property answers, in the order SUPPORTED_PROPERTIES lists them
 COMPILED_PROPERTIES = (
@@ -131,6 +134,7 @@ COMPILED_PROPERTIES = (
     cfg.PERFORMANCE_HINT,
     cfg.DEVICE_PROPERTIES,
     cfg.PRIORITIES,
+    FALLBACK,
 )
 
 
@@ -170,9 +174,11 @@ class CompiledModel:
         self._prepare = prepare
         self.dot_files: tuple[Path, ...] = ()  # .dot files the compile wrote (OPENVINO_HETERO_VISUALIZE)
         self.profile_dir: Path | None = None  # where profiled sessions write their traces
-        # how many times relax() compiled subgraphs again: a request's steps are of one revision
+        # how many times relax() or a fallback changed the subgraphs: a request's steps are of one revision
         self.revision = 0
-        self._relax_lock = threading.Lock()
+        # HETERO_FALLBACK: on or off, the priority list and the moves so far (compile_with_fallback sets it)
+        self.fallback: falling.Fallback | None = None
+        self._change_lock = threading.Lock()
         self.inputs: list[TensorInfo] = model.inputs
         self.outputs: list[TensorInfo] = model.outputs
 
@@ -208,7 +214,8 @@ class CompiledModel:
     def get_property(self, name: str) -> Any:
         """The value of one of COMPILED_PROPERTIES (SUPPORTED_PROPERTIES lists them): EXECUTION_DEVICES
         a list of device names, NUMBER_OF_SUBGRAPHS and OPTIMAL_NUMBER_OF_INFER_REQUESTS ints,
-        PERFORMANCE_HINT and MULTI_DEVICE_PRIORITIES strs, DEVICE_PROPERTIES {device: {key: value}}.
+        PERFORMANCE_HINT and MULTI_DEVICE_PRIORITIES strs, DEVICE_PROPERTIES {device: {key: value}},
+        HETERO_FALLBACK a bool (whether this compile's subgraphs move where their device fails them).
         ConfigError for any other name."""
         key = str(name).upper()
         if key == SUPPORTED_PROPERTIES:
@@ -227,6 +234,8 @@ class CompiledModel:
             return {k: dict(v) for k, v in self.config.devices.items() if k in named}
         if key == cfg.PRIORITIES:
             return self._priorities()
+        if key == FALLBACK:
+            return self.fallback is not None and self.fallback.enabled
         raise ConfigError(f"unknown compiled-model property {name!r}: use {', '.join(COMPILED_PROPERTIES)}")
 
     def relax(self, refused: Mapping[str, tuple[int, ...] | None], failed: CompiledSubgraph) -> bool:
@@ -242,7 +251,7 @@ class CompiledModel:
         stands). What is relaxed is the type ``failed``'s session declares, whatever gave it
         (type_repair.relaxed_types).
         """
-        with self._relax_lock:
+        with self._change_lock:
             if self.one_session:
                 return False
             if all(c is not failed for c in self.subgraphs):
@@ -269,6 +278,28 @@ class CompiledModel:
             self.subgraphs[:] = fresh
             self.revision += 1
             return True
+
+    def fall_back(self, failed: CompiledSubgraph, cause: BaseException, values: Mapping[str, Any]) -> bool:
+        """HETERO_FALLBACK at run time: ``failed`` failed its first inference with ``cause``; ``values`` holds
+        that inference's model inputs. True when the caller should take the subgraphs again and start the
+        inference over (fallback.settle moved what fails, now or for another request); False when fallback
+        does not apply. InferenceError where no device of the priority list runs the subgraph."""
+        with self._change_lock:
+            return falling.settle(self, failed, cause, values)
+
+    def prepare(self, subgraph: Subgraph, device: Device) -> CompiledSubgraph:
+        """A session of ``subgraph`` on ``device``, with this compile's config (a fallback's move)."""
+        shared = len(self.plan.subgraphs) > 1
+        return self._prepare(
+            self.model, subgraph, device, self.config, self.profile_dir, None, shared=shared
+        )()
+
+    def replace_subgraphs(self, plan: Plan, subgraphs: list[CompiledSubgraph]) -> None:
+        """Run ``subgraphs`` (one session each) for ``plan`` from now on: a new revision."""
+        self.plan = plan
+        self.subgraphs[:] = subgraphs
+        self.runs = self.subgraphs
+        self.revision += 1
 
     def _priorities(self) -> str:
         """The devices this compile chose from: HETERO's priorities, or the one device it was given."""

@@ -39,6 +39,7 @@ from ..placement.query import KNOWN_FAILURES, Probe, known_claims, known_to_fail
 from ..quirks.cpu import FORCE_SPINNING_STOP
 from . import type_repair
 from .compiled_model import CompiledModel, CompiledSubgraph
+from .fallback import Fallback, move_at_compile
 from .parallel import in_parallel
 from .profiling import SessionProfile
 
@@ -115,10 +116,14 @@ def prepare_subgraph(
             valid = (
                 " (the CPU EP loads the subgraph: it is the EP's split of it ORT refuses)" if refused else ""
             )
+            reason = failure_reason(exc)
             raise CompileError(
-                f"{where} could not be compiled by {device.ep}: {failure_reason(exc)}{valid}; move its nodes "
+                f"{where} could not be compiled by {device.ep}: {reason}{valid}; move its nodes "
                 f"to another device (affinities){_unclaimed_note(model, subgraph, device)}, or change its "
-                "config"
+                "config",
+                subgraph=subgraph.name,
+                device=device.name,
+                reason=reason,
             ) from None
         if device.ep not in session.get_providers():
             raise CompileError(
@@ -166,9 +171,13 @@ def refuse_known_failures(model: Model, subgraph: Subgraph, device: Device) -> N
     bad = [model.node(n) for n in subgraph.nodes if known_to_fail(model.node(n), device)]
     if bad:
         names = ", ".join(f"{n.get_friendly_name()} ({n.get_type_name()})" for n in bad[:5])
+        why = KNOWN_FAILURES[device.kind.family][1]
         raise CompileError(
             f"{subgraph.name} ({len(subgraph.nodes)} node(s) on {device.name}) holds {names}: "
-            f"{KNOWN_FAILURES[device.kind.family][1]}. Move these nodes to another device (affinities), e.g. CPU"
+            f"{why}. Move these nodes to another device (affinities), e.g. CPU",
+            subgraph=subgraph.name,
+            device=device.name,
+            reason=f"it holds {names}: {why}",
         )
 
 
@@ -318,6 +327,40 @@ def compile_plan(
     if profile_dir is not None:
         weakref.finalize(result, shutil.rmtree, profile_dir, True)
     return result
+
+
+def compile_with_fallback(
+    model: Model,
+    plan: Plan,
+    devices: Mapping[str, Device],
+    config: SplitConfig,
+    device_name: str,
+    probes: Mapping[str, Probe] | None,
+    fallback: Fallback,
+) -> CompiledModel:
+    """compile_plan, and where a subgraph's session fails: with fallback on, its nodes to the next device
+    that supports them and the model partitioned again, until every session compiles; with it off, the
+    error names where HETERO_FALLBACK=YES would move it.
+
+    ``devices``: the priority list's devices by name (a moved subgraph's new device among them). Returns
+    the CompiledModel, its ``fallback`` set (the moves made, for a run-time move later). Raises CompileError
+    naming every device tried where none compiles the subgraph, or as compile_plan does.
+    """
+    tried: dict[str, list[tuple[str, str]]] = {}  # node -> [(device, reason)] it failed on
+    while True:
+        try:
+            compiled = compile_plan(model, plan, devices, config, device_name, probes)
+        except CompileError as exc:
+            failed = next((s for s in plan.subgraphs if s.name == exc.subgraph), None)
+            if failed is None or exc.device is None:
+                raise
+            hint = fallback.hint(model, failed.nodes, exc.device)
+            if not fallback.enabled:
+                raise CompileError(str(exc) + hint, subgraph=exc.subgraph, device=exc.device) from None
+            plan = move_at_compile(model, plan, failed, exc, fallback, tried)
+            continue
+        compiled.fallback = fallback
+        return compiled
 
 
 def _compile_subgraphs(

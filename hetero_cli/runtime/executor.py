@@ -27,6 +27,7 @@ import numpy as np
 from ..ort import values as ortv
 from ..ort.values import CPU, RUN_OPTIONS, OrtValue, from_numpy, to_numpy
 from ..placement.partition import CONSTANT, INPUT
+from . import fallback as falling
 from .buffers import Binding, BufferPool, Buffers
 from .failures import BoundFailure, failure, refused_inputs
 from .inputs import Inputs
@@ -54,10 +55,35 @@ class Executor:
         self.output_names = tuple(name for name, _ in self.output_sources)
         self.pool = BufferPool(inputs.exact, inputs.names, self.output_sources)
         self._lock = threading.Lock()
+        self.revision = compiled.revision  # of the subgraphs ``steps`` runs
+        self._unproven = True  # some step has not completed an inference yet (HETERO_FALLBACK may move it)
+
+    def refresh(self) -> None:
+        """Take the compiled model's subgraphs again where relax or a fallback changed them (a new
+        revision): called before an inference starts, never while one of this executor runs."""
+        if self.revision != self.compiled.revision:
+            self._replan()
+
+    def _replan(self) -> None:
+        with self._lock:
+            self.revision = self.compiled.revision
+            self.steps = plan_steps(self.compiled)
+            self.pool.renew()
+            self._unproven = True
+
+    def proved(self) -> None:
+        """After an inference completed: its subgraphs are proven (HETERO_FALLBACK never moves them at
+        run time from now on: a later failure is the input's)."""
+        if self._unproven:
+            for step in self.steps:
+                step.compiled.proven = True
+            self._unproven = False
 
     def infer(self, inputs: Any, windows: list[Window]) -> Results:
         """Run one inference on the caller's ``inputs`` (checked here: InferenceError) and return its
         outputs; profiled subgraphs' runs are added to ``windows``. InferenceError if a subgraph fails."""
+        if self.revision != self.compiled.revision:
+            self._replan()
         pool = self.pool
         free = pool.free
         if free and type(inputs) is dict:  # the serving case first, with as little around it as can be
@@ -72,9 +98,12 @@ class Executor:
                     try:
                         served = hot.run(inputs)
                     except BoundFailure as bound:  # a new generation: these buffers are dropped
-                        self.recheck(bound, self.values(self.inputs.feeds(inputs), buffers))
+                        given = self.inputs.feeds(inputs)
+                        self.recheck(bound, self.values(given, buffers), given)
                 pool.give(buffers)
                 if served is not None:
+                    if self._unproven:
+                        self.proved()
                     return served
         exact = self.inputs.exact_feeds(inputs)
         # the caller's own dict serves: nothing here keeps it past this call
@@ -91,10 +120,12 @@ class Executor:
                         self.run_step(step, values, buffers, windows)
                     results = self.collect(values, feeds, buffers.views)
             except BoundFailure as bound:
-                self.recheck(bound, self.values(feeds, buffers) if values is None else values)
+                self.recheck(bound, self.values(feeds, buffers) if values is None else values, feeds)
                 windows.clear()  # the counters are the run that completes
                 continue  # with fresh buffers, the failed subgraph's outputs made per inference
             self.give(buffers)
+            if self._unproven:
+                self.proved()
             return results
 
     def take(self) -> Buffers:
@@ -113,6 +144,11 @@ class Executor:
         for name, arr in feeds.items():
             values[name] = arr if name in unwrapped else from_numpy(arr, CPU)
         return values
+
+    def wrapped(self, feeds: dict[str, Any]) -> dict[str, Any]:
+        """The model inputs as a session is fed them: OrtValues over the arrays, without a copy."""
+        unwrapped = self.inputs.unwrapped
+        return {name: arr if name in unwrapped else from_numpy(arr, CPU) for name, arr in feeds.items()}
 
     def run_direct(self, buffers: Buffers, feeds: dict[str, np.ndarray]) -> Results:
         """Every subgraph pre-bound: bind the model inputs and run the sessions back to back (the hot path:
@@ -165,38 +201,53 @@ class Executor:
                 refused = refused_inputs(step, exc, self.inputs.fed_by_caller)
                 if refused:
                     raise BoundFailure(step, exc, refused) from None  # recheck compiles it again
-                raise failure(step, exc) from None
+                if falling.may_move(self.compiled, step.compiled):
+                    raise BoundFailure(step, exc) from None  # recheck moves it (HETERO_FALLBACK)
+                raise self.failure(step, exc) from None
             values.update(zip(step.outputs, produced, strict=True))
         for t in step.release:
             values.pop(t, None)
 
-    def recheck(self, bound: BoundFailure, values: dict[str, Any]) -> None:
-        """Tell why a subgraph failed; the caller starts over with fresh buffers unless this raises.
+    def recheck(self, bound: BoundFailure, values: dict[str, Any], feeds: dict[str, Any]) -> None:
+        """Tell why a subgraph failed, given the inference's tensors (``values``) and model inputs
+        (``feeds``); the caller starts over with fresh buffers unless this raises.
 
         A session that refused the shape of a tensor from an earlier subgraph (the model declared
         another) is compiled again with it dynamic (CompiledModel.relax). Else the subgraph runs the plain
-        way, its outputs unbound: a real failure fails again and is raised (InferenceError); a success
-        means its outputs' declared shapes were wrong, and from now on they are made per inference."""
+        way, its outputs unbound: a success means its outputs' declared shapes were wrong, and from now on
+        they are made per inference; a real failure fails again, and is raised (InferenceError) unless
+        HETERO_FALLBACK moves the subgraph (CompiledModel.fall_back) for the inference to start over."""
         step = bound.step
         refused = bound.refused
         if refused is None:
             refused = refused_inputs(step, bound.cause, self.inputs.fed_by_caller)
         if refused:
             if not self.compiled.relax(refused, step.compiled):
-                raise failure(step, bound.cause) from None
-            with self._lock:  # the subgraphs as compiled again
-                self.steps = plan_steps(self.compiled)
-                self.pool.renew()
+                raise self.failure(step, bound.cause) from None
+            self._replan()  # the subgraphs as compiled again
             return
         try:
             run_unbound(step, step.compiled.session, step_feeds(step, values))
         except Exception as exc:
-            raise failure(step, exc) from None
+            if not self.compiled.fall_back(step.compiled, exc, self.wrapped(feeds)):
+                raise self.failure(step, exc) from None
+            self._replan()  # the subgraphs as moved
+            return
         with self._lock:
             self.pool.renew(unbind=step.position)
         log.debug(
             "%s: output shapes differ from the declared ones; allocated per inference", step.compiled.where
         )
+
+    def failure(self, step: Step, exc: BaseException) -> Exception:
+        """The caller's InferenceError for ``step``'s failure, saying where HETERO_FALLBACK=YES would move
+        the subgraph where it is off and the subgraph never completed an inference."""
+        error = failure(step, exc)
+        fallback = self.compiled.fallback
+        if fallback is None or step.compiled.proven:
+            return error
+        hint = fallback.hint(self.compiled.model, step.compiled.nodes, step.compiled.device)
+        return type(error)(str(error) + hint) if hint else error
 
     def collect(
         self, values: dict[str, Any], feeds: dict[str, np.ndarray], views: dict[str, np.ndarray]

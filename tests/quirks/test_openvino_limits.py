@@ -162,3 +162,57 @@ def test_openvino_cannot_read_external_data_at_a_location_with_a_colon(tmp_path)
         else:
             with pytest.raises(Exception, match="invalid external data"):
                 ort.InferenceSession(str(path), providers=OPENVINO)
+
+
+def _shape_piece_model():
+    """x [N,200,1,1] reshaped to [n, 200] by Concat(n, 200), then MatMul -> Add -> Softmax: the head of a
+    classifier whose batch size comes in as an int64 tensor (a CPU subgraph computes it in a split), the
+    graph's inputs listed n first (listed x first, the EP feeds them right)."""
+    nodes = [
+        h.make_node("Concat", ["n", "c"], ["shape"], name="concat", axis=0),
+        h.make_node("Reshape", ["x", "shape"], ["r"], name="reshape"),
+        h.make_node("MatMul", ["r", "w"], ["mm"], name="matmul"),
+        h.make_node("Add", ["mm", "b"], ["a"], name="add"),
+        h.make_node("Softmax", ["a"], ["y"], name="softmax", axis=-1),
+    ]
+    inits = [
+        numpy_helper.from_array(np.array([200], np.int64), "c"),
+        numpy_helper.from_array(seeded((200, 10)), "w"),
+        numpy_helper.from_array(seeded((10,), seed=1), "b"),
+    ]
+    inputs = [vi("n", [1], TensorProto.INT64), vi("x", ["N", 200, 1, 1])]  # in this order only
+    return make_model(nodes, inputs, [vi("y", ["N", 10])], inits)
+
+
+@needs_openvino
+def test_openvino_feeds_a_shape_piece_and_a_tensor_in_the_wrong_order():
+    proto = _shape_piece_model()
+    feeds = {"x": seeded((2, 200, 1, 1)), "n": np.array([2], np.int64)}
+    assert run(proto, feeds, ["CPUExecutionProvider"]).shape == (2, 10)
+    with pytest.raises(Exception, match="Can't set the input tensor with index"):
+        run(proto, feeds, OPENVINO)
+
+
+def _shape_of_output_model():
+    """Reshape(x, [6, 4]) -> Shape -> ConstantOfShape, the reshaped tensor and the filled one both outputs."""
+    nodes = [
+        h.make_node("Reshape", ["x", "s"], ["r"], name="reshape"),
+        h.make_node("Shape", ["r"], ["sh"], name="shape"),
+        h.make_node(
+            "ConstantOfShape",
+            ["sh"],
+            ["z"],
+            name="fill",
+            value=numpy_helper.from_array(np.array([1.0], np.float32)),
+        ),
+    ]
+    inits = [numpy_helper.from_array(np.array([6, 4], np.int64), "s")]
+    return make_model(nodes, [vi("x", [2, 3, 4])], [vi("r", [6, 4]), vi("z", [6, 4])], inits)
+
+
+@needs_openvino
+def test_openvino_loses_a_folded_constant_of_shape_beside_its_source():
+    proto = _shape_of_output_model()
+    assert run(proto, {"x": seeded((2, 3, 4))}, ["CPUExecutionProvider"]).shape == (6, 4)
+    with pytest.raises(Exception, match="z node not found in graph cache"):
+        session_of(proto, OPENVINO)

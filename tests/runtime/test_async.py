@@ -200,7 +200,7 @@ def test_a_relaunch_that_fails_completes_the_request_with_its_error(cpu_compiled
 
     monkeypatch.setattr(req, "_launch", failing_relaunch)
     monkeypatch.setattr(req._executor, "run_step", bound_failure)
-    monkeypatch.setattr(req._executor, "recheck", lambda failure, values: None)
+    monkeypatch.setattr(req._executor, "recheck", lambda failure, values, feeds: None)
     req.start_async({"x": inputs(1)[0]})
     with pytest.raises(hc.InferenceError, match="no room for fresh buffers"):
         req.wait()
