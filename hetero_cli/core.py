@@ -237,7 +237,7 @@ class Core:
         probes.clear()
         # written once the compile succeeded: a failed one leaves nothing behind (hetero query draws any plan)
         if visualize.wanted(merged.dump_dot):
-            compiled.dot_files = visualize.dump(model, plan, merged.dot_dir)
+            compiled.dot_files = visualize.dump(model, compiled.plan, merged.dot_dir)  # as fallback left it
         return compiled
 
 
