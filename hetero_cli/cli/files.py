@@ -3,8 +3,10 @@ whole run), and noted in the invocation's ``Written`` so that a failure later re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -18,26 +20,73 @@ def check_writable(path: str | None, option: str, *, folder: bool) -> None:
     """Refuse now an output the command could only fail to write at its end, after the whole run: a usage
     error (click.BadParameter for ``option``) when ``path`` (a file, or with ``folder`` a folder to write
     into) cannot be written; nothing for no path."""
-    problem = unwritable(Path(path), folder=folder) if path else None
+    fix = f"give a {'folder' if folder else 'file path'} this user can write to"
+    problem = unwritable(Path(path), folder=folder, fix=fix) if path else None
     if problem:
         raise click.BadParameter(problem, param_hint=option)
 
 
-def unwritable(given: Path, *, folder: bool) -> str | None:
-    """Why ``given`` (a folder to write into, or a file) cannot be written, None if it can: missing folders
-    on the way are fine (they are created) as long as the nearest existing one is a writable folder."""
-    if folder and given.exists() and not given.is_dir():
-        return f"cannot write into {given}: it is a file, not a folder"
-    if not folder and given.is_dir():
-        return f"{given} is a folder: give a file name"
-    existing = given if folder else given.parent
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        return f"{existing} is a file, so {given} cannot be written"
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return f"cannot write into {existing}: permission denied"
-    return None
+def unwritable(given: Path, *, folder: bool, fix: str = "") -> str | None:
+    """Why ``given`` (a folder to write into, or a file) cannot be written, None if it can. ``fix`` (what
+    the user can do, "give a folder this user can write to") ends the reasons that come from the system.
+
+    Tried, not read off permission bits (root passes every os.access check, yet cannot write under /proc
+    or on a read-only mount): the folder, with any missing folders on the way created as the command
+    would, gets a probe file created and removed; an existing file is opened for writing, not truncated.
+    Whatever the check created is removed again, so that it leaves nothing behind.
+    """
+    try:
+        if folder and given.exists() and not given.is_dir():
+            return f"cannot write into {given}: it is a file, not a folder"
+        if not folder and given.is_dir():
+            return f"{given} is a folder: give a file name"
+        into = given if folder else given.parent
+        existing = into
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            return f"{existing} is a file, so {given} cannot be written"
+    except OSError as exc:
+        return f"cannot look at {exc.filename or given}: {_reason(exc)}{_then(fix)}"
+    created: list[Path] = []
+    try:
+        for missing in reversed([into, *into.parents][: len(into.parts) - len(existing.parts)]):
+            try:
+                missing.mkdir()
+            except OSError as exc:
+                return f"cannot create the folder {missing}: {_reason(exc)}{_then(fix)}"
+            created.append(missing)
+        try:
+            _probe(into)
+        except OSError as exc:
+            return f"cannot write into {into}: {_reason(exc)}{_then(fix)}"
+        if not folder and given.is_file():
+            try:
+                os.close(os.open(given, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError as exc:
+                return f"cannot write {given}: {_reason(exc)}{_then(fix)}"
+        return None
+    finally:
+        for made in reversed(created):
+            with contextlib.suppress(OSError):
+                made.rmdir()
+
+
+def _probe(folder: Path) -> None:
+    """Create a file in ``folder`` and remove it again; raises OSError where that cannot be done."""
+    handle, name = tempfile.mkstemp(prefix=".hetero-probe-", dir=folder)
+    os.close(handle)
+    os.unlink(name)
+
+
+def _then(fix: str) -> str:
+    return f"; {fix}" if fix else ""
+
+
+def _reason(exc: OSError) -> str:
+    """An OSError's reason as the end of a sentence ("permission denied", "read-only file system")."""
+    reason = exc.strerror or str(exc)
+    return reason[:1].lower() + reason[1:]
 
 
 def check_report_folder(folder: str | None, report_type: str | None) -> None:

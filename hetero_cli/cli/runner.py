@@ -43,10 +43,11 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
 
 
 class _WarningLines(logging.Handler):
-    """Library warnings as ``[ WARNING ] message`` on the current stderr, each distinct message once."""
+    """Library warnings as ``[ WARNING ] message`` on the current stderr, each distinct message once; with
+    ``level`` DEBUG (--debug) the library's debug and info lines too, as ``[ DEBUG ]`` and ``[ INFO ]``."""
 
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
+    def __init__(self, level: int = logging.WARNING) -> None:
+        super().__init__(level)
         self.seen: set[str] = set()
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -57,7 +58,7 @@ class _WarningLines(logging.Handler):
         if message in self.seen:
             return
         self.seen.add(message)
-        level = "ERROR" if record.levelno >= logging.ERROR else "WARNING"
+        level = "ERROR" if record.levelno >= logging.ERROR else record.levelname
         click.echo(f"[ {level} ] {message}", err=True)
 
 
@@ -200,8 +201,11 @@ class _Main:
         # ...] The input 'x' is not used" lines): noise a user cannot act on; failures still come as
         # exceptions. --debug keeps its warnings.
         set_log_level(debug)
-        handler = _WarningLines()
+        handler = _WarningLines(logging.DEBUG if debug else logging.WARNING)
         log.addHandler(handler)
+        level = log.level
+        if debug:  # the library's own debug lines (each QDQ group moved, ...)
+            log.setLevel(logging.DEBUG)
         code = 1  # until the command returns: anything escaping below counts as a failure
         try:
             rv = super().main(  # type: ignore[misc]
@@ -250,6 +254,7 @@ class _Main:
             code = 1
         finally:
             log.removeHandler(handler)
+            log.setLevel(level)
             if code != 0:
                 run.written.remove()
         if standalone_mode:

@@ -9,9 +9,9 @@ pattern that it can only run in float: slower, and results that drift from the u
 This pass adjusts the affinity map before partitioning: every non-constant DQ feeding X and every Q fed
 by X takes X's affinity, so the cuts fall on the quantized tensors between groups. DQ nodes on constant
 weights are constants already: the partition copies them into each subgraph that reads them. A DQ that
-feeds several ops stays with the first of them (in topological order). In manual mode each group moved
-is logged as one warning line; in automatic mode a group whose device cannot run all of it goes, whole,
-to the first device in priority order that can.
+feeds several ops stays with the first of them (in topological order). In manual mode the groups moved
+are logged as one warning (their count and the first few) and one debug line each; in automatic mode a
+group whose device cannot run all of it goes, whole, to the first device in priority order that can.
 """
 
 from __future__ import annotations
@@ -87,10 +87,12 @@ def keep_groups_together(
 
     ``supports(device, node)`` says whether a device can run a node (automatic mode): a group its op's
     device cannot run whole moves, op included, to the first of ``priorities`` that can, else stays as it
-    is. In manual mode (``manual=True``) the user's op affinity wins and each group moved is logged.
+    is. In manual mode (``manual=True``) the user's op affinity wins and the groups moved are logged: one
+    warning for all of them, one debug line each (the CLI's --debug shows them).
     """
     out = dict(affinities)
     placed: set[str] = set()  # DQ nodes an earlier group took (a DQ feeding several ops)
+    moves: list[tuple[QdqGroup, str, list[str]]] = []  # (group, its device, members moved), manual mode
     for group in find_groups(model):
         if group.op not in out:
             continue
@@ -105,12 +107,45 @@ def keep_groups_together(
             out[m] = target
         placed.update(members)
         if manual and moved:
-            log.warning(
-                "QDQ group around %r (%s) kept whole on %s: moved %s there (a DequantizeLinear -> op -> "
-                "QuantizeLinear group is never cut across devices)",
-                group.op,
-                model.node(group.op).get_type_name(),
-                target,
-                ", ".join(f"{m} (was {affinities[m]})" for m in moved),
-            )
+            moves.append((group, target, moved))
+    if moves:
+        _report_moves(model, affinities, moves)
     return out
+
+
+#: How many moved groups the one warning names; --debug lists every one.
+NAMED_GROUPS = 3
+
+
+def _report_moves(
+    model: Model, affinities: Mapping[str, str], moves: Sequence[tuple[QdqGroup, str, list[str]]]
+) -> None:
+    """Log the manual affinities the pass overrode: one warning for all of them (a QDQ transformer has
+    hundreds of groups, one line each buried the rest of the output), and one debug line per group."""
+    named = ", ".join(
+        f"{group.op!r} ({model.node(group.op).get_type_name()}) on {target}"
+        for group, target, _ in moves[:NAMED_GROUPS]
+    )
+    more = f" and {len(moves) - NAMED_GROUPS} more" if len(moves) > NAMED_GROUPS else ""
+    nodes = sum(len(moved) for _, _, moved in moves)
+    log.warning(
+        "%d QDQ group%s kept whole: %d DequantizeLinear/QuantizeLinear node%s moved to the device of the op "
+        "they quantize, around %s%s (debug logging, --debug on the command line, lists each group). A "
+        "DequantizeLinear -> op -> QuantizeLinear group is never cut across devices: the cut would carry "
+        "float tensors instead of int8 and leave each side half a quantized pattern. To place them "
+        "yourself, give each group's DequantizeLinear and QuantizeLinear nodes its op's affinity",
+        len(moves),
+        "" if len(moves) == 1 else "s",
+        nodes,
+        "" if nodes == 1 else "s",
+        named,
+        more,
+    )
+    for group, target, moved in moves:
+        log.debug(
+            "QDQ group around %r (%s) kept whole on %s: moved %s",
+            group.op,
+            model.node(group.op).get_type_name(),
+            target,
+            ", ".join(f"{m} (was {affinities[m]})" for m in moved),
+        )

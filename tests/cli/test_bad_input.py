@@ -3,9 +3,11 @@ that says what is wrong and what would fix it, the right exit status, and leaves
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
+import click
 import numpy as np
 import onnx
 import pytest
@@ -269,11 +271,16 @@ def test_every_output_path_is_checked_before_any_work(tmp_path):
         assert "Reading the model" not in result.stdout and "Step 4/11" not in result.stdout
 
 
+def _refused(folder: Path) -> None:
+    """files._probe where the folder refuses new files (a user without write permission there)."""
+    raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(folder))
+
+
 def test_an_unwritable_current_directory_is_refused_up_front_where_outputs_go_there(tmp_path, monkeypatch):
     """The default report folder and the .dot files OPENVINO_HETERO_VISUALIZE asks for go here: checked
-    before any work (os.access says no, as it does to a user without write permission)."""
+    before any work (the probe file cannot be created, as for a user without write permission)."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(files.os, "access", lambda *args, **kwargs: False)
+    monkeypatch.setattr(files, "_probe", _refused)
     result = invoke(cli.benchmark, "-m", DIGITS, "-niter", 2, "-report_type", "no_counters")
     assert result.exit_code == 2
     line = one_error_line(result)
@@ -285,6 +292,77 @@ def test_an_unwritable_current_directory_is_refused_up_front_where_outputs_go_th
     line = one_error_line(result)
     assert "OPENVINO_HETERO_VISUALIZE" in line and "--dot-dir DIR" in line
     assert "Reading the model" not in result.stdout
+
+
+SYSTEM_REASONS = ("no such file or directory", "permission denied", "read-only file system")
+BENCH = ["-niter", 1]
+QUERY = ["-d", "HETERO:CPU"]
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "option", "path", "folder"),
+    [
+        (cli.benchmark, BENCH, "-report_folder", "/proc/hetero_reports", "/proc/hetero_reports"),
+        (cli.benchmark, BENCH, "-report_folder", "/proc", "/proc"),
+        (cli.benchmark, BENCH, "-dump_config", "/proc/hetero_config.json", "/proc"),
+        (cli.query, QUERY, "--save", "/proc/hetero_reports/m.onnx", "/proc/hetero_reports"),
+        (cli.query, QUERY, "--dot-dir", "/proc/hetero_dots", "/proc/hetero_dots"),
+    ],
+)
+def test_an_output_under_proc_is_refused_before_any_work(tmp_path, command, args, option, path, folder):
+    """/proc takes no new file or folder, even from root, whom every permission bit lets through: the write
+    check tries it (a probe file, in ``folder`` or creating it), so the run stops at once with why."""
+    with nothing_left_behind(tmp_path):
+        result = invoke(command, "-m", DIGITS, *args, option, path)
+    assert result.exit_code == 2, result.stderr
+    line = one_error_line(result)
+    what = "write into" if Path(folder).exists() else "create the folder"
+    assert option in line and f"cannot {what} {folder}: " in line, line
+    assert any(reason in line for reason in SYSTEM_REASONS), line
+    assert "this user can write to" in line
+    assert "Step 2/11" not in result.stdout and "Reading the model" not in result.stdout
+    assert not [name for name in os.listdir("/proc") if name.startswith(("hetero", ".hetero"))]
+
+
+def test_a_report_folder_under_a_file_is_refused_before_any_work(tmp_path):
+    a_file = tmp_path / "afile"
+    a_file.write_text("x")
+    with nothing_left_behind(tmp_path):
+        result = invoke(cli.benchmark, "-m", DIGITS, "-niter", 1, "-report_folder", a_file / "reports")
+    assert result.exit_code == 2, result.stderr
+    line = one_error_line(result)
+    assert "-report_folder" in line
+    assert f"{a_file} is a file, so {a_file / 'reports'} cannot be written" in line
+    assert "Step 2/11" not in result.stdout
+    assert a_file.read_text() == "x"
+
+
+def test_the_write_check_leaves_nothing_behind(tmp_path):
+    """The check creates the missing folders and a probe file as the command would, and removes them again,
+    whether the folder turns out writable or not; an existing file is opened, never changed."""
+    deeper = tmp_path / "new" / "deeper"
+    with nothing_left_behind(tmp_path):
+        files.check_writable(str(deeper), "-report_folder", folder=True)
+        files.check_writable(str(deeper / "m.onnx"), "--save", folder=False)
+    assert sorted(tmp_path.iterdir()) == []
+    kept = tmp_path / "kept.json"
+    kept.write_text("{}")
+    os.utime(kept, (1_000_000, 1_000_000))
+    files.check_writable(str(kept), "-dump_config", folder=False)
+    assert kept.read_text() == "{}" and kept.stat().st_mtime == 1_000_000
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.json"]
+
+
+def test_a_refused_probe_is_reported_and_the_folders_made_for_it_removed(tmp_path, monkeypatch):
+    monkeypatch.setattr(files, "_probe", _refused)
+    deeper = tmp_path / "new" / "deeper"
+    for path, folder, named in [(deeper, True, "-report_folder"), (deeper / "m.onnx", False, "--save")]:
+        with pytest.raises(click.BadParameter) as err:
+            files.check_writable(str(path), named, folder=folder)
+        message = err.value.format_message()
+        assert f"cannot write into {deeper}: permission denied; give a " in message, message
+        assert named in message
+        assert sorted(tmp_path.iterdir()) == []
 
 
 def test_save_creates_missing_folders(tmp_path):

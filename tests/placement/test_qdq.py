@@ -143,6 +143,75 @@ def test_automatic_mode_moves_the_group_to_the_op_without_warning(caplog):
     np.testing.assert_allclose(compiled({"x": x})["y"], ort_run(proto, {"x": x})["y"], atol=0.05 * 3)
 
 
+def qdq_chain(groups: int):
+    """x -> Q -> DQ -> Relu -> Q -> DQ -> ... -> y: ``groups`` groups relu_i = (dq_i, relu_i, q_{i+1})."""
+    nodes = [h.make_node("QuantizeLinear", ["x", "s", "z"], ["t0"], name="q_0")]
+    for i in range(groups):
+        nodes += [
+            h.make_node("DequantizeLinear", [f"t{i}", "s", "z"], [f"d{i}"], name=f"dq_{i}"),
+            h.make_node("Relu", [f"d{i}"], [f"r{i}"], name=f"relu_{i}"),
+            h.make_node("QuantizeLinear", [f"r{i}", "s", "z"], [f"t{i + 1}"], name=f"q_{i + 1}"),
+        ]
+    nodes.append(h.make_node("DequantizeLinear", [f"t{groups}", "s", "z"], ["y"], name="dq_out"))
+    inits = [const("s", 0.05), numpy_helper.from_array(np.array(0, np.int8), "z")]
+    return make_model(nodes, [vi("x", [2, 8])], [vi("y", [2, 8])], inits, name="qdq_chain")
+
+
+def test_many_groups_moved_give_one_warning_and_a_debug_line_each(caplog):
+    """A QDQ transformer moves hundreds of groups: one warning with the count and the first groups, what to
+    do about it, and each group (with the nodes moved and where they were) at debug level only."""
+    model = hc.Core().read_model(qdq_chain(5))
+    affinities = {n.get_friendly_name(): "CPU" for n in model.get_ops()}
+    affinities.update({f"relu_{i}": "OPENVINO" for i in range(5)})
+    with caplog.at_level(logging.DEBUG, logger="hetero_cli"):
+        out = qdq.keep_groups_together(model, affinities, manual=True)
+    assert all(out[f"dq_{i}"] == out[f"q_{i + 1}"] == "OPENVINO" for i in range(5))
+    assert out["q_0"] == out["dq_out"] == "CPU"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, warnings
+    line = warnings[0]
+    assert line.startswith("5 QDQ groups kept whole: 10 DequantizeLinear/QuantizeLinear nodes moved"), line
+    assert "'relu_0' (Relu) on OPENVINO, 'relu_1' (Relu) on OPENVINO, 'relu_2' (Relu) on OPENVINO" in line
+    assert "and 2 more" in line and "relu_3" not in line and "relu_4" not in line
+    assert "never cut across devices" in line and "give each group's DequantizeLinear" in line
+    debug = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG and "QDQ" in r.getMessage()]
+    assert len(debug) == 5, debug
+    for i, message in enumerate(debug):
+        assert f"'relu_{i}' (Relu) kept whole on OPENVINO" in message, message
+        assert f"dq_{i} (was CPU), q_{i + 1} (was CPU)" in message, message
+
+
+def test_one_group_moved_is_named_in_the_singular(caplog):
+    model = hc.Core().read_model(qdq_chain(2))
+    affinities = {n.get_friendly_name(): "CPU" for n in model.get_ops()}
+    affinities.update(relu_1="OPENVINO", dq_1="OPENVINO")
+    with caplog.at_level(logging.WARNING, logger="hetero_cli"):
+        qdq.keep_groups_together(model, affinities, manual=True)
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith("1 QDQ group kept whole: 1 DequantizeLinear/QuantizeLinear node moved"), line
+    assert "'relu_1' (Relu) on OPENVINO" in line and "more" not in line
+
+
+@needs_openvino
+def test_the_cli_warns_once_and_lists_each_group_under_debug(tmp_path):
+    from support.robust import invoke
+
+    from hetero_cli import cli
+
+    model = hc.Core().read_model(qdq_chain(4))
+    set_all(model, {f"relu_{i}": "OPENVINO" for i in range(4)}, "CPU")
+    path = tmp_path / "pinned.onnx"
+    model.save(str(path))
+    for debug in (False, True):
+        result = invoke(cli.query, "-m", path, "-d", SPLIT, *(["--debug"] if debug else []))
+        assert result.exit_code == 0, result.stderr
+        lines = result.stderr.splitlines()
+        warned = [line for line in lines if line.startswith("[ WARNING ]") and "QDQ" in line]
+        assert len(warned) == 1 and "4 QDQ groups kept whole" in warned[0], result.stderr
+        listed = [line for line in lines if line.startswith("[ DEBUG ] QDQ group around")]
+        assert [f"'relu_{i}'" in line for i, line in enumerate(listed)] == [True] * (4 if debug else 0)
+
+
 # --- float16 regions ----------------------------------------------------------------------------------------
 
 FP16_NODES = ["to_half", "matmul", "add", "tanh", "to_float", "mul"]
