@@ -182,7 +182,7 @@ def shared_options(func: Callable[..., Any]) -> Callable[..., Any]:
             type=click.Choice(["svg", "png"]),
             help="Render the .dot files with Graphviz beside them (into --dot-dir, else here).",
         ),
-        click.option("--debug", is_flag=True, help="Show Python tracebacks on errors."),
+        click.option("--debug", is_flag=True, help="Show Python tracebacks on errors, and debug lines."),
     ]
     for decorator in reversed(decorators):
         func = decorator(func)

@@ -15,7 +15,7 @@ from .runner import CONTEXT, Group
 
 @click.group(cls=Group, context_settings=CONTEXT, no_args_is_help=True)
 @click.version_option(__version__, "--version", prog_name="hetero-cli")
-@click.option("--debug", is_flag=True, help="Show Python tracebacks on errors.")
+@click.option("--debug", is_flag=True, help="Show Python tracebacks on errors, and debug lines.")
 def hetero(debug: bool) -> None:
     """Run ONNX models across devices the way OpenVINO's HETERO device does (ONNX Runtime underneath).
 

@@ -31,7 +31,7 @@ def _value_text(value: Any) -> str:
     context_settings=CONTEXT,
     short_help="List devices, like hello_query_device.",
 )
-@click.option("--debug", is_flag=True, help="Show Python tracebacks on errors.")
+@click.option("--debug", is_flag=True, help="Show Python tracebacks on errors, and debug lines.")
 def devices(debug: bool) -> None:
     """Every available device with its execution provider, full name and properties (OpenVINO's
     hello_query_device layout), then the known devices this machine lacks and how to get each."""

@@ -47,13 +47,22 @@ from ..setup import (
     is_flag=True,
     help="Print JSON (affinities, plan, crossing tensors) instead of tables.",
 )
+@click.option(
+    "--compile",
+    "compile_too",
+    is_flag=True,
+    help="Compile the plan too, and show it as compiled: where HETERO_FALLBACK moved a subgraph that failed.",
+)
 @shared_options
-def query(model: str | None, device: str, save: str | None, as_json: bool, **options: Any) -> None:
+def query(
+    model: str | None, device: str, save: str | None, as_json: bool, compile_too: bool, **options: Any
+) -> None:
     """Query MODEL on DEVICE: each node's device, the subgraphs, the tensors that cross devices.
 
     \b
       hetero query -m models/digits.onnx -d HETERO:GPU,OPENVINO,CPU
       hetero query -m models/digits.onnx -d HETERO:OPENVINO,CPU --affinity softmax=CPU --save fixed.onnx
+      hetero query -m model.onnx -d HETERO:OPENVINO,CPU --compile --save works.onnx
     """
     check_writable(save, "--save", folder=False)
     setup = prepare(model, device, announce=not as_json, **shared(options))
@@ -66,6 +75,8 @@ def query(model: str | None, device: str, save: str | None, as_json: bool, **opt
         if setup.request.hetero and (setup.affinities or m.affinities()):
             set_affinities(setup)
         plan = setup.core.plan(m, setup.device)
+        if compile_too:
+            plan = _compiled_plan(setup, affinities, source)
     except UnsupportedNodesError:
         if not as_json:
             _affinity_table(m, affinities, source)  # the table shows which nodes no device takes
@@ -93,6 +104,17 @@ def query(model: str | None, device: str, save: str | None, as_json: bool, **opt
         report_dots(visualize.dump(m, plan, setup.dot_dir), setup.render, err=as_json)
     if save:
         _save_query(m, plan, save, setup.request, as_json)
+
+
+def _compiled_plan(setup: Setup, affinities: dict[str, str], source: dict[str, str]) -> Plan:
+    """--compile: the plan as compile_model leaves it; nodes HETERO_FALLBACK moved are marked in
+    ``affinities`` and ``source``."""
+    compiled = setup.core.compile_model(setup.model, setup.device)
+    for move in compiled.fallback.moves if compiled.fallback is not None else ():
+        for name in move.nodes:
+            affinities[name] = move.to
+            source[name] = f"fallback from {move.left}"
+    return compiled.plan
 
 
 def _query_mode(setup: Setup) -> str:
