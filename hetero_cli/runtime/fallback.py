@@ -163,7 +163,13 @@ def may_move(compiled: CompiledModel, failed: CompiledSubgraph) -> bool:
     """Whether a run-time failure of ``failed`` is for ``settle``: fallback is on and it never completed
     an inference (or it was moved already, for another request)."""
     fallback = compiled.fallback
-    return fallback is not None and fallback.enabled and not failed.proven
+    return (
+        fallback is not None
+        and fallback.enabled
+        and not failed.proven
+        and bool(fallback.devices)
+        and failed.device != fallback.devices[-1].name  # a device comes after it
+    )
 
 
 def settle(
@@ -187,6 +193,8 @@ def settle(
     fallback = compiled.fallback
     assert fallback is not None
     model, plan = compiled.model, compiled.plan
+    if not compiled.one_session and not fallback.next_devices(model, failed.nodes, failed.device):
+        return False  # nowhere to go: the caller's error is the failure itself
     by_name = {d.name: d for d in fallback.devices}
     one = compiled.one_session
     runs: list[CompiledSubgraph | None] = [None if one else c for c in compiled.subgraphs]
