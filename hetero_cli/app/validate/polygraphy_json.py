@@ -127,9 +127,8 @@ def load_outputs(path: str | os.PathLike) -> dict[str, list[dict[str, np.ndarray
     for file in _files(path):
         document = _read(file)
         if not isinstance(document, _Runs):
-            raise ValidationError(
-                f"{file} holds {_describe(document)}, not Polygraphy outputs: {_OUTPUTS_HINT}"
-            )
+            what = "Polygraphy inputs (feed dicts)" if _is_inputs(document) else _describe(document)
+            raise ValidationError(f"{file} holds {what}, not Polygraphy outputs: {_OUTPUTS_HINT}")
         seen: set[str] = set()
         for runner, iterations in document:
             if runner in seen:
@@ -217,6 +216,13 @@ def _hook(pairs: list[tuple[str, Any]]) -> Any:
     return unknown
 
 
+def _is_inputs(document: Any) -> bool:
+    feeds = document if isinstance(document, list) else [document]
+    return all(
+        type(feed) is dict and all(isinstance(array, np.ndarray) for array in feed.values()) for feed in feeds
+    )
+
+
 def _is_run(item: Any) -> bool:
     return (
         isinstance(item, list)
@@ -258,12 +264,8 @@ def _feed(feed: Any, file: Path, index: int, in_list: bool) -> dict[str, np.ndar
     where = f"iteration {index} of {file}" if in_list else str(file)
     if isinstance(feed, _Iteration) or not isinstance(feed, dict) or isinstance(feed, _Unknown):
         raise ValidationError(f"{where} holds {_describe(feed)}, not Polygraphy inputs: {_INPUTS_HINT}")
-    for name, array in feed.items():
-        if not isinstance(array, np.ndarray):
-            raise ValidationError(
-                f"{where} holds {_describe(feed)} (input {name!r} is {_describe(array)}, not an encoded "
-                f"array), not Polygraphy inputs: {_INPUTS_HINT}"
-            )
+    if not all(isinstance(array, np.ndarray) for array in feed.values()):
+        raise ValidationError(f"{where} holds {_describe(feed)}, not Polygraphy inputs: {_INPUTS_HINT}")
     return dict(feed)
 
 
