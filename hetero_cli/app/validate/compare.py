@@ -132,7 +132,13 @@ def compare_output(
         except TypeError as err:
             reason = f"values of {got.dtype} and {want.dtype} cannot be compared ({err})"
             return OutputComparison(passed=False, reason=reason, **sides)
-        stats = _statistics(absdiff, reldiff, tolerance)
+        try:
+            stats = _statistics(absdiff, reldiff, tolerance)
+        except TypeError as err:  # np.quantile of bools: Polygraphy raises there
+            reason = (
+                f"the {tolerance.check_error_stat} error of {got.dtype} values cannot be computed ({err})"
+            )
+            return OutputComparison(passed=False, reason=reason, **sides)
         passed, reason = _verdict(absdiff, reldiff, stats, tolerance)
     worst = None
     if absdiff.size:
@@ -161,7 +167,7 @@ def _differences(
     else:
         absdiff = np.array(np.abs(np.array(_cast_up(got) - _cast_up(want))))
         if infinities_compare_equal:
-            absdiff = np.where(np.logical_and(np.isinf(got), got == want), 0, absdiff)
+            absdiff = np.where(np.logical_and(np.isinf(got), got == want), np.array(0), absdiff)
     divisor = copy.copy(_cast_up(want))
     if np.issubdtype(divisor.dtype, np.floating):
         divisor[divisor == 0] += _EPSILON
@@ -185,7 +191,8 @@ def _statistics(
     stats: dict[str, float | None] = {}
     for side, diff in (("abs", absdiff), ("rel", reldiff)):
         stats[f"max_{side}"] = _higher_precision(lambda a: np.amax(a).item(), diff)
-        stats[f"mean_{side}"] = float(np.mean(diff, dtype=np.float32))
+        # np.mean of nothing is NaN (with a warning, spared here)
+        stats[f"mean_{side}"] = float(np.mean(diff, dtype=np.float32)) if diff.size else float("nan")
         stats[f"median_{side}"] = _higher_precision(np.median, diff)
         stats[f"quantile_{side}"] = (
             _quantile(diff, tolerance.error_quantile) if tolerance.check_error_stat == "quantile" else None
@@ -204,8 +211,10 @@ def _verdict(
     """(passed, reason) for the statistic ``tolerance`` checks."""
     atol, rtol, stat = tolerance.atol, tolerance.rtol, tolerance.check_error_stat
     if stat == "elemwise":
-        mismatches = (np.greater(absdiff, atol) | np.isnan(absdiff)) & (
-            np.greater(reldiff, rtol) | np.isnan(reldiff)
+        # Polygraphy's util.array turns a number beside an array into a 0-d array, which NumPy does not treat
+        # as a weak scalar: float32 errors are compared with the float64 tolerance, the 0 above is int64.
+        mismatches = (np.greater(absdiff, np.array(atol)) | np.isnan(absdiff)) & (
+            np.greater(reldiff, np.array(rtol)) | np.isnan(reldiff)
         )
         count = int(np.count_nonzero(mismatches))
         if not count:
