@@ -285,7 +285,7 @@ def _describe(obj: Any) -> str:
     if isinstance(obj, list):
         kinds = sorted({_kind(value) for value in obj})
         return f"a list of {' and '.join(kinds)}" if kinds else "an empty list"
-    return _kind(obj).rstrip("s") if obj is not None else "null"
+    return "a " + _kind(obj).rstrip("s") if obj is not None else "null"
 
 
 def _kind(obj: Any) -> str:
