@@ -171,7 +171,7 @@ def test_reference_is_the_divisor_and_worst_index_points_at_the_largest_error():
 def test_shapes_differ_fails_with_both_shapes():
     ours = compare_output("logits", np.zeros((1, 10)), np.zeros((1, 11)), OutputTolerance())
     assert not ours.passed
-    assert ours.reason == "shapes differ: (1, 10) vs (1, 11)"
+    assert ours.reason == "shapes differ: (1, 10) here, (1, 11) in the reference"
 
 
 def test_strings_cannot_be_compared_and_fail_with_a_reason():
@@ -300,3 +300,40 @@ def test_parse_refuses_bad_values_with_the_syntax(kwargs, message):
         Tolerances.parse(**kwargs)
     assert message in str(caught.value)
     assert "[<output>:]<value>" in str(caught.value)
+
+
+def reparse(args: list[str]) -> Tolerances:
+    """Tolerances.parse of `polygraphy run` options as argparse would group them."""
+    options: dict[str, list[str]] = {}
+    flag = False
+    for arg in args:
+        if arg == "--infinities-compare-equal":
+            flag = True
+        elif arg.startswith("--"):
+            current = options.setdefault(arg[2:].replace("-", "_"), [])
+        else:
+            current.append(arg)
+    return Tolerances.parse(**options, infinities_compare_equal=flag)
+
+
+@settings(max_examples=100, deadline=None, derandomize=True, database=None)
+@given(
+    st.lists(st.sampled_from(["1e-3", "0", "x:0.1", "a:b:1e-7", "inf", "x:3"]), max_size=3),
+    st.lists(st.sampled_from(["1e-3", "y:0.5", "2"]), max_size=2),
+    st.lists(st.sampled_from(["max", "x:median", "quantile"]), max_size=2),
+    st.lists(st.sampled_from(["0.5", "x:1"]), max_size=2),
+    st.booleans(),
+)
+def test_polygraphy_args_read_back_equal(atol, rtol, stats, quantiles, flag):
+    tolerances = Tolerances.parse(atol, rtol, stats, quantiles, infinities_compare_equal=flag)
+    assert reparse(tolerances.polygraphy_args()) == tolerances
+
+
+def test_polygraphy_args_and_describe():
+    tolerances = Tolerances.parse(atol=["logits:1e-3"], check_error_stat=["probs:quantile"])
+    assert tolerances.polygraphy_args() == [
+        "--atol", "1e-05", "logits:0.001", "--rtol", "1e-05", "--check-error-stat", "elemwise", "probs:quantile",
+    ]  # fmt: skip
+    assert Tolerances.parse().polygraphy_args() == ["--atol", "1e-05", "--rtol", "1e-05"]
+    assert tolerances.of("logits").describe() == "elemwise error, atol 0.001, rtol 1e-05"
+    assert tolerances.of("probs").describe() == "quantile 0.99 error, atol 1e-05, rtol 1e-05"

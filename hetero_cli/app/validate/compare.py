@@ -125,7 +125,9 @@ def compare_output(
         tolerance=tolerance,
     )
     if got.shape != want.shape:
-        return OutputComparison(passed=False, reason=f"shapes differ: {got.shape} vs {want.shape}", **sides)
+        return OutputComparison(
+            passed=False, reason=f"shapes differ: {got.shape} here, {want.shape} in the reference", **sides
+        )
     with np.errstate(all="ignore"):
         try:
             absdiff, reldiff = _differences(got, want, infinities_compare_equal)

@@ -41,11 +41,19 @@ class OutputTolerance:
     check_error_stat: str = DEFAULT_CHECK_ERROR_STAT
     error_quantile: float = DEFAULT_ERROR_QUANTILE
 
+    def describe(self) -> str:
+        """One line for a report, e.g. ``elemwise error, atol 1e-05, rtol 1e-05``."""
+        stat = self.check_error_stat
+        if stat == "quantile":
+            stat = f"quantile {self.error_quantile:g}"
+        return f"{stat} error, atol {self.atol:g}, rtol {self.rtol:g}"
+
 
 @dataclass(frozen=True)
 class Tolerances:
-    """Every output's tolerances: ``default`` for an output not named, ``per_output`` values for named
-    ones (each option resolved on its own: ``--atol x:1`` leaves x's rtol at the default), and Polygraphy's
+    """Every output's tolerances: ``default`` for an output not named; ``atol``, ``rtol``,
+    ``check_error_stat`` and ``error_quantile`` hold the values given for named outputs (each option resolved
+    on its own: ``--atol x:1`` leaves x's rtol at the default); and Polygraphy's
     ``--infinities-compare-equal`` (matching +-inf count as equal rather than as a NaN difference).
     Build it with ``Tolerances.parse`` from the command line's strings."""
 
@@ -94,14 +102,34 @@ class Tolerances:
         )
 
     def unknown_outputs(self, names: Iterable[str]) -> list[str]:
-        """The output names given per output that are not in ``names`` (the model's outputs), in the order
-        first given, so the caller can refuse them (Polygraphy only warns, and a typo then silently leaves
-        that output at the default)."""
+        """The output names given per output that are not in ``names`` (the model's outputs), each once, in
+        the order the options name them (atol's first), so the caller can refuse them (Polygraphy only warns,
+        and a typo then silently leaves that output at the default)."""
         known = set(names)
         given: dict[str, None] = {}
         for per_output in (self.atol, self.rtol, self.check_error_stat, self.error_quantile):
             given.update(dict.fromkeys(per_output))
         return [name for name in given if name not in known]
+
+    def polygraphy_args(self) -> list[str]:
+        """The ``polygraphy run`` options that give these tolerances (``--atol 1e-05 logits:0.001 --rtol
+        ...``), so a user can check a verdict with Polygraphy itself; ``Tolerances.parse`` reads them back
+        equal. Values are written with repr, which float() reads back exactly."""
+        d = self.default
+        args = ["--atol", repr(d.atol), *_named(self.atol), "--rtol", repr(d.rtol), *_named(self.rtol)]
+        if self.check_error_stat or d.check_error_stat != DEFAULT_CHECK_ERROR_STAT:
+            args += ["--check-error-stat", d.check_error_stat, *_named(self.check_error_stat)]
+        if self.error_quantile or d.error_quantile != DEFAULT_ERROR_QUANTILE:
+            args += ["--error-quantile", repr(d.error_quantile), *_named(self.error_quantile)]
+        if self.infinities_compare_equal:
+            args.append("--infinities-compare-equal")
+        return args
+
+
+def _named(per_output: Mapping[str, float | str]) -> list[str]:
+    return [
+        f"{name}:{value if isinstance(value, str) else repr(value)}" for name, value in per_output.items()
+    ]
 
 
 def _parse_option(option: str, values: Sequence[str], convert) -> dict:
