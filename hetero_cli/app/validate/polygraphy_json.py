@@ -47,9 +47,7 @@ class _Runs(list):
 
 
 class _Iteration(dict):
-    """A decoded IterationResult's outputs, {name: array}, with its runner name."""
-
-    runner_name: str | None = None
+    """A decoded IterationResult's outputs, {name: array}."""
 
 
 class _Unknown(dict):
@@ -67,6 +65,8 @@ def save_inputs(path: str | os.PathLike, feeds: Sequence[Mapping[str, np.ndarray
     which ``polygraphy run --load-inputs`` and polygraphy.json.load_json read. Written to a temporary file
     renamed into place, so a failure leaves nothing; raises ValidationError for an array NumPy cannot save
     without pickling (object arrays) and OSError where the file cannot be written."""
+    if isinstance(feeds, Mapping):
+        raise TypeError("save_inputs takes a sequence of feed dicts, one per iteration: pass [feed]")
     document = [{str(name): _encode_array(array, name) for name, array in feed.items()} for feed in feeds]
     _write(Path(path), document)
 
@@ -198,9 +198,7 @@ def _hook(pairs: list[tuple[str, Any]]) -> Any:
         outputs = dct.get("outputs")
         if not isinstance(outputs, dict):
             raise _BadArray("an IterationResult without its outputs")
-        iteration = _Iteration(outputs)
-        iteration.runner_name = dct.get("runner_name")
-        return iteration
+        return _Iteration(outputs)
     if type_name == "RunResults":
         lst = dct.get("lst")
         if not isinstance(lst, list) or not all(_is_run(item) for item in lst):
