@@ -216,10 +216,19 @@ def test_per_output_options_give_polygraphys_verdicts(first, second, data):
         rtol=args_util.parse_arglist_to_dict(rtol or None),
         check_error_stat=args_util.parse_arglist_to_dict(stat_args or None),
     )
+    results = compare_outputs(got, want, tolerances)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        theirs = func(IterationResult(got, runner_name="split"), IterationResult(want, runner_name="whole"))
-    for ours in compare_outputs(got, want, tolerances):
+        try:
+            theirs = func(
+                IterationResult(got, runner_name="split"), IterationResult(want, runner_name="whole")
+            )
+        except (
+            TypeError
+        ):  # Polygraphy gives up on values it cannot compare (quantile of bools): ours fails them
+            assert any(not ours.passed and "cannot be c" in ours.reason for ours in results)
+            return
+    for ours in results:
         assert_same_as_polygraphy(ours, theirs[ours.name])
     assert tolerances.unknown_outputs(names) == []
 
