@@ -9,6 +9,7 @@ from .environment import check_loadable, set_log_level
 from .infer_request import InferRequest
 from .pipeline import AsyncInferQueue, Pipeline, pipeline_of
 from .profiling import NOT_RUN, ProfilingInfo, format_counters
+from .tap import tap
 
 __all__ = [
     "NOT_RUN",
@@ -23,4 +24,5 @@ __all__ = [
     "format_counters",
     "pipeline_of",
     "set_log_level",
+    "tap",
 ]
