@@ -184,3 +184,11 @@ def test_help_has_examples():
     for words in ("--atol", "--bisect", "--load-inputs", "--save-outputs", "hetero validate -m"):
         assert words in result.stdout
     assert "validate" in invoke(hetero, "--help").stdout
+
+
+def test_dot_dir_draws_the_split_only(chain, tmp_path):
+    dots = tmp_path / "dots"
+    result = invoke(hetero, "validate", "-m", chain, "-d", "HETERO:CPU", "--dot-dir", dots)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in dots.iterdir()) == ["hetero_affinity_chain.dot", "hetero_subgraphs_chain.dot"]
+    assert f"Wrote {dots / 'hetero_affinity_chain.dot'}" in result.stdout

@@ -14,7 +14,7 @@ from ...graph import Model
 from ...placement.export import extract
 from ...runtime import CompiledSubgraph
 from .compare import compare_outputs
-from .reference import arrays, reference_values, standalone
+from .reference import NO_DOT_FILES, arrays, reference_values, standalone
 from .report import BisectStep
 from .tolerances import Tolerances
 
@@ -120,7 +120,7 @@ def _run_part(
         outputs,
         name=f"{model.name}_bisect",
     )
-    compiled = core.compile_model(standalone(proto, model), device)
+    compiled = core.compile_model(standalone(proto, model), device, NO_DOT_FILES)
     results = compiled({t: want[t] for t in inputs})
     got = {t: results[t] for t in outputs}
     return BisectStep(tuple(nodes), device, compare_outputs(*arrays(got, want, outputs), tolerances))

@@ -12,7 +12,11 @@ import onnx
 
 from ...core import Core
 from ...graph import Model
+from ...placement.config import DUMP_GRAPH_DOT
 from ...placement.export import extract
+
+#: the config of the compiles that only serve the comparison (reference, tapped, bisected): they draw nothing
+NO_DOT_FILES = {DUMP_GRAPH_DOT: "NO"}
 
 
 class _Standalone(Model):
@@ -36,7 +40,7 @@ def tapped_model(model: Model, tensors: Iterable[str]) -> Model:
     weights referenced in the model's file. Raises ModelError where neither onnx nor ONNX Runtime can tell
     a tensor's type."""
     outputs = list(dict.fromkeys([*model.output_names, *tensors]))
-    proto = extract(model, model.get_ops(), list(model.input_names), outputs, name=model.name)
+    proto = extract(model, model.get_ops(), list(model.input_names), outputs, name=f"{model.name}_reference")
     return standalone(proto, model)
 
 
@@ -45,7 +49,7 @@ def reference_values(
 ) -> dict[str, Any]:
     """{tensor: value} of ``tensors`` and the model's outputs, from one session of the whole model
     (``tapped_model``) on ``reference`` run on ``feeds``. Raises as compile_model and infer."""
-    compiled = core.compile_model(tapped_model(model, tensors), reference)
+    compiled = core.compile_model(tapped_model(model, tensors), reference, NO_DOT_FILES)
     results = compiled(dict(feeds))
     return {name: results[name] for name in dict.fromkeys([*model.output_names, *tensors])}
 

@@ -8,6 +8,7 @@ report can be printed, saved or kept after its sessions are gone.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .compare import OutputComparison
@@ -77,7 +78,8 @@ class ValidationReport:
     ``iterations``: per input set, every output's comparison (compare.OutputComparison); ``passed``: all
     within tolerance; ``inputs``: the feeds used (given, or the seeded random ones); ``outputs`` /
     ``reference_outputs``: per input set, {output: value} of the split and of the reference (what
-    ``--save-outputs`` writes); ``localisation``: where it starts to differ, on a failure (None on a pass).
+    ``--save-outputs`` writes); ``localisation``: where it starts to differ, on a failure (None on a pass);
+    ``dot_files``: the .dot files the split's compile wrote (HETERO_DUMP_GRAPH_DOT), as CompiledModel's.
     """
 
     device: str
@@ -88,6 +90,7 @@ class ValidationReport:
     outputs: list[dict[str, Any]]
     reference_outputs: list[dict[str, Any]]
     localisation: Localisation | None = None
+    dot_files: tuple[Path, ...] = ()
 
     @property
     def failed_iteration(self) -> int | None:

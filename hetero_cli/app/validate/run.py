@@ -19,6 +19,7 @@ from ..benchmark.inputs import input_sets
 from ..benchmark.shapes import data_shapes, is_fixed
 from .compare import compare_outputs
 from .localise import localise
+from .reference import NO_DOT_FILES
 from .report import ValidationReport
 from .tolerances import Tolerances
 
@@ -47,9 +48,10 @@ def validate_model(
     atol 1e-5, rtol 1e-5, elemwise). ``bisect``: on a failure, narrow the first differing subgraph down to
     a node (localise.bisect_subgraph).
 
-    Returns a ValidationReport: passed or not, the comparisons, the inputs, both sides' outputs, and on a
-    failure where the split starts to differ (localise.localise; it compiles the split again for that,
-    see there). Raises ValidationError for inputs that do not fit the model, a dynamic dimension with no
+    Returns a ValidationReport: passed or not, the comparisons, the inputs, both sides' outputs, the .dot
+    files the split's compile wrote (where asked for), and on a failure where the split starts to differ
+    (localise.localise; it compiles the split again for that, see there). The reference's compiles write
+    no .dot files (but under OPENVINO_HETERO_VISUALIZE, which asks for every compile's). Raises ValidationError for inputs that do not fit the model, a dynamic dimension with no
     shape, or tolerances naming outputs the model lacks; as compile_model and infer otherwise
     (CompileError, InferenceError, DeviceError...). A split that differs is no error: ``passed`` is False.
     """
@@ -68,8 +70,9 @@ def validate_model(
     )
     if not feeds_list:
         raise ValidationError("no input sets given: give at least one feed dict, or none for random data")
+    # the reference first: where .dot files are asked for, the split's are the ones left (same model name)
+    whole = core.compile_model(model, reference, NO_DOT_FILES)
     split = core.compile_model(model, device, config)
-    whole = core.compile_model(model, reference)
     iterations = []
     outputs: list[dict[str, Any]] = []
     reference_outputs: list[dict[str, Any]] = []
@@ -88,6 +91,7 @@ def validate_model(
         inputs=feeds_list,
         outputs=outputs,
         reference_outputs=reference_outputs,
+        dot_files=split.dot_files,
     )
     if not passed:
         failed = report.failed_iteration or 0

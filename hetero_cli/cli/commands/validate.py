@@ -26,7 +26,7 @@ from ..files import check_writable
 from ..options import named, shared, shared_options
 from ..output import box, console, info
 from ..runner import CONTEXT, Command, running, written
-from ..setup import prepare, set_affinities, warn_unused_affinities
+from ..setup import prepare, report_dots, set_affinities, warn_unused_affinities
 
 #: nodes of a subgraph named in full before "and N more"
 SHOWN_NODES = 12
@@ -154,6 +154,8 @@ def validate(
         set_affinities(setup)
     else:
         warn_unused_affinities(setup)
+    if setup.dot_dir is not None:
+        written().before_writing(setup.dot_dir, folder=True)
     info(f"Validating {setup.request} against one {reference} session of the whole model")
     report = validate_model(
         setup.core,
@@ -166,6 +168,7 @@ def validate(
         seed=seed,
         bisect=bisect,
     )
+    report_dots(report.dot_files, setup.render)
     _print_report(report)
     _save(report, save_inputs, save_outputs)
     click.echo("PASSED" if report.passed else "FAILED")
