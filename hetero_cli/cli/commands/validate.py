@@ -4,6 +4,7 @@ compared with Polygraphy's tolerances, the first subgraph that differs named; en
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -171,6 +172,10 @@ def validate(
     report_dots(report.dot_files, setup.render)
     _print_report(report)
     _save(report, save_inputs, save_outputs)
+    if save_inputs and save_outputs:
+        check = ["polygraphy", "run", str(setup.model_path), "--onnxrt", "--load-inputs", save_inputs]
+        check += ["--load-outputs", save_outputs, *tolerances.polygraphy_args()]
+        info(f"Polygraphy compares the same: {shlex.join(check)}")
     click.echo("PASSED" if report.passed else "FAILED")
     if report.passed:
         return 0
@@ -245,7 +250,6 @@ def _comparison_table(
     ):
         table.add_column(column, overflow="fold")
     for c in comparisons:
-        t = c.tolerance
         table.add_row(
             Text(c.name),
             _number(c.max_abs),
@@ -255,7 +259,7 @@ def _comparison_table(
             _number(c.mean_rel),
             _number(c.median_rel),
             "-" if c.worst_index is None else str(list(c.worst_index)),
-            f"atol {t.atol:g}, rtol {t.rtol:g}, {t.check_error_stat}",
+            c.tolerance.describe(),
             "passed" if c.passed else "FAILED",
         )
     console().print(table)
