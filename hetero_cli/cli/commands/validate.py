@@ -31,10 +31,37 @@ from ..setup import prepare, report_dots, set_affinities, warn_unused_affinities
 
 #: nodes of a subgraph named in full before "and N more"
 SHOWN_NODES = 12
+#: Polygraphy's options that take several values at once (argparse's nargs="+"): ``--atol 1e-5 logits:1e-3``
+LIST_OPTIONS = frozenset({"--atol", "--rtol", "--check-error-stat", "--error-quantile"})
+
+
+def spread_lists(args: Sequence[str]) -> list[str]:
+    """``args`` with each of LIST_OPTIONS' values after the first given its own option, as click takes
+    repeated options: ``--atol 1e-5 logits:1e-3`` becomes ``--atol 1e-5 --atol logits:1e-3`` (the command
+    takes no arguments, so a bare word after one of them can only be another of its values)."""
+    out: list[str] = []
+    current = None
+    for arg in args:
+        if arg == "--":
+            current = None
+        elif current is not None and not arg.startswith("-") and out[-1] != current:
+            out.append(current)
+        elif arg.startswith("-"):
+            current = arg if arg in LIST_OPTIONS else None
+        out.append(arg)
+    return out
+
+
+class _Validate(Command):
+    """hetero-cli's command, taking Polygraphy's several values per tolerance option (spread_lists)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """click's parsing, after spread_lists."""
+        return super().parse_args(ctx, spread_lists(args))
 
 
 @click.command(
-    cls=Command,
+    cls=_Validate,
     context_settings=CONTEXT,
     short_help="Compare the split with one whole-model session: PASSED or FAILED.",
 )
@@ -61,11 +88,14 @@ SHOWN_NODES = 12
 @click.option(
     "--check-error-stat",
     multiple=True,
-    metavar="[OUT:]STAT",
-    help="max, mean, median, quantile or elemwise (default: every element); repeatable, per output.",
+    metavar="[OUT:]STAT...",
+    help="max, mean, median, quantile or elemwise (default: every element), per output as --atol.",
 )
 @click.option(
-    "--error-quantile", multiple=True, metavar="[OUT:]Q", help="The quantile for --check-error-stat quantile."
+    "--error-quantile",
+    multiple=True,
+    metavar="[OUT:]Q...",
+    help="The quantile of --check-error-stat quantile.",
 )
 @click.option(
     "--load-inputs",
@@ -121,9 +151,9 @@ def validate(
 
     \b
       hetero validate -m model.onnx -d HETERO:OPENVINO,CPU
-      hetero validate -m det.onnx -d HETERO:OPENVINO,CPU -data_shape [1,3,96,96] --atol 1e-4 --rtol 1e-3
+      hetero validate -m det.onnx -d HETERO:OPENVINO,CPU -data_shape [1,3,96,96] --atol 5e-4 --rtol 1e-3
       hetero validate -m model.onnx -d HETERO:OPENVINO,CPU --atol 0 --rtol 0 --bisect
-      hetero validate -m model.onnx -d OPENVINO --atol logits:1e-3 --save-outputs out.json
+      hetero validate -m model.onnx -d OPENVINO --atol 1e-5 logits:1e-3 --save-outputs out.json
       polygraphy run model.onnx --onnxrt --load-outputs out.json     # Polygraphy reads what it wrote
     """
     check_writable(save_inputs, "--save-inputs", folder=False)
