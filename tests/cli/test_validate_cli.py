@@ -200,7 +200,9 @@ def test_dot_dir_draws_the_split_only(chain, tmp_path):
 @needs_openvino
 def test_several_values_per_tolerance_option_as_polygraphy_takes_them(chain):
     base = ["validate", "-m", chain, "-d", "OPENVINO"]
-    strict = invoke(hetero, *base, "--atol", "1", "y:0", "--rtol", "1", "y:0", "--check-error-stat", "elemwise")
+    strict = invoke(
+        hetero, *base, "--atol", "1", "y:0", "--rtol", "1", "y:0", "--check-error-stat", "elemwise"
+    )
     assert strict.exit_code == 1 and strict.stdout.strip().endswith("FAILED"), strict.output
     loose = invoke(hetero, *base, "--atol", "0", "y:1e-3", "--rtol", "0", "--seed", "1")
     assert loose.exit_code == 0 and loose.stdout.strip().endswith("PASSED"), loose.output
