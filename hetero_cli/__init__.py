@@ -16,6 +16,7 @@ queue.wait_all()
 
 from __future__ import annotations
 
+from .app.validate import validate_model
 from .core import Core
 from .errors import (
     AffinityError,
@@ -58,4 +59,5 @@ __all__ = [
     "TensorInfo",
     "Type",
     "UnsupportedNodesError",
+    "validate_model",
 ]

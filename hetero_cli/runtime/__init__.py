@@ -10,6 +10,7 @@ from .fallback import Fallback, Move
 from .infer_request import InferRequest
 from .pipeline import AsyncInferQueue, Pipeline, pipeline_of
 from .profiling import NOT_RUN, ProfilingInfo, format_counters
+from .tap import tap
 
 __all__ = [
     "NOT_RUN",
@@ -27,4 +28,5 @@ __all__ = [
     "format_counters",
     "pipeline_of",
     "set_log_level",
+    "tap",
 ]

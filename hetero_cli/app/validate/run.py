@@ -1,0 +1,220 @@
+"""validate_model: a split against one whole-model ONNX Runtime session, on the same inputs, every output
+compared (Polygraphy's ``polygraphy run --onnxrt --compare``, with the split as one of the two runners).
+
+    report = validate_model(core, model, "HETERO:OPENVINO,CPU", shapes={"x": (1, 3, 96, 96)})
+    print("PASSED" if report.passed else "FAILED", report.localisation)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ...core import Core
+from ...errors import BenchmarkError, ValidationError
+from ...graph import Model, shape_text
+from ..benchmark.inputs import input_sets
+from ..benchmark.shapes import data_shapes, is_fixed
+from .compare import compare_outputs
+from .localise import localise
+from .reference import NO_DOT_FILES
+from .report import ValidationReport
+from .tolerances import Tolerances
+
+
+def validate_model(
+    core: Core,
+    model: Model,
+    device: str,
+    *,
+    config: Mapping[str, Any] | None = None,
+    inputs: Sequence[Mapping[str, Any]] | None = None,
+    shapes: Mapping[str, Sequence[int]] | str | None = None,
+    tolerances: Tolerances | None = None,
+    reference: str = "CPU",
+    seed: int = 0,
+    bisect: bool = False,
+) -> ValidationReport:
+    """Run ``model`` split on ``device`` (``core.compile_model(model, device, config)``: its affinities,
+    automatic or manual, as a compile takes them) and as one ONNX Runtime session of the whole model on
+    ``reference`` (a single-device compile), on the same inputs, and compare every output.
+
+    ``inputs``: the input sets (feed dicts, as Polygraphy's ``--load-inputs`` gives them), one iteration
+    each; else one set of seeded random data (``seed``; hetero benchmark's: images 0..255, other floats
+    0..1, integers 0..9) of ``shapes``: {input: shape}, or a -data_shape string (``[1,3,96,96]`` or
+    ``x[1,3,96,96],y[1,4]``), needed for each dynamic dimension. ``tolerances``: Polygraphy's (default:
+    atol 1e-5, rtol 1e-5, elemwise). ``bisect``: on a failure, narrow the first differing subgraph down to
+    a node (localise.bisect_subgraph).
+
+    Returns a ValidationReport: passed or not, the comparisons, the inputs, both sides' outputs, the .dot
+    files the split's compile wrote (where asked for), and on a failure where the split starts to differ
+    (localise.localise; it compiles the split again for that, see there). The reference's compiles write
+    no .dot files (but under OPENVINO_HETERO_VISUALIZE, which asks for every compile's). Raises ValidationError for inputs that do not fit the model, a dynamic dimension with no
+    shape, or tolerances naming outputs the model lacks; as compile_model and infer otherwise
+    (CompileError, InferenceError, DeviceError...). A split that differs is no error: ``passed`` is False.
+    """
+    tolerances = tolerances if tolerances is not None else Tolerances()
+    output_names = [o.name for o in model.outputs]
+    unknown = tolerances.unknown_outputs(output_names)
+    if unknown:
+        raise ValidationError(
+            f"the tolerances name output(s) {', '.join(map(repr, unknown))} the model does not have: its "
+            f"outputs are {', '.join(output_names)}"
+        )
+    feeds_list = (
+        [check_inputs(model, feeds, k) for k, feeds in enumerate(inputs)]
+        if inputs is not None
+        else random_inputs(model, shapes, seed)
+    )
+    if not feeds_list:
+        raise ValidationError("no input sets given: give at least one feed dict, or none for random data")
+    # the reference first: where .dot files are asked for, the split's are the ones left (same model name)
+    whole = core.compile_model(model, reference, NO_DOT_FILES)
+    split = core.compile_model(model, device, config)
+    iterations = []
+    outputs: list[dict[str, Any]] = []
+    reference_outputs: list[dict[str, Any]] = []
+    for feeds in feeds_list:
+        got = _outputs(split(feeds), output_names)
+        want = _outputs(whole(feeds), output_names)
+        outputs.append(got)
+        reference_outputs.append(want)
+        iterations.append(compare_outputs(got, want, tolerances))
+    passed = all(c.passed for comparisons in iterations for c in comparisons)
+    report = ValidationReport(
+        device=device,
+        reference=reference,
+        iterations=iterations,
+        passed=passed,
+        inputs=feeds_list,
+        outputs=outputs,
+        reference_outputs=reference_outputs,
+        dot_files=split.dot_files,
+    )
+    if not passed:
+        failed = report.failed_iteration or 0
+        report.localisation = localise(
+            core,
+            model,
+            split,
+            feeds_list[failed],
+            device=device,
+            config=config,
+            reference=reference,
+            tolerances=tolerances,
+            bisect=bisect,
+        )
+    return report
+
+
+def input_shapes(
+    model: Model, shape: str | None = None, data_shape: str | None = None
+) -> dict[str, tuple[int, ...]]:
+    """Each input's concrete shape from benchmark_app's -shape and -data_shape (app/benchmark/shapes.py's
+    grammar); ValidationError for a bad option, or a dynamic dimension neither option sets (random data of
+    size 1 there would validate little: the user chooses)."""
+    try:
+        shapes, notes = data_shapes(model, shape, data_shape)
+    except BenchmarkError as exc:
+        raise ValidationError(str(exc)) from None
+    if notes:
+        raise ValidationError(
+            f"{notes[0].split(':')[0]} has dynamic dimensions: give their sizes with -shape or -data_shape "
+            f"(e.g. -data_shape {_example(model)})"
+        )
+    return shapes
+
+
+def random_inputs(
+    model: Model, shapes: Mapping[str, Sequence[int]] | str | None, seed: int
+) -> list[dict[str, np.ndarray]]:
+    """One input set of seeded random data (hetero benchmark's) of ``shapes`` ({input: shape}, or a
+    -data_shape string); ValidationError for a shape that does not fit an input, or a dynamic dimension
+    without one."""
+    if isinstance(shapes, str):
+        concrete = input_shapes(model, data_shape=shapes)
+    else:
+        given = dict(shapes or {})
+        unknown = [k for k in given if k not in {i.name for i in model.inputs}]
+        if unknown:
+            raise ValidationError(
+                f"shapes given for unknown input(s) {', '.join(map(repr, unknown))}: the model's inputs are "
+                f"{', '.join(i.name for i in model.inputs)}"
+            )
+        concrete = {}
+        for info in model.inputs:
+            dims = given.get(info.name, info.shape)
+            if dims is None or not all(is_fixed(d) for d in dims):
+                raise ValidationError(
+                    f"input {info.name!r} is {shape_text(info.shape) if info.shape is not None else 'of unknown shape'}"
+                    f": give its size with -shape or -data_shape (shapes= in the API), e.g. -data_shape "
+                    f"{_example(model)}"
+                )
+            _check_shape(info.name, tuple(int(d) for d in dims), info.shape)
+            concrete[info.name] = tuple(int(d) for d in dims)
+    try:
+        return input_sets(model, concrete, {}, 1, seed=seed)
+    except BenchmarkError as exc:
+        raise ValidationError(str(exc)) from None
+
+
+def check_inputs(model: Model, feeds: Mapping[str, Any], index: int = 0) -> dict[str, Any]:
+    """One given input set as the feeds of both runs: {input: numpy array}; ValidationError for a set
+    that is no mapping, or an input missing, unknown, of another dtype or of a shape the model does not take
+    (``index`` names the set in the message)."""
+    where = f"input set {index}"
+    if not isinstance(feeds, Mapping):
+        raise ValidationError(f"{where} is {type(feeds).__name__}, not a dict of input name -> array")
+    infos = {i.name: i for i in model.inputs}
+    unknown = [k for k in feeds if k not in infos]
+    missing = [k for k in infos if k not in feeds]
+    if unknown or missing:
+        raise ValidationError(
+            f"{where} does not fit the model: "
+            + "; ".join(
+                part
+                for part in (
+                    f"unknown input(s) {', '.join(map(repr, unknown))}" if unknown else "",
+                    f"missing input(s) {', '.join(map(repr, missing))}" if missing else "",
+                )
+                if part
+            )
+            + f" (the model's inputs are {', '.join(infos)})"
+        )
+    out = {}
+    for name, value in feeds.items():
+        info = infos[name]
+        arr = np.asarray(value)
+        if info.dtype is not None and arr.dtype != info.dtype:
+            raise ValidationError(f"{where}: input {name!r} is {arr.dtype} but the model takes {info.dtype}")
+        _check_shape(name, arr.shape, info.shape, where)
+        out[name] = arr
+    return out
+
+
+def _check_shape(name: str, got: tuple[int, ...], want: Any, where: str = "") -> None:
+    """ValidationError where ``got`` has another rank than the model's input, or differs in a fixed
+    dimension."""
+    if want is None:
+        return
+    if len(got) != len(want) or any(is_fixed(w) and g != w for g, w in zip(got, want, strict=False)):
+        raise ValidationError(
+            f"{where + ': ' if where else ''}input {name!r} has shape {shape_text(got)} but the model takes "
+            f"{shape_text(want)}"
+        )
+
+
+def _example(model: Model) -> str:
+    """A -data_shape value for the model's inputs, its dynamic dimensions set to 1 (for messages)."""
+    parts = []
+    for info in model.inputs:
+        dims = [d if is_fixed(d) else 1 for d in (info.shape or ())]
+        parts.append(f"{info.name}[{','.join(map(str, dims))}]")
+    return ",".join(parts)
+
+
+def _outputs(results: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """{output name: value} of an inference's Results (which also key them by port and index)."""
+    return {name: results[name] for name in names}

@@ -1,0 +1,337 @@
+"""``hetero validate``: the split against one whole-model ONNX Runtime session on the same inputs, every output
+compared with Polygraphy's tolerances, the first subgraph that differs named; ends with ``PASSED`` or
+``FAILED`` (exit 0 / 1). A thin layer over app.validate.validate_model."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ...app.validate import (
+    Localisation,
+    OutputComparison,
+    Tolerances,
+    ValidationReport,
+    check_inputs,
+    input_shapes,
+    polygraphy_json,
+    validate_model,
+)
+from ...errors import DeviceError
+from ...placement import device_string
+from ..files import check_writable
+from ..options import named, shared, shared_options
+from ..output import box, console, info
+from ..runner import CONTEXT, Command, running, written
+from ..setup import prepare, report_dots, set_affinities, warn_unused_affinities
+
+#: nodes of a subgraph named in full before "and N more"
+SHOWN_NODES = 12
+#: Polygraphy's options that take several values at once (argparse's nargs="+"): ``--atol 1e-5 logits:1e-3``
+LIST_OPTIONS = frozenset({"--atol", "--rtol", "--check-error-stat", "--error-quantile"})
+
+
+def spread_lists(args: Sequence[str]) -> list[str]:
+    """``args`` with each of LIST_OPTIONS' values after the first given its own option, as click takes
+    repeated options: ``--atol 1e-5 logits:1e-3`` becomes ``--atol 1e-5 --atol logits:1e-3`` (the command
+    takes no arguments, so a bare word after one of them can only be another of its values)."""
+    out: list[str] = []
+    current = None
+    for arg in args:
+        if arg == "--":
+            current = None
+        elif current is not None and not arg.startswith("-") and out[-1] != current:
+            out.append(current)
+        elif arg.startswith("-"):
+            current = arg if arg in LIST_OPTIONS else None
+        out.append(arg)
+    return out
+
+
+class _Validate(Command):
+    """hetero-cli's command, taking Polygraphy's several values per tolerance option (spread_lists)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """click's parsing, after spread_lists."""
+        return super().parse_args(ctx, spread_lists(args))
+
+
+@click.command(
+    cls=_Validate,
+    context_settings=CONTEXT,
+    short_help="Compare the split with one whole-model session: PASSED or FAILED.",
+)
+@click.option("-m", "model", metavar="MODEL", help="ONNX model (default: models/digits.onnx).")
+@click.option("-d", "device", required=True, metavar="DEVICE", help="HETERO:<dev>,<dev>,... or one device.")
+@click.option(
+    "-shape", "shape", metavar="SHAPE", help="Fill dynamic dimensions: [1,3,96,96] or name[1,3,96,96],..."
+)
+@click.option(
+    "-data_shape", "data_shape", metavar="SHAPE", help="Shape of the data for dynamic inputs (same syntax)."
+)
+@click.option(
+    "--atol",
+    multiple=True,
+    metavar="[OUT:]V",
+    help="Absolute tolerance (default 1e-5); repeatable, per output.",
+)
+@click.option(
+    "--rtol",
+    multiple=True,
+    metavar="[OUT:]V",
+    help="Relative tolerance (default 1e-5); repeatable, per output.",
+)
+@click.option(
+    "--check-error-stat",
+    multiple=True,
+    metavar="[OUT:]STAT...",
+    help="max, mean, median, quantile or elemwise (default: every element), per output as --atol.",
+)
+@click.option(
+    "--error-quantile",
+    multiple=True,
+    metavar="[OUT:]Q...",
+    help="The quantile of --check-error-stat quantile.",
+)
+@click.option(
+    "--load-inputs",
+    metavar="FILE.json",
+    callback=named,
+    help="Inputs from a Polygraphy inputs file (polygraphy run --save-inputs, data to-input).",
+)
+@click.option(
+    "--save-inputs",
+    metavar="FILE.json",
+    callback=named,
+    help="Write the inputs used, as Polygraphy reads them.",
+)
+@click.option(
+    "--save-outputs",
+    metavar="FILE.json",
+    callback=named,
+    help="Write both runs' outputs as Polygraphy RunResults (polygraphy run --load-outputs).",
+)
+@click.option(
+    "--reference",
+    default="CPU",
+    show_default=True,
+    metavar="DEVICE",
+    help="The one device that runs the whole model in one session.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("--bisect", is_flag=True, help="On FAILED, narrow the first differing subgraph down to a node.")
+@shared_options
+def validate(
+    model: str | None,
+    device: str,
+    shape: str | None,
+    data_shape: str | None,
+    atol: Sequence[str],
+    rtol: Sequence[str],
+    check_error_stat: Sequence[str],
+    error_quantile: Sequence[str],
+    load_inputs: str | None,
+    save_inputs: str | None,
+    save_outputs: str | None,
+    reference: str,
+    seed: int,
+    bisect: bool,
+    **options: Any,
+) -> int:
+    """Run MODEL split on DEVICE and as one ONNX Runtime session on --reference (CPU) on the same inputs,
+    compare every output with Polygraphy's tolerances, and end with PASSED (exit 0) or FAILED (exit 1).
+
+    On FAILED, every tensor between subgraphs is compared with the reference's: the first subgraph that
+    differs is named, and --bisect narrows it down to a node. Inputs: seeded random data (-shape or
+    -data_shape for dynamic dimensions) or --load-inputs; files in Polygraphy's JSON formats.
+
+    \b
+      hetero validate -m model.onnx -d HETERO:OPENVINO,CPU
+      hetero validate -m det.onnx -d HETERO:OPENVINO,CPU -data_shape [1,3,96,96] --atol 5e-4 --rtol 1e-3
+      hetero validate -m model.onnx -d HETERO:OPENVINO,CPU --atol 0 --rtol 0 --bisect
+      hetero validate -m model.onnx -d OPENVINO --atol 1e-5 logits:1e-3 --save-outputs out.json
+      polygraphy run model.onnx --onnxrt --load-outputs out.json     # Polygraphy reads what it wrote
+    """
+    check_writable(save_inputs, "--save-inputs", folder=False)
+    check_writable(save_outputs, "--save-outputs", folder=False)
+    _check_reference(reference)
+    tolerances = Tolerances.parse(atol, rtol, check_error_stat, error_quantile)
+    loaded = polygraphy_json.load_inputs(load_inputs) if load_inputs else None
+    setup = prepare(model, device, **shared(options))
+    m = setup.model
+    unknown = tolerances.unknown_outputs(o.name for o in m.outputs)
+    if unknown:
+        raise click.BadParameter(
+            f"names output(s) {', '.join(map(repr, unknown))} the model does not have: its outputs are "
+            f"{', '.join(o.name for o in m.outputs)}",
+            param_hint="--atol/--rtol/--check-error-stat",
+        )
+    if loaded is not None:
+        if shape or data_shape:
+            raise click.UsageError(
+                "-shape and -data_shape size random inputs: leave them out with --load-inputs"
+            )
+        inputs = [check_inputs(m, feeds, k) for k, feeds in enumerate(loaded)]
+        shapes = None
+    else:
+        inputs = None
+        shapes = input_shapes(m, shape, data_shape)
+    running()
+    if setup.request.hetero and setup.affinities:
+        set_affinities(setup)
+    else:
+        warn_unused_affinities(setup)
+    if setup.dot_dir is not None:
+        written().before_writing(setup.dot_dir, folder=True)
+    info(f"Validating {setup.request} against one {reference} session of the whole model")
+    report = validate_model(
+        setup.core,
+        m,
+        setup.device,
+        inputs=inputs,
+        shapes=shapes,
+        tolerances=tolerances,
+        reference=reference,
+        seed=seed,
+        bisect=bisect,
+    )
+    report_dots(report.dot_files, setup.render)
+    _print_report(report)
+    _save(report, save_inputs, save_outputs)
+    if save_inputs and save_outputs:
+        check = ["polygraphy", "run", str(setup.model_path), "--onnxrt", "--load-inputs", save_inputs]
+        check += ["--load-outputs", save_outputs, *tolerances.polygraphy_args()]
+        info(f"Polygraphy compares the same: {shlex.join(check)}")
+    click.echo("PASSED" if report.passed else "FAILED")
+    if report.passed:
+        return 0
+    # FAILED is the command's answer, not an error: the files it wrote stay
+    kept = written()
+    kept.files.clear()
+    kept.folders.clear()
+    return 1
+
+
+def _check_reference(reference: str) -> None:
+    """--reference must be one device (a HETERO string would be a split too): a usage error otherwise."""
+    try:
+        request = device_string.parse(reference)
+    except DeviceError as exc:
+        raise click.BadParameter(str(exc), param_hint="--reference") from None
+    if request.hetero:
+        raise click.BadParameter(
+            f"{reference!r} is a split: the reference is one device running the whole model, e.g. CPU",
+            param_hint="--reference",
+        )
+
+
+def _save(report: ValidationReport, save_inputs: str | None, save_outputs: str | None) -> None:
+    """--save-inputs and --save-outputs, in Polygraphy's formats; a failure later removes them again."""
+    if save_inputs:
+        _write(Path(save_inputs), lambda: polygraphy_json.save_inputs(save_inputs, report.inputs))
+    if save_outputs:
+        runs = {
+            runner_name(report.device, split=True): report.outputs,
+            runner_name(report.reference, split=False): report.reference_outputs,
+        }
+        _write(Path(save_outputs), lambda: polygraphy_json.save_outputs(save_outputs, runs))
+
+
+def runner_name(device: str, *, split: bool) -> str:
+    """The runner's name in --save-outputs: ``hetero[HETERO:OPENVINO,CPU]`` for the split,
+    ``onnxrt[CPU]`` for the reference (Polygraphy names its runners ``onnxrt-runner-N``)."""
+    return f"hetero[{device}]" if split else f"onnxrt[{device}]"
+
+
+def _write(path: Path, save: Any) -> None:
+    written().before_writing(path, folder=False)
+    save()
+    written().wrote(path)
+    info(f"Wrote {path}")
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def _comparison_table(
+    title: str, comparisons: Sequence[OutputComparison], first_column: str = "output"
+) -> None:
+    """One row per compared tensor: its error statistics, worst element, tolerance and verdict."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text(title), box=box(), show_edge=False, title_justify="left")
+    for column in (
+        first_column,
+        "max abs",
+        "mean abs",
+        "median abs",
+        "max rel",
+        "mean rel",
+        "median rel",
+        "worst index",
+        "tolerance",
+        "verdict",
+    ):
+        table.add_column(column, overflow="fold")
+    for c in comparisons:
+        table.add_row(
+            Text(c.name),
+            _number(c.max_abs),
+            _number(c.mean_abs),
+            _number(c.median_abs),
+            _number(c.max_rel),
+            _number(c.mean_rel),
+            _number(c.median_rel),
+            "-" if c.worst_index is None else str(list(c.worst_index)),
+            c.tolerance.describe(),
+            "passed" if c.passed else "FAILED",
+        )
+    console().print(table)
+    for c in comparisons:
+        if not c.passed and c.reason:
+            info(f"  {c.name}: {c.reason}")
+
+
+def _print_report(report: ValidationReport) -> None:
+    """The comparisons of every input set, then on a failure the localisation."""
+    many = len(report.iterations) > 1
+    for k, comparisons in enumerate(report.iterations):
+        title = f"{report.device} against {report.reference}" + (f", input set {k}" if many else "")
+        _comparison_table(title, comparisons)
+    if report.localisation is not None:
+        _print_localisation(report.localisation, report.failed_iteration if many else None)
+
+
+def _print_localisation(loc: Localisation, iteration: int | None) -> None:
+    """Where the split starts to differ: the subgraphs checked, the first that differs, the bisection."""
+    for note in loc.notes:
+        info(note)
+    where = f" (input set {iteration})" if iteration is not None else ""
+    for check in loc.checked:
+        info(f"  {check.name} on {check.device}: {'within tolerance' if check.passed else 'DIFFERS'}{where}")
+    first = loc.first
+    if first is None:
+        return
+    shown = ", ".join(first.nodes[:SHOWN_NODES])
+    more = f" and {len(first.nodes) - SHOWN_NODES} more" if len(first.nodes) > SHOWN_NODES else ""
+    info(
+        f"The first subgraph that differs: {first.name} on {first.device}, {len(first.nodes)} node(s): "
+        f"{shown}{more}"
+    )
+    _comparison_table(f"Tensors {first.name} hands on that differ", first.differing, "tensor")
+    for k, step in enumerate(loc.bisect):
+        span = step.nodes[0] if len(step.nodes) == 1 else f"{step.nodes[0]} .. {step.nodes[-1]}"
+        worst = max((c.max_abs or 0.0 for c in step.comparisons), default=0.0)
+        info(
+            f"  bisect {k}: {len(step.nodes)} node(s) {span} on {step.device}: "
+            f"{'within tolerance' if step.passed else 'DIFFERS'} (max abs error {worst:.4g})"
+        )
+    if loc.culprit:
+        what = "node" if len(loc.culprit) == 1 else f"group of {len(loc.culprit)} nodes"
+        info(f"The {what} that differs fed the reference's values: {', '.join(loc.culprit)}")

@@ -1,0 +1,210 @@
+"""``hetero validate``: its tables and last line, exit statuses 0 / 1 / 2, Polygraphy's files written and read
+back, and bad input refused with one line, nothing written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper as h
+from support.helpers import chain_model, const, make_model, needs_openvino, vi
+from support.robust import invoke, nothing_left_behind, one_error_line
+
+from hetero_cli.app.validate import polygraphy_json
+from hetero_cli.cli import hetero
+
+EXP_CHAIN = ("Neg", "Abs", "Relu", "Exp", "Neg", "Abs", "Relu", "Neg")
+
+
+@pytest.fixture
+def chain(tmp_path: Path) -> Path:
+    """x[4,64] -> Neg -> Abs -> Relu -> Exp -> Neg -> Abs -> Relu -> Neg -> y, nodes n0..n7."""
+    path = tmp_path / "chain.onnx"
+    onnx.save(chain_model(EXP_CHAIN, shape=(4, 64)), str(path))
+    return path
+
+
+@pytest.fixture
+def dynamic(tmp_path: Path) -> Path:
+    """x[n,16] -> MatMul -> Softmax -> y, n dynamic."""
+    rng = np.random.default_rng(0)
+    nodes = [
+        h.make_node("MatMul", ["x", "w"], ["a"], name="mm"),
+        h.make_node("Softmax", ["a"], ["y"], name="sm", axis=-1),
+    ]
+    proto = make_model(
+        nodes, [vi("x", ["n", 16])], [vi("y", ["n", 16])], [const("w", rng.standard_normal((16, 16)))]
+    )
+    path = tmp_path / "dynamic.onnx"
+    onnx.save(proto, str(path))
+    return path
+
+
+def last_line(result) -> str:
+    return result.stdout.strip().splitlines()[-1]
+
+
+def test_passed_exit_0_with_a_table_per_output(chain):
+    result = invoke(hetero, "validate", "-m", chain, "-d", "CPU", "--atol", "0", "--rtol", "0")
+    assert result.exit_code == 0, result.output
+    assert last_line(result) == "PASSED"
+    assert result.stdout.count("PASSED") == 1 and "FAILED" not in result.stdout
+    for column in ("max abs", "mean abs", "median abs", "max rel", "worst index", "tolerance", "verdict"):
+        assert column in result.stdout
+    assert "elemwise error, atol 0, rtol 0" in result.stdout
+
+
+@needs_openvino
+def test_failed_exit_1_names_the_subgraph_and_bisects(chain, tmp_path):
+    outputs = tmp_path / "out" / "o.json"
+    args = ["validate", "-m", chain, "-d", "HETERO:OPENVINO,CPU", "--atol", "0", "--rtol", "0"]
+    result = invoke(
+        hetero,
+        *args,
+        *_rest_on("CPU", 0, 2),
+        *_rest_on("OPENVINO", 2),
+        "--bisect",
+        "--save-outputs",
+        outputs,
+    )
+    assert result.exit_code == 1, result.output
+    assert last_line(result) == "FAILED"
+    assert (
+        "The first subgraph that differs: subgraph2 on OPENVINO, 6 node(s): n2, n3, n4, n5, n6, n7"
+        in result.stdout
+    )
+    assert "subgraph1 on CPU: within tolerance" in result.stdout
+    assert "The node that differs fed the reference's values: n3" in result.stdout
+    # a FAILED verdict is the command's answer: what it wrote stays
+    runs = polygraphy_json.load_outputs(outputs)
+    assert list(runs) == ["hetero[HETERO:OPENVINO,CPU]", "onnxrt[CPU]"]
+    assert not np.array_equal(runs["hetero[HETERO:OPENVINO,CPU]"][0]["y"], runs["onnxrt[CPU]"][0]["y"])
+
+
+def _rest_on(device: str, start: int, stop: int = 8) -> list[str]:
+    return [a for k in range(start, stop) for a in ("--affinity", f"n{k}={device}")]
+
+
+@needs_openvino
+def test_save_inputs_then_load_inputs_gives_the_same_verdict(chain, tmp_path):
+    inputs = tmp_path / "in.json"
+    args = ["validate", "-m", chain, "-d", "OPENVINO", "--atol", "0", "--rtol", "0", "--seed", "5"]
+    first = invoke(hetero, *args, "--save-inputs", inputs)
+    assert first.exit_code == 1 and last_line(first) == "FAILED", first.output
+    saved = polygraphy_json.load_inputs(inputs)
+    assert len(saved) == 1 and saved[0]["x"].shape == (4, 64)
+    again = invoke(hetero, *args[:-2], "--load-inputs", inputs)
+    assert again.exit_code == 1 and last_line(again) == "FAILED", again.output
+    # the same numbers: the same inputs
+    assert _table_rows(first.stdout) == _table_rows(again.stdout)
+    loose = invoke(hetero, *args[:5], "--load-inputs", inputs, "--atol", "1e-3")
+    assert loose.exit_code == 0 and last_line(loose) == "PASSED", loose.output
+
+
+def _table_rows(stdout: str) -> list[str]:
+    return [line for line in stdout.splitlines() if line.strip().startswith("y ")]
+
+
+def test_dynamic_dimensions_need_a_shape(dynamic):
+    result = invoke(hetero, "validate", "-m", dynamic, "-d", "CPU")
+    assert result.exit_code == 2
+    assert "-shape or -data_shape" in one_error_line(result)
+    ok = invoke(hetero, "validate", "-m", dynamic, "-d", "CPU", "-data_shape", "[3,16]")
+    assert ok.exit_code == 0 and last_line(ok) == "PASSED", ok.output
+    ok = invoke(hetero, "validate", "-m", dynamic, "-d", "CPU", "-shape", "x[2,16]")
+    assert ok.exit_code == 0, ok.output
+
+
+def _bad_inputs(folder: Path) -> Path:
+    path = folder / "bad.json"
+    path.write_text(json.dumps({"not": "inputs"}))
+    return path
+
+
+def _outputs_file(folder: Path) -> Path:
+    path = folder / "outputs.json"
+    polygraphy_json.save_outputs(path, {"r": [{"y": np.zeros((2, 3), np.float32)}]})
+    return path
+
+
+def _wrong_input(folder: Path) -> Path:
+    path = folder / "wrong.json"
+    polygraphy_json.save_inputs(path, [{"z": np.zeros((2, 3), np.float32)}])
+    return path
+
+
+@pytest.mark.parametrize(
+    ("make_args", "words"),
+    [
+        (lambda m, d: ["--atol", "logits:1e-3"], "'logits'"),
+        (lambda m, d: ["--rtol", "abc"], "--rtol"),
+        (lambda m, d: ["--check-error-stat", "worst"], "--check-error-stat"),
+        (lambda m, d: ["--load-inputs", d / "missing.json"], "missing.json"),
+        (lambda m, d: ["--load-inputs", _bad_inputs(d)], "bad.json"),
+        (lambda m, d: ["--load-inputs", _outputs_file(d)], "outputs"),
+        (lambda m, d: ["--load-inputs", _wrong_input(d)], "'z'"),
+        (lambda m, d: ["--save-outputs", "/proc/hetero_validate/o.json"], "--save-outputs"),
+        (lambda m, d: ["--save-inputs", d], "--save-inputs"),
+        (lambda m, d: ["--reference", "HETERO:CPU"], "--reference"),
+        (lambda m, d: ["--reference", "NOSUCH"], "NOSUCH"),
+        (lambda m, d: ["-data_shape", "[2,3,4]"], "rank"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_nothing_written(chain, tmp_path, make_args, words):
+    given = tmp_path / "given"
+    given.mkdir()
+    extra = make_args(chain, given)
+    out = tmp_path / "written"
+    with nothing_left_behind(tmp_path / "written", given):
+        result = invoke(
+            hetero,
+            "validate",
+            "-m",
+            chain,
+            "-d",
+            "CPU",
+            *extra,
+            "--save-outputs" if "--save-outputs" not in extra else "--seed",
+            out / "o.json" if "--save-outputs" not in extra else "1",
+            "--save-inputs" if "--save-inputs" not in extra else "--seed",
+            out / "i.json" if "--save-inputs" not in extra else "2",
+        )
+        assert result.exit_code == 2, result.output
+        assert words in one_error_line(result)
+        assert "PASSED" not in result.stdout and "FAILED" not in result.stdout
+    assert not out.exists()
+
+
+def test_help_has_examples():
+    result = invoke(hetero, "validate", "--help")
+    assert result.exit_code == 0
+    for words in ("--atol", "--bisect", "--load-inputs", "--save-outputs", "hetero validate -m"):
+        assert words in result.stdout
+    assert "validate" in invoke(hetero, "--help").stdout
+
+
+def test_dot_dir_draws_the_split_only(chain, tmp_path):
+    dots = tmp_path / "dots"
+    result = invoke(hetero, "validate", "-m", chain, "-d", "HETERO:CPU", "--dot-dir", dots)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in dots.iterdir()) == [
+        "hetero_affinity_chain.dot",
+        "hetero_subgraphs_chain.dot",
+    ]
+    assert f"Wrote {dots / 'hetero_affinity_chain.dot'}" in result.stdout
+
+
+@needs_openvino
+def test_several_values_per_tolerance_option_as_polygraphy_takes_them(chain):
+    base = ["validate", "-m", chain, "-d", "OPENVINO"]
+    strict = invoke(
+        hetero, *base, "--atol", "1", "y:0", "--rtol", "1", "y:0", "--check-error-stat", "elemwise"
+    )
+    assert strict.exit_code == 1 and strict.stdout.strip().endswith("FAILED"), strict.output
+    loose = invoke(hetero, *base, "--atol", "0", "y:1e-3", "--rtol", "0", "--seed", "1")
+    assert loose.exit_code == 0 and loose.stdout.strip().endswith("PASSED"), loose.output
+    unknown = invoke(hetero, *base, "--atol", "1e-5", "logits:1e-3")
+    assert unknown.exit_code == 2 and "'logits'" in one_error_line(unknown)
