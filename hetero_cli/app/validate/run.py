@@ -121,7 +121,8 @@ def input_shapes(
         raise ValidationError(str(exc)) from None
     if notes:
         raise ValidationError(
-            f"{notes[0].split(':')[0]} has dynamic dimensions: give their sizes with -shape or -data_shape "
+            f"{notes[0].split(':')[0].replace(' is ', ' ', 1)} has dynamic dimensions: give their sizes with "
+            "-shape or -data_shape "
             f"(e.g. -data_shape {_example(model)})"
         )
     return shapes
