@@ -192,6 +192,16 @@ def subgraphs_dot(model: Model, plan: Plan) -> str:
     return "\n".join(lines) + "\n"
 
 
+def dot_stem(model: Model) -> str:
+    """What the .dot files of ``model`` are named after: the model file's name, with the ONNX graph's name
+    after it where the two differ (exporters name every graph ``main_graph`` or ``torch-jit-export``: the
+    file tells two models apart); the graph's name alone for a model not read from a file."""
+    if model.path is None:
+        return safe_name(model.name)
+    stem, graph = model.path.stem, model.name
+    return safe_name(stem if safe_name(graph) == safe_name(stem) else f"{stem}_{graph}")
+
+
 def dump(model: Model, plan: Plan, directory: str | os.PathLike[str] | None = None) -> tuple[Path, Path]:
     """Write both .dot files into ``directory`` (default: the current directory); returns their paths."""
     folder = Path(directory) if directory is not None else Path.cwd()
@@ -201,7 +211,7 @@ def dump(model: Model, plan: Plan, directory: str | os.PathLike[str] | None = No
         raise HeteroError(f"cannot write .dot files into {folder}: it is a file, not a folder")
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        stem = safe_name(model.name)
+        stem = dot_stem(model)
         affinity = folder / f"hetero_affinity_{stem}.dot"
         subgraphs = folder / f"hetero_subgraphs_{stem}.dot"
         affinity.write_text(affinity_dot(model, plan.affinities), encoding="utf-8")

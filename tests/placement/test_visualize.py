@@ -191,3 +191,27 @@ def test_light_models_render(path: Path, tmp_path: Path) -> None:
         )
         assert result.returncode == 0, result.stderr
         assert "Warning" not in result.stderr, result.stderr
+
+
+@needs_two_devices
+def test_files_are_named_after_the_model_file_and_the_graph_where_they_differ(tmp_path: Path) -> None:
+    """Exporters name every graph alike (main_graph, torch-jit-export): two models' files must not collide."""
+    names = []
+    for stem in ("encoder", "decoder"):
+        proto = _odd_model()
+        proto.graph.name = "main_graph"
+        path = tmp_path / f"{stem}.onnx"
+        onnx.save(proto, path)
+        model = hc.Core().read_model(path)
+        names += [p.name for p in visualize.dump(model, _split(model), tmp_path / "dots")]
+    assert names == [
+        "hetero_affinity_encoder_main_graph.dot",
+        "hetero_subgraphs_encoder_main_graph.dot",
+        "hetero_affinity_decoder_main_graph.dot",
+        "hetero_subgraphs_decoder_main_graph.dot",
+    ]
+    proto = _odd_model()
+    proto.graph.name = "same"
+    onnx.save(proto, tmp_path / "same.onnx")
+    model = hc.Core().read_model(tmp_path / "same.onnx")
+    assert visualize.dump(model, _split(model), tmp_path)[0].name == "hetero_affinity_same.dot"
