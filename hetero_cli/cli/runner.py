@@ -173,8 +173,42 @@ class _NeverRaised(Exception):
 _NoArgsIsHelp: type[Exception] = getattr(click.exceptions, "NoArgsIsHelpError", _NeverRaised)
 
 
+#: what every command's --help ends with: the environment variables hetero-cli reads and the exit statuses
+ENVIRONMENT = (
+    (
+        "OPENVINO_HETERO_VISUALIZE=1",
+        "write the .dot files of every split compiled (as OpenVINO's HETERO does)",
+    ),
+    ("HETERO_DEBUG=1", "as --debug: tracebacks on errors, debug lines, ONNX Runtime's warnings"),
+    (
+        "_HETERO_COMPLETE=bash_source",
+        "print the shell completion script (zsh_source, fish_source too): "
+        'eval "$(_HETERO_COMPLETE=bash_source hetero)"',
+    ),
+)
+EXIT_STATUSES = (
+    ("0", "done (hetero validate: PASSED)"),
+    (
+        "1",
+        "failed at run time: no listed device here, a subgraph that does not compile or run, a file not "
+        "written (hetero validate: FAILED)",
+    ),
+    ("2", "usage error: a bad option, device string, config key, affinity, model or input"),
+    ("130", "interrupted"),
+)
+
+
 class _Main:
-    """click's main() with hetero-cli's error handling: one line on stderr, exit 2 or 1, tracebacks on --debug."""
+    """click's main() with hetero-cli's error handling: one line on stderr, exit 2 or 1, tracebacks on --debug;
+    --help ends with the environment variables and exit statuses."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command's own epilog, then the environment variables and exit statuses."""
+        super().format_epilog(ctx, formatter)  # type: ignore[misc]
+        with formatter.section("Environment variables"):
+            formatter.write_dl(ENVIRONMENT)
+        with formatter.section("Exit statuses"):
+            formatter.write_dl(EXIT_STATUSES)
 
     def _command_path(self, argv: Sequence[str], prog_name: str | None) -> str:
         """``hetero classify`` for a usage error click raised without a context (an option missing its

@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import platform
+
 import click
 
 from .. import __version__
+from ..runtime import runtime_versions
 from .commands.benchmark import benchmark
 from .commands.classify import classify
 from .commands.devices import devices
@@ -14,8 +17,26 @@ from .commands.validate import validate
 from .runner import CONTEXT, Group
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """--version: hetero-cli's, then ONNX Runtime's with its execution providers and the OpenVINO inside."""
+    if not value or ctx.resilient_parsing:
+        return
+    click.echo(f"hetero-cli {__version__}")
+    for name, version in runtime_versions().items():
+        click.echo(f"{name}: {version}")
+    click.echo(f"python: {platform.python_version()} ({platform.machine()})")
+    ctx.exit(0)
+
+
 @click.group(cls=Group, context_settings=CONTEXT, no_args_is_help=True)
-@click.version_option(__version__, "--version", prog_name="hetero-cli")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show hetero-cli's version, ONNX Runtime's with its execution providers, and OpenVINO's.",
+)
 @click.option("--debug", is_flag=True, help="Show Python tracebacks on errors, and debug lines.")
 def hetero(debug: bool) -> None:
     """Run ONNX models across devices the way OpenVINO's HETERO device does (ONNX Runtime underneath).

@@ -19,7 +19,8 @@ except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
     raise ImportError(
         "hetero-cli needs ONNX Runtime, which comes in three mutually exclusive flavours: install exactly one "
         "of the extras hetero-cli[openvino] (OpenVINO + CPU execution providers), hetero-cli[cpu] (CPU only) "
-        "or hetero-cli[gpu] (CUDA + TensorRT + CPU), e.g. pip install 'hetero-cli[openvino]'"
+        "or hetero-cli[gpu] (CUDA + TensorRT + CPU): `make FLAVOUR=openvino install` in hetero-cli's source "
+        "tree, i.e. pip install -e '.[openvino]' there"
     ) from exc
 
 # ORT's own log lines ("Removing initializer ...", errors it also raises as exceptions) are noise a user

@@ -288,7 +288,8 @@ def unavailable_reason(device: Device) -> str | None:
     if device.ep not in providers:
         return (
             f"this onnxruntime has no {device.ep} (it has {', '.join(providers)}); "
-            f"install hetero-cli[{device.kind.extra}] in place of the current onnxruntime flavour"
+            f"install the {device.kind.extra} flavour in place of the current one (`make FLAVOUR="
+            f"{device.kind.extra} install` in hetero-cli's source tree, i.e. pip install -e '.[{device.kind.extra}]')"
         )
     if not device.kind.hardware(device):
         return (

@@ -5,7 +5,7 @@ import these names from here, not from the modules inside.
 
 from .compiled_model import CompiledModel, CompiledSubgraph
 from .compiler import compile_plan, compile_with_fallback
-from .environment import check_loadable, set_log_level
+from .environment import check_loadable, runtime_versions, set_log_level
 from .fallback import Fallback, Move
 from .infer_request import InferRequest
 from .pipeline import AsyncInferQueue, Pipeline, pipeline_of
@@ -27,6 +27,7 @@ __all__ = [
     "compile_with_fallback",
     "format_counters",
     "pipeline_of",
+    "runtime_versions",
     "set_log_level",
     "tap",
 ]

@@ -7,8 +7,9 @@ import onnx
 
 from ..errors import ModelError
 from ..ort.session import QUIET, ort, unloadable
+from ..ort.versions import runtime_versions
 
-__all__ = ["check_loadable", "set_log_level"]
+__all__ = ["check_loadable", "runtime_versions", "set_log_level"]
 
 
 def set_log_level(debug: bool) -> None:

@@ -138,7 +138,7 @@ ERRORS = [
 ]
 if not HAS_CUDA:
     ERRORS.append(
-        (("hello_classification", DIGITS, "samples/images/digit_3.png", "GPU"), 1, "hetero-cli[gpu]")
+        (("hello_classification", DIGITS, "samples/images/digit_3.png", "GPU"), 1, "make FLAVOUR=gpu install")
     )
 
 

@@ -117,7 +117,7 @@ def test_sample_runs(script):
         assert "instead" not in out, out
     if NO_CUDA and "GPU" in (SAMPLES / script).read_text():
         assert "GPU is not available, skipping it" in result.stderr
-        assert "hetero-cli[gpu]" in result.stderr
+        assert "make FLAVOUR=gpu install" in result.stderr
 
 
 @pytest.mark.parametrize("script", [s for s in SCRIPTS if s != "hetero_demo.py"])

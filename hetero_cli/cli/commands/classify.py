@@ -170,6 +170,11 @@ def classify(
     \b
       hello_classification models/digits.onnx samples/images/digit_3.png HETERO:GPU,CPU
       hello_classification -m models/digits.onnx -i samples/images/digit_3.png -d HETERO:GPU,OPENVINO,CPU -pc
+      hello_classification squeezenet.onnx cat.jpg CPU --color bgr --mean 104,117,123
+
+    \b
+    3-channel images are fed in RGB order unless --color (or the model's metadata) says otherwise: OpenVINO's
+    sample reads them with OpenCV, in BGR order, which Caffe and Open Model Zoo models expect.
     """
     model_arg, image_arg, device_arg = _positional(positional, model, image_path, device)
     info("Creating hetero-cli Core")
@@ -180,6 +185,11 @@ def classify(
     names = read_labels(labels, setup.model, setup.model_path)
     check_classifier(setup.model_path, setup.model)
     note = ", inverted" if image.inverted(picture, prep) else ""
+    if prep.color in ("RGB", "BGR") and color is None:
+        info(
+            f"Channel order: {prep.color} (--color rgb|bgr sets it); OpenVINO's hello_classification reads "
+            "images with OpenCV, in BGR order: a Caffe or Open Model Zoo model wants --color bgr"
+        )
     info(f"Preprocessing: {picture.width}x{picture.height} {picture.mode} -> {prep.describe()}{note}")
     info(f"Loading the model to {setup.device}")
     compiled = compile_setup(setup)

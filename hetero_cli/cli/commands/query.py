@@ -48,6 +48,11 @@ from ..setup import (
     help="Print JSON (affinities, plan, crossing tensors) instead of tables.",
 )
 @click.option(
+    "--summary",
+    is_flag=True,
+    help="Only the subgraphs and the tensors crossing devices, not every node's row.",
+)
+@click.option(
     "--compile",
     "compile_too",
     is_flag=True,
@@ -55,7 +60,13 @@ from ..setup import (
 )
 @shared_options
 def query(
-    model: str | None, device: str, save: str | None, as_json: bool, compile_too: bool, **options: Any
+    model: str | None,
+    device: str,
+    save: str | None,
+    as_json: bool,
+    summary: bool,
+    compile_too: bool,
+    **options: Any,
 ) -> None:
     """Query MODEL on DEVICE: each node's device, the subgraphs, the tensors that cross devices.
 
@@ -63,6 +74,7 @@ def query(
       hetero query -m models/digits.onnx -d HETERO:GPU,OPENVINO,CPU
       hetero query -m models/digits.onnx -d HETERO:OPENVINO,CPU --affinity softmax=CPU --save fixed.onnx
       hetero query -m model.onnx -d HETERO:OPENVINO,CPU --compile --save works.onnx
+      hetero query -m densenet.onnx -d HETERO:OPENVINO,CPU --summary
     """
     check_writable(save, "--save", folder=False)
     setup = prepare(model, device, announce=not as_json, **shared(options))
@@ -79,7 +91,7 @@ def query(
             plan = _compiled_plan(setup, affinities, source)
     except UnsupportedNodesError:
         if not as_json:
-            _affinity_table(m, affinities, source)  # the table shows which nodes no device takes
+            _affinity_table(m, affinities, source, summary)  # the table shows which nodes no device takes
         raise
     if as_json:
         doc = {
@@ -92,7 +104,8 @@ def query(
         }
         click.echo(json.dumps(doc, indent=2))
     else:
-        _affinity_table(m, affinities, source)
+        if not summary:
+            _affinity_table(m, affinities, source)
         _subgraph_table(plan, plan.crossing_by_subgraph())
         crossing_all = plan.crossing_tensors()
         info(
@@ -121,7 +134,12 @@ def _query_mode(setup: Setup) -> str:
     """How the query places nodes, for its first line."""
     if not setup.request.hetero:
         return "one device: it runs every node"
-    return "manual mode: affinities from the model" if setup.model.affinities() else "automatic mode"
+    if setup.model.affinities():
+        given = " and --affinity" if setup.affinities else ""
+        return f"manual mode: affinities from the model{given}"
+    if setup.affinities:
+        return f"automatic mode, then {len(setup.affinities)} node(s) fixed by --affinity"
+    return "automatic mode"
 
 
 def _queried_affinities(setup: Setup) -> tuple[dict[str, str], dict[str, str]]:
@@ -157,8 +175,11 @@ def _save_query(m: Model, plan: Plan, save: str, request: device_string.DeviceRe
     )
 
 
-def _affinity_table(model: Model, affinities: Mapping[str, str], source: Mapping[str, str]) -> None:
-    """Each node of ``model`` with its device and who set it (``source``)."""
+def _affinity_table(
+    model: Model, affinities: Mapping[str, str], source: Mapping[str, str], unsupported_only: bool = False
+) -> None:
+    """Each node of ``model`` with its device and who set it (``source``); with ``unsupported_only``, only
+    the nodes no device takes."""
     from rich.table import Table
     from rich.text import Text
 
@@ -168,6 +189,8 @@ def _affinity_table(model: Model, affinities: Mapping[str, str], source: Mapping
     for k, node in enumerate(model.get_ops(), 1):
         name = node.get_friendly_name()
         dev = affinities.get(name)
+        if unsupported_only and dev is not None:
+            continue
         table.add_row(
             str(k),
             Text(name),
