@@ -551,7 +551,9 @@ def test_devices_layout():
         assert "[ INFO ] OPENVINO :" in lines
     if not HAS_CUDA:
         assert "[ INFO ] Known devices not available here:" in lines
-        assert any(line.startswith("[ INFO ] GPU : ") and "make FLAVOUR=gpu install" in line for line in lines)
+        assert any(
+            line.startswith("[ INFO ] GPU : ") and "make FLAVOUR=gpu install" in line for line in lines
+        )
 
 
 # --- benchmark -----------------------------------------------------------------------------------------
