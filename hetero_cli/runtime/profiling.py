@@ -411,8 +411,8 @@ def counter_tables(
         sub = by_number.get(number)
         if sub and sub.ep in FUSED_EPS and any(i.exec_type == sub.ep for i in infos if i.subgraph == number):
             lines.append(
-                f"subgraph{number}: {sub.device} runs its {sub.nodes} node(s) as one fused kernel ({sub.ep}): "
-                "the numbered stage lines, no per-node times"
+                f"subgraph{number}: {sub.device} ({sub.ep}) compiles its {sub.nodes} node(s) into one kernel, "
+                "so they show as the numbered stage lines, with no time per node"
             )
     missing = [f"subgraph{s.number} ({s.device})" for s in subgraphs if s.number not in real]
     if missing:

@@ -64,8 +64,9 @@ def _ms(us: int) -> str:
 
 
 def _share(us: int, total: int) -> float:
-    """``us`` as a fraction of ``total`` (0 when nothing was timed)."""
-    return us / total if total else 0.0
+    """``us`` as a fraction of ``total``, rounded to 4 decimals as benchmark_app rounds it (0 when nothing
+    was timed)."""
+    return round(us / total, 4) if total else 0.0
 
 
 def layer_name(info: ProfilingInfo) -> str:
@@ -108,10 +109,10 @@ def sorted_counters(infos: Sequence[ProfilingInfo], mode: str) -> str:
             f"realTime (ms): {i.real_time_us / 1000:<10.3f} cpuTime (ms): {i.cpu_time_us / 1000:<10.3f}"
             f"proportion: {(pct if pct != '0.00' else 'N/A') + '%':<8}"
         )
-    listed = sum(i.real_time_us for i in rows)
     lines.append(f"Total time:       {total / 1000:.3f} milliseconds")
     lines.append(f"Total CPU time:   {total_cpu / 1000:.3f} milliseconds")
-    lines.append(f"Total proportion: {_share(listed, total) * 100:.2f} %")
+    listed = sum(i.real_time_us for i in rows) / total if total else 0.0
+    lines.append(f"Total proportion: {listed * 100:.2f} %")
     return "\n".join(line.rstrip() for line in lines)
 
 
