@@ -9,7 +9,14 @@ from .environment import check_loadable, runtime_versions, set_log_level
 from .fallback import Fallback, Move
 from .infer_request import InferRequest
 from .pipeline import AsyncInferQueue, Pipeline, pipeline_of
-from .profiling import NOT_RUN, ProfilingInfo, format_counters
+from .profiling import (
+    NOT_RUN,
+    ProfilingInfo,
+    SubgraphSummary,
+    counter_tables,
+    format_counters,
+    subgraph_summaries,
+)
 from .tap import tap
 
 __all__ = [
@@ -22,12 +29,15 @@ __all__ = [
     "Move",
     "Pipeline",
     "ProfilingInfo",
+    "SubgraphSummary",
     "check_loadable",
     "compile_plan",
     "compile_with_fallback",
+    "counter_tables",
     "format_counters",
     "pipeline_of",
     "runtime_versions",
     "set_log_level",
+    "subgraph_summaries",
     "tap",
 ]

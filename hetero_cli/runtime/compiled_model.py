@@ -122,6 +122,8 @@ PrepareSubgraph = Callable[..., Callable[[], CompiledSubgraph]]
 
 SUPPORTED_PROPERTIES = str(properties.supported_properties)
 EXECUTION_DEVICES = str(properties.execution_devices)
+#: OpenVINO's ov::hetero::number_of_submodels; NUMBER_OF_SUBGRAPHS is its alias here (earlier releases' name)
+HETERO_NUMBER_OF_SUBMODELS = "HETERO_NUMBER_OF_SUBMODELS"
 NUMBER_OF_SUBGRAPHS = "NUMBER_OF_SUBGRAPHS"
 FALLBACK = cfg.FALLBACK
 OPTIMAL_NUMBER_OF_INFER_REQUESTS = str(properties.optimal_number_of_infer_requests)
@@ -129,6 +131,7 @@ OPTIMAL_NUMBER_OF_INFER_REQUESTS = str(properties.optimal_number_of_infer_reques
 COMPILED_PROPERTIES = (
     SUPPORTED_PROPERTIES,
     EXECUTION_DEVICES,
+    HETERO_NUMBER_OF_SUBMODELS,
     NUMBER_OF_SUBGRAPHS,
     OPTIMAL_NUMBER_OF_INFER_REQUESTS,
     cfg.PERFORMANCE_HINT,
@@ -213,7 +216,8 @@ class CompiledModel:
 
     def get_property(self, name: str) -> Any:
         """The value of one of COMPILED_PROPERTIES (SUPPORTED_PROPERTIES lists them): EXECUTION_DEVICES
-        a list of device names, NUMBER_OF_SUBGRAPHS and OPTIMAL_NUMBER_OF_INFER_REQUESTS ints,
+        a list of device names, HETERO_NUMBER_OF_SUBMODELS (as OpenVINO names it; NUMBER_OF_SUBGRAPHS is its
+        alias) and OPTIMAL_NUMBER_OF_INFER_REQUESTS ints,
         PERFORMANCE_HINT and MULTI_DEVICE_PRIORITIES strs, DEVICE_PROPERTIES {device: {key: value}},
         HETERO_FALLBACK a bool (whether this compile's subgraphs move where their device fails them).
         ConfigError for any other name."""
@@ -222,7 +226,7 @@ class CompiledModel:
             return list(COMPILED_PROPERTIES)
         if key == EXECUTION_DEVICES:
             return self.execution_devices
-        if key == NUMBER_OF_SUBGRAPHS:
+        if key in (HETERO_NUMBER_OF_SUBMODELS, NUMBER_OF_SUBGRAPHS):
             return len(self.subgraphs)
         if key == OPTIMAL_NUMBER_OF_INFER_REQUESTS:
             # one request per pipeline stage keeps every device busy (OpenVINO: the max over submodels)

@@ -319,14 +319,31 @@ def _node_line(e: NodeEvent, number: int) -> ProfilingInfo:
     )
 
 
+#: a name longer than this does not widen the name column (its own line shifts, the others stay aligned)
+NAME_WIDTH_CAP = 100
+_STATUS_WIDTH = max(len(EXECUTED), len(NOT_RUN), len(OPTIMIZED_OUT))
+
+
 def format_counters(infos: Sequence[ProfilingInfo]) -> str:
-    """The documented -pc text: one aligned line per counter, then ``Total time: <us> microseconds``."""
+    """The documented -pc text: one line per counter, then ``Total time: <us> microseconds``.
+
+    Takes the counters (ProfilingInfo, times in µs); returns the text. Each column is as wide as its
+    longest value (never narrower than the documentation's example), so long node names and op types keep
+    the columns aligned; only a name over NAME_WIDTH_CAP characters shifts its own line.
+    """
+    if not infos:
+        return "Total time: 0 microseconds"
+    prefix_w = max(len(f"subgraph{i.subgraph}:") for i in infos) + 1
+    name_w = max([19, *(len(i.node_name) + 1 for i in infos if len(i.node_name) < NAME_WIDTH_CAP)])
+    type_w = max([8, *(len(i.node_type) for i in infos if len(i.node_type) < NAME_WIDTH_CAP)])
+    real_w = max([5, *(len(str(i.real_time_us)) for i in infos)])
+    cpu_w = max([4, *(len(str(i.cpu_time_us)) for i in infos)])
     lines = []
-    for info in infos:
-        head = f"{info.node_name + ':':<19}{info.status}"
+    for i in infos:
         line = (
-            f"subgraph{info.subgraph}: {head:<48} layerType: {info.node_type:<8} "
-            f"realTime: {info.real_time_us:<5} cpu: {info.cpu_time_us:<4} execType: {info.exec_type}"
+            f"{f'subgraph{i.subgraph}:':<{prefix_w}}{i.node_name + ':':<{name_w}}{i.status:<{_STATUS_WIDTH}} "
+            f"layerType: {i.node_type:<{type_w}} realTime: {i.real_time_us:<{real_w}} "
+            f"cpu: {i.cpu_time_us:<{cpu_w}} execType: {i.exec_type}"
         )
         lines.append(line.rstrip())
     lines.append(f"Total time: {sum(i.real_time_us for i in infos)} microseconds")
@@ -334,11 +351,14 @@ def format_counters(infos: Sequence[ProfilingInfo]) -> str:
 
 
 def parse_counters(text: str) -> tuple[list[ProfilingInfo], int]:
-    """Read -pc text back (for tests and tools): the counter lines and the printed total."""
+    """Read -pc text back (for tests and tools): the counter lines and the printed total (-1 if none).
+
+    Lines of other kinds (the per-subgraph and per-device tables, notes, log lines) are skipped.
+    """
     import re
 
     pattern = re.compile(
-        r"^subgraph(\d+): (.*?):\s*(EXECUTED|NOT_RUN|OPTIMIZED_OUT)\s+layerType: (.*?)\s*"
+        r"^subgraph(\d+): +(.*?):\s*(EXECUTED|NOT_RUN|OPTIMIZED_OUT)\s+layerType: (.*?)\s*"
         r"realTime: (\d+)\s+cpu: (\d+)\s+execType:\s?(.*)$"
     )
     infos, total = [], -1
@@ -346,6 +366,95 @@ def parse_counters(text: str) -> tuple[list[ProfilingInfo], int]:
         m = pattern.match(line)
         if m:
             infos.append(ProfilingInfo(m[2], m[4], m[7], m[3], int(m[5]), int(m[6]), int(m[1])))
-        elif line.startswith("Total time: "):
+        elif line.startswith("Total time: ") and line.endswith(" microseconds"):
             total = int(line.split()[2])
     return infos, total
+
+
+@dataclass(frozen=True)
+class SubgraphSummary:
+    """What the counter tables need of one compiled subgraph: its number (from 1, as the counters'
+    ``subgraph<N>``), its device, the EP that runs it and how many of the model's nodes it holds."""
+
+    number: int
+    device: str
+    ep: str
+    nodes: int
+
+
+def subgraph_summaries(compiled: CompiledModel) -> list[SubgraphSummary]:
+    """One SubgraphSummary per subgraph of ``compiled``, in execution order (for counter_tables)."""
+    return [SubgraphSummary(s.index + 1, s.device, s.target.ep, len(s.nodes)) for s in compiled.subgraphs]
+
+
+def counter_tables(
+    infos: Sequence[ProfilingInfo], subgraphs: Sequence[SubgraphSummary], *, unit: str = "us"
+) -> str:
+    """What -pc prints after the counter lines: a note per fused subgraph, then "Per subgraph" and
+    "Per device" tables of real time and share.
+
+    Takes the counters, the compiled model's subgraphs (subgraph_summaries) and the time unit, "us" (as
+    -pc's lines: whole microseconds) or "ms" (as -pcsort's: milliseconds, 3 decimals). Returns the text.
+    A subgraph of a fused EP (OpenVINO, TensorRT: the whole subgraph is one kernel) gets one line saying
+    why its nodes show as a few stage lines; subgraphs with no counter line (their device not profiled)
+    are named on one line rather than shown as taking no time. Raises ValueError for another unit.
+    """
+    if unit not in ("us", "ms"):
+        raise ValueError(f"unit must be 'us' or 'ms', not {unit!r}")
+    by_number = {s.number: s for s in subgraphs}
+    real: dict[int, int] = {}
+    for i in infos:
+        real[i.subgraph] = real.get(i.subgraph, 0) + i.real_time_us
+    total = sum(real.values())
+    lines = []
+    for number in real:
+        sub = by_number.get(number)
+        if sub and sub.ep in FUSED_EPS and any(i.exec_type == sub.ep for i in infos if i.subgraph == number):
+            lines.append(
+                f"subgraph{number}: {sub.device} ({sub.ep}) compiles its {sub.nodes} node(s) into one kernel, "
+                "so they show as the numbered stage lines, with no time per node"
+            )
+    missing = [f"subgraph{s.number} ({s.device})" for s in subgraphs if s.number not in real]
+    if missing:
+        lines.append(f"Not profiled, no counters: {', '.join(missing)}")
+    time_head = f"realTime ({unit})"
+    rows = [["subgraph", "device", "nodes", time_head, "share %"]]
+    devices: dict[str, list[int]] = {}  # device -> [subgraphs, nodes, real time]
+    for number, us in real.items():
+        sub = by_number.get(number)
+        device, nodes = (sub.device, sub.nodes) if sub else ("-", 0)
+        rows.append(
+            [f"subgraph{number}", device, str(nodes) if sub else "-", _time(us, unit), _share(us, total)]
+        )
+        tally = devices.setdefault(device, [0, 0, 0])
+        tally[0] += 1
+        tally[1] += nodes
+        tally[2] += us
+    lines += ["Per subgraph:", *_table(rows, names=2)]
+    rows = [["device", "subgraphs", "nodes", time_head, "share %"]]
+    for device, (count, nodes, us) in devices.items():
+        rows.append([device, str(count), str(nodes), _time(us, unit), _share(us, total)])
+    lines += ["Per device:", *_table(rows, names=1)]
+    return "\n".join(lines)
+
+
+def _time(us: int, unit: str) -> str:
+    """A time in the tables' unit: whole microseconds, or milliseconds with 3 decimals."""
+    return str(us) if unit == "us" else f"{us / 1000:.3f}"
+
+
+def _share(us: int, total: int) -> str:
+    """``us`` as a percentage of ``total``, 2 decimals (0.00 when nothing was timed)."""
+    return f"{us * 100 / total:.2f}" if total else "0.00"
+
+
+def _table(rows: Sequence[Sequence[str]], names: int) -> list[str]:
+    """Rows as aligned lines, indented by 2: the first ``names`` columns left-aligned, the numbers right."""
+    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
+    out = []
+    for row in rows:
+        cells = [
+            c.ljust(w) if k < names else c.rjust(w) for k, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        out.append("  " + "  ".join(cells))
+    return out

@@ -14,19 +14,21 @@ package exports the names the CLI uses.
 from __future__ import annotations
 
 from ...errors import BenchmarkError
-from .counters import average_counters, sorted_counters
+from .counters import SORT_MODES, average_counters, sorted_counters
 from .inputs import check_random_data, image_dims, input_sets, parse_input_files
 from .measure import measure, planned_iterations
-from .reports import REPORT_TYPES, config_document, write_reports
+from .reports import REPORT_TYPES, config_document, configuration_setup, write_reports
 from .shapes import batch_size, data_shapes
 
 __all__ = [
     "REPORT_TYPES",
+    "SORT_MODES",
     "BenchmarkError",
     "average_counters",
     "batch_size",
     "check_random_data",
     "config_document",
+    "configuration_setup",
     "data_shapes",
     "image_dims",
     "input_sets",
