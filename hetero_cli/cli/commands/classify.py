@@ -13,7 +13,7 @@ import numpy as np
 from ...app import image
 from ...errors import NotClassScoresError
 from ...graph import Model, TensorInfo, shape_text
-from ...runtime import format_counters
+from ...runtime import counter_tables, format_counters, subgraph_summaries
 from ..options import shared, shared_options
 from ..output import info
 from ..runner import CONTEXT, Command
@@ -206,6 +206,8 @@ def classify(
     info()
     if perf_counts:
         info("Performance counters (of a second inference; the first one warmed up):")
-        click.echo(format_counters(request.get_profiling_info()))
+        infos = request.get_profiling_info()
+        click.echo(format_counters(infos))
+        click.echo(counter_tables(infos, subgraph_summaries(compiled)))
         info()
     info(BENCHMARK_HINT)
