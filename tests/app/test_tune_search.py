@@ -97,9 +97,7 @@ def test_the_dp_is_optimal_against_brute_force(case):
     order = ("GPU", "OPENVINO", "CPU")
     got = best_placement(times, cut_bytes, boundary, order)
     assert all(d in times[i] for i, d in enumerate(got))
-    best = min(
-        predict(p, times, cut_bytes, boundary) for p in itertools.product(*[sorted(t) for t in times])
-    )
+    best = min(predict(p, times, cut_bytes, boundary) for p in itertools.product(*[sorted(t) for t in times]))
     assert predict(got, times, cut_bytes, boundary) == pytest.approx(best, abs=1e-9)
     # deterministic: the same tables give the same placements, in the same order
     first = placements(times, cut_bytes, boundary, order)
@@ -115,7 +113,9 @@ def test_calibration_makes_each_device_add_up_to_its_whole_model_time():
     assert factors == {"CPU": 2.0}  # OPENVINO does not run region 3: not scaled
     assert sum(t["CPU"] for t in scaled) == pytest.approx(16.0)
     assert scaled[0]["OPENVINO"] == 2.0
-    merged = search.merge([[search.Placement(("CPU", "OPENVINO", "CPU"), 0.0, 1.0)]] * 2, scaled, [0, 0], FREE)
+    merged = search.merge(
+        [[search.Placement(("CPU", "OPENVINO", "CPU"), 0.0, 1.0)]] * 2, scaled, [0, 0], FREE
+    )
     assert [p.devices for p in merged] == [("CPU", "OPENVINO", "CPU")]
     assert merged[0].predicted_ms == pytest.approx(2.0 + 6.0 + 8.0)
 
@@ -160,7 +160,9 @@ def test_regions_cover_the_order_and_respect_forced_cuts(case, target, data):
     times = [{d: (1.0 if d == "OPENVINO" else 5.0) for d in r.devices} for r in cut]
     sizes = [0] * (len(cut) - 1)
     chosen = best_placement(times, sizes, FREE, DEVICES)
-    assert all(d == ("OPENVINO" if "OPENVINO" in r.devices else "CPU") for r, d in zip(cut, chosen, strict=True))
+    assert all(
+        d == ("OPENVINO" if "OPENVINO" in r.devices else "CPU") for r, d in zip(cut, chosen, strict=True)
+    )
     affinities = regions.region_affinities(model, cut, chosen)
     check_plan(model, partition(model, affinities), affinities)
 
