@@ -178,3 +178,24 @@ def merge(
                     p.devices, predict(p.devices, times, cut_bytes, boundary), p.scale
                 )
     return sorted(seen.values(), key=lambda p: (p.predicted_ms, p.switches, p.devices))
+
+
+def proposals(
+    raw: Sequence[Mapping[str, float]],
+    scaled: Sequence[Mapping[str, float]],
+    cut_bytes: Sequence[int],
+    boundary: Boundary,
+    order: Sequence[str],
+) -> list[Placement]:
+    """The cost model's candidates: placements on the calibrated times (``scaled``) at every boundary
+    scale, and on the raw region times at scale 1 (where the calibration misleads), merged, predicted on
+    the calibrated times, fastest first."""
+    return merge(
+        [
+            placements(scaled, cut_bytes, boundary, order),
+            placements(raw, cut_bytes, boundary, order, scales=(1.0,)),
+        ],
+        scaled,
+        cut_bytes,
+        boundary,
+    )
