@@ -212,10 +212,9 @@ class _Search:
             machine=machine_info({d: core.get_property(d, "EXECUTION_PROVIDER") for d in devices}),
         )
         self.compiled: dict[str, Any] = {}
-        self.compile_s = 0.0
-        self.run_ms = 0.0
-        self.phase = "starting"
+        self.compile_s, self.run_ms, self.phase = 0.0, 0.0, "starting"
         self.twin: Candidate | None = None
+        self.reference_model: Any = None
 
     def tell(self, text: str) -> None:
         """Report progress: ``text`` and the part of the budget spent."""
@@ -327,15 +326,15 @@ class _Search:
             self.note(
                 f"no time for the cost model in {self.clock.budget_s:g} s: only the baselines were measured"
             )
-            return self._reference_only()
+            return
         try:
             cut = regions.cut_regions(self.model, self.supported, self.devices)
         except Exception as exc:
             self.note(f"no cost model: {costs.one_line(exc)}")
-            return self._reference_only()
+            return
         if len(cut) < 2 and all(len(r.devices) < 2 for r in cut):
             self.note("one region on one device: nothing for the cost model to choose")
-            return self._reference_only()
+            return
         tensors = list(dict.fromkeys(t for r in cut for t in (*r.inputs, *r.outputs)))
         self.tell("the reference run")
         self.reference_model = self.core.compile_model(tapped_model(self.model, tensors), "CPU", NO_DOT_FILES)
@@ -388,9 +387,6 @@ class _Search:
             self.report.candidates.append(
                 Candidate(f"{COST_MODEL}-{k}", COST_MODEL, affinities, predicted_ms=placement.predicted_ms)
             )
-
-    def _reference_only(self) -> None:
-        self.reference_model = self.core.compile_model(self.model, "CPU", NO_DOT_FILES)
 
     def measure(self) -> None:
         """Compile every candidate not compiled yet (failures recorded, dropped) and measure them all end
@@ -446,6 +442,8 @@ class _Search:
             raise TuneError(
                 "no candidate could be measured: every one failed to compile or run (see the notes)"
             )
+        if self.reference_model is None:  # the cost model did not run: the whole model alone
+            self.reference_model = self.core.compile_model(self.model, "CPU", NO_DOT_FILES)
         names = [o.name for o in self.model.outputs]
         want = [{n: self.reference_model(f)[n] for n in names} for f in self.feeds_list]
         for c in ranked:
