@@ -42,7 +42,7 @@ DEFAULT_TOLERANCES = Tolerances(default=OutputTolerance(atol=1e-3, rtol=1e-3))
 COST_MODEL_END = 0.45
 MEASURE_END = 0.9
 #: cost-model placements measured end to end at most
-MAX_COST_MODEL = 3
+MAX_COST_MODEL = 6
 #: inferences of the first timing of a whole candidate (the automatic plan, each single device)
 PROBE_RUNS = 5
 #: the automatic plan's affinities set by hand, where the automatic plan ran as one session
