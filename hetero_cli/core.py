@@ -18,6 +18,7 @@ from . import device as device_keys
 from . import properties as props
 from .errors import CompileError, ConfigError
 from .graph import Model, read_model
+from .placement import affinities as affinity_marks
 from .placement import config as cfg
 from .placement import device_string, qdq, query, visualize
 from .placement import devices as registry
@@ -225,6 +226,10 @@ class Core:
         plan = partition(model, _affinities(model, request, devices, probes))
         by_name: dict[str, Device] = {d.name: d for d in devices}
         manual = bool(model.affinities())
+        if _saved_automatic(model, manual, request, devices, merged):
+            # the automatic plan's affinities, saved: the query's probes let it run in one session as it did
+            # (whole_plan_probe checks that the probe placed every node as the plan does)
+            query.greedy(model, devices, probes)
         fallback = Fallback(
             request.hetero and len(devices) > 1 and merged.fallback(manual), manual, tuple(devices)
         )
@@ -239,6 +244,20 @@ class Core:
         if visualize.wanted(merged.dump_dot):
             compiled.dot_files = visualize.dump(model, compiled.plan, merged.dot_dir)  # as fallback left it
         return compiled
+
+
+def _saved_automatic(
+    model: Model, manual: bool, request: DeviceRequest, devices: Sequence[Device], config: cfg.SplitConfig
+) -> bool:
+    """Whether a manual-mode compile holds the automatic plan's affinities as saved (affinities.
+    mark_automatic) where one session may run the split (PERFORMANCE_HINT=LATENCY, two devices)."""
+    return (
+        manual
+        and affinity_marks.marked_automatic(model)
+        and request.hetero
+        and len(devices) == 2
+        and config.performance_mode == cfg.LATENCY
+    )
 
 
 def _probes(config: cfg.SplitConfig, devices: Sequence[Device]) -> query.Probes:

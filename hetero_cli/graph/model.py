@@ -98,6 +98,15 @@ class Model:
         """The model's metadata_props as {key: value} (reading them needs no weights)."""
         return {p.key: p.value for p in self._proto.metadata_props}
 
+    def set_metadata(self, key: str, value: str | None) -> None:
+        """Set one of the model's metadata_props (None removes it); save() keeps them."""
+        props = self._proto.metadata_props
+        kept = [p for p in props if p.key != key]
+        del props[:]
+        props.extend(kept)
+        if value is not None:
+            props.add(key=key, value=value)
+
     # --- OpenVINO-shaped API -------------------------------------------------------------------------
 
     def get_ops(self) -> list[Node]:

@@ -18,6 +18,22 @@ from .query import unsupported_nodes_error
 #: Where a node's affinity came from: the model's own, the automatic query's, or an override.
 MODEL, QUERY, OPTION = "model", "query", "option"
 
+#: A model metadata key saying its affinities are the automatic plan's (``hetero query --save`` without
+#: overrides; ``hetero tune`` where the automatic plan won): a compile in manual mode then probes as the
+#: automatic mode does, so that the split can run in the query's one session as the automatic plan did.
+SOURCE_KEY = "hetero_cli.affinities"
+AUTOMATIC = "automatic"
+
+
+def mark_automatic(model: Model, automatic: bool) -> None:
+    """Say in ``model``'s metadata (kept by save) whether its affinities are the automatic plan's."""
+    model.set_metadata(SOURCE_KEY, AUTOMATIC if automatic else None)
+
+
+def marked_automatic(model: Model) -> bool:
+    """Whether ``model``'s metadata says its affinities are the automatic plan's (mark_automatic)."""
+    return model.metadata_props.get(SOURCE_KEY) == AUTOMATIC
+
 
 def check_affinities(model: Model, affinities: Mapping[str, str]) -> dict[str, str]:
     """``affinities`` ({node friendly name: device}) with canonical device names; AffinityError for a node

@@ -433,6 +433,13 @@ def whole_plan_probe(
         for name, _ in nodes:
             if where.get(name, None if on == cpu.name else on) != on:
                 return None
+    # and no fusion on the EP starts from a node the plan gives the CPU: ORT names a fusion after its first
+    # node ("matmul/MatMulAddFusion"), and affinities set by hand can put that node on the CPU
+    fused_from = {
+        name.split("/")[0] for ep, nodes in placed if ep == device.ep for name, _ in nodes if "/" in name
+    }
+    if any(where.get(first) == cpu.name for first in fused_from):
+        return None
     return device, probe
 
 

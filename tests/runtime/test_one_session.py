@@ -300,3 +300,45 @@ def test_a_float16_tensor_made_by_a_dtype_attribute_counts_as_float16():
     proto = onnx.helper.make_model(graph, ir_version=9, opset_imports=[onnx.helper.make_opsetid("", 17)])
     assert hc.Model(proto).has_half_floats
     assert hc.Core().query_model(proto, SPLIT)["hardmax"] == "CPU"
+
+
+@needs_accelerator
+def test_the_automatic_plans_affinities_saved_and_marked_run_in_one_session(tmp_path):
+    """hetero query --save and hetero tune save the automatic plan's affinities marked as such: compiled in
+    manual mode, they run in the query's one session as the automatic plan did; unmarked, or edited, in a
+    session per subgraph (the mark is a hint: the probe's placement decides)."""
+    from hetero_cli.placement.affinities import mark_automatic, marked_automatic
+
+    proto = hardmax_model()
+    core = hc.Core()
+    x = {"x": seeded((2, 4))}
+    for marked, edit, one in ((True, False, True), (False, False, False), (True, True, False)):
+        model = core.read_model(hardmax_model())  # a fresh proto: set_affinities writes into it
+        plan = core.plan(model, SPLIT)
+        affinities = dict(plan.affinities)
+        if edit:
+            affinities[plan.subgraphs[0].nodes[0]] = "CPU"
+        model.set_affinities(affinities)
+        mark_automatic(model, marked)
+        path = tmp_path / f"m{marked}{edit}.onnx"
+        model.save(path)
+        saved = core.read_model(path)
+        assert marked_automatic(saved) == marked
+        compiled = core.compile_model(saved, SPLIT)
+        assert compiled.one_session == one
+        assert_same(compiled(x), ort_run(proto, x), exact=False)
+
+
+@needs_accelerator
+def test_query_save_marks_only_the_automatic_plan(tmp_path):
+    from hetero_cli.placement.affinities import marked_automatic
+
+    path = tmp_path / "m.onnx"
+    onnx.save(hardmax_model(), path)
+    for extra, marked in (((), True), (("--affinity", "sigmoid=CPU"), False)):
+        out = tmp_path / f"saved{marked}.onnx"
+        result = CliRunner().invoke(
+            cli.hetero, ["query", "-m", str(path), "-d", SPLIT, "--save", str(out), *extra]
+        )
+        assert result.exit_code == 0, result.output
+        assert marked_automatic(hc.Core().read_model(out)) == marked

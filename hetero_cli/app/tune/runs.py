@@ -8,6 +8,7 @@ from typing import Any
 
 from ...core import Core
 from ...graph import Model
+from ...placement.affinities import mark_automatic
 from ..validate.compare import compare_outputs
 from ..validate.tolerances import Tolerances
 from .measure import median
@@ -29,16 +30,21 @@ def compile_with(
     device: str,
     config: Mapping[str, Any] | None,
     affinities: Mapping[str, str] | None,
+    *,
+    automatic: bool = False,
 ) -> Any:
     """``core.compile_model(model, device, config)`` with ``affinities`` set (manual mode; None: automatic
-    mode), the model's affinities cleared again afterwards (the sessions do not read them again). Raises
-    as compile_model."""
+    mode), the model's affinities cleared again afterwards (the sessions do not read them again). With
+    ``automatic`` they are marked as the automatic plan's (placement.affinities.mark_automatic), as the
+    saved winner is where that plan won: compiled as it will be. Raises as compile_model."""
     if affinities is not None:
         model.set_affinities(dict(affinities))
+    mark_automatic(model, automatic)
     try:
         return core.compile_model(model, device, config)
     finally:
         clear_affinities(model)
+        mark_automatic(model, False)
 
 
 def validate(

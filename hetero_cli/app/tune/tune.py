@@ -28,6 +28,7 @@ from ...core import Core, ModelSource
 from ...errors import TuneError, ValidationError
 from ...graph import Model
 from ...placement import device_string
+from ...placement.affinities import mark_automatic
 from ..validate.reference import NO_DOT_FILES, tapped_model
 from ..validate.run import check_inputs, random_inputs
 from ..validate.tolerances import OutputTolerance, Tolerances
@@ -246,6 +247,8 @@ class _Search:
         winner = self.choose(tolerances)
         self.per_subgraph(winner)
         self.model.set_affinities(self.all_nodes(winner.affinities))
+        # saved, the automatic plan's affinities compile as that plan did (one session where it ran in one)
+        mark_automatic(self.model, winner.kind == AUTOMATIC)
         self.report.winner = winner.name
         self.report.elapsed_s = self.clock.elapsed()
         self.tell("done")
@@ -273,7 +276,8 @@ class _Search:
         if compiled.one_session:
             self.note(
                 f"the automatic plan ({len(plan.subgraphs)} subgraphs) runs as one ONNX Runtime session; its "
-                f"affinities, set by hand, run as a session per subgraph: measured too, as {MANUAL_TWIN!r}"
+                f"affinities as the tuned model keeps them (set by hand, marked as the automatic plan's) are "
+                f"measured too, as {MANUAL_TWIN!r}"
             )
             self.twin = Candidate(MANUAL_TWIN, AUTOMATIC, dict(auto.affinities))
 
@@ -424,7 +428,9 @@ class _Search:
             return False
         self.tell(f"compiling {c.name}")
         try:
-            compiled = runs.compile_with(self.core, self.model, self.device, self.config, c.affinities)
+            compiled = runs.compile_with(
+                self.core, self.model, self.device, self.config, c.affinities, automatic=c.kind == AUTOMATIC
+            )
             request = compiled.create_infer_request()
             request.infer(self.feeds)
         except Exception as exc:  # a candidate that fails is recorded and dropped, not the tune

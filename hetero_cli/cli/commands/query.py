@@ -13,6 +13,7 @@ import click
 from ...errors import HeteroError, UnsupportedNodesError
 from ...graph import Model
 from ...placement import device_string, visualize
+from ...placement.affinities import mark_automatic
 from ...placement.partition import Plan
 from ..files import check_writable
 from ..options import named, shared, shared_options
@@ -116,7 +117,9 @@ def query(
         written().before_writing(setup.dot_dir, folder=True)
         report_dots(visualize.dump(m, plan, setup.dot_dir), setup.render, err=as_json)
     if save:
-        _save_query(m, plan, save, setup.request, as_json)
+        moved = any(how.startswith("fallback") for how in source.values())
+        automatic = setup.request.hetero and not setup.affinities and not moved
+        _save_query(m, plan, save, setup.request, as_json, automatic)
 
 
 def _compiled_plan(setup: Setup, affinities: dict[str, str], source: dict[str, str]) -> Plan:
@@ -157,10 +160,14 @@ def _queried_affinities(setup: Setup) -> tuple[dict[str, str], dict[str, str]]:
     return affinities_with_sources(setup)
 
 
-def _save_query(m: Model, plan: Plan, save: str, request: device_string.DeviceRequest, as_json: bool) -> None:
-    """--save: the model with the plan's affinities (unless it has its own), folders created on the way."""
+def _save_query(
+    m: Model, plan: Plan, save: str, request: device_string.DeviceRequest, as_json: bool, automatic: bool
+) -> None:
+    """--save: the model with the plan's affinities (unless it has its own), folders created on the way;
+    ``automatic``: they are the automatic plan's, so marked (a manual compile may run them in one session)."""
     if not m.affinities():
         m.set_affinities(dict(plan.affinities))
+        mark_automatic(m, automatic)
     written().before_writing(Path(save).parent, folder=True)  # with any data file saved beside it
     try:
         Path(save).parent.mkdir(parents=True, exist_ok=True)
