@@ -16,6 +16,7 @@ queue.wait_all()
 
 from __future__ import annotations
 
+from .app.tune import TuneReport, tune_model
 from .app.validate import validate_model
 from .core import Core
 from .errors import (
@@ -57,7 +58,9 @@ __all__ = [
     "Plan",
     "Subgraph",
     "TensorInfo",
+    "TuneReport",
     "Type",
     "UnsupportedNodesError",
+    "tune_model",
     "validate_model",
 ]

@@ -86,3 +86,9 @@ class ValidationError(HeteroError, ValueError):
     """A validation cannot be set up as asked (validate_model, ``hetero validate``): a tolerance not in
     Polygraphy's syntax, an inputs or outputs file in no format Polygraphy writes, inputs that do not match
     the model. A split that gives other results than the reference is no error: the report says FAILED."""
+
+
+class TuneError(HeteroError, ValueError):
+    """A tune cannot start as asked (tune_model, ``hetero tune``): a device string that is not HETERO with
+    two available devices, or a budget under what the search needs here (the message gives the budget to
+    ask for instead), or no candidate could be measured at all."""

@@ -1,0 +1,116 @@
+"""What a tune found: every candidate tried with its measured median, the winner, its validation, time per
+subgraph of the winner and of the automatic plan, and the machine and seed it was measured on."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ...graph import Model
+
+AUTOMATIC = "automatic"
+SINGLE = "single"
+COST_MODEL = "cost-model"
+
+
+@dataclass
+class Candidate:
+    """One placement tried: ``name`` ("automatic", a device name such as "CPU", "cost-model-1"...),
+    ``kind`` ("automatic" | "single" | "cost-model"), ``affinities`` {node: device}, its ``subgraphs``
+    count and ``devices`` (execution order), ``predicted_ms`` (the cost model's, None for the others),
+    ``median_ms`` of its measured latencies (None if not measured or it failed), ``samples`` measured, and
+    ``error``: why it was dropped (a compile or run failure, a failed validation), None otherwise."""
+
+    name: str
+    kind: str
+    affinities: dict[str, str]
+    subgraphs: int = 0
+    devices: list[str] = field(default_factory=list)
+    predicted_ms: float | None = None
+    median_ms: float | None = None
+    samples: int = 0
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields (the affinities included)."""
+        return asdict(self)
+
+
+@dataclass
+class TuneReport:
+    """A tune's record: ``device`` (the HETERO string), ``budget_s``, ``elapsed_s``, ``seed``, ``machine``
+    (platform, processor, cores, onnxruntime version and EPs, python), ``candidates`` (in the order they
+    were tried), ``winner`` (a candidate's name), ``validation`` ({"passed", "tolerances", "outputs":
+    [{"name", "passed", "max_abs", "max_rel"}]}), ``per_subgraph`` ({"winner": [...], "automatic": [...]},
+    each entry {"subgraph", "device", "nodes", "ms"}), ``notes`` (what the search measured or skipped),
+    ``regions`` (how many regions the cost model timed) and ``boundary`` (its measured costs)."""
+
+    device: str
+    budget_s: float
+    seed: int
+    machine: dict[str, Any]
+    elapsed_s: float = 0.0
+    candidates: list[Candidate] = field(default_factory=list)
+    winner: str = ""
+    validation: dict[str, Any] = field(default_factory=dict)
+    per_subgraph: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    regions: int = 0
+    boundary: dict[str, float] = field(default_factory=dict)
+
+    def candidate(self, name: str) -> Candidate:
+        """The candidate called ``name``; KeyError if none was tried."""
+        for c in self.candidates:
+            if c.name == name:
+                return c
+        raise KeyError(f"no candidate {name!r}: tried {', '.join(c.name for c in self.candidates)}")
+
+    def baseline(self, name: str) -> float | None:
+        """The measured median (ms) of candidate ``name`` ("automatic", "CPU", "OPENVINO"...), None if it
+        was not measured; KeyError if it was not tried."""
+        return self.candidate(name).median_ms
+
+    @property
+    def measured(self) -> list[Candidate]:
+        """The candidates with a median and no error, fastest first."""
+        ok = [c for c in self.candidates if c.median_ms is not None and c.error is None]
+        return sorted(ok, key=lambda c: c.median_ms or 0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready dicts and lists."""
+        out = asdict(self)
+        out["candidates"] = [c.to_dict() for c in self.candidates]
+        return out
+
+
+@dataclass
+class TuneResult:
+    """What tune_model returns: ``model`` with every node's affinity set to the winner's, and the
+    ``report``."""
+
+    model: Model
+    report: TuneReport
+
+
+def machine_info(devices: dict[str, str]) -> dict[str, Any]:
+    """This machine as a report records it: platform, processor, cores, python, the installed onnxruntime
+    distribution and its version, and ``devices`` ({device: execution provider})."""
+    runtime, version = "", ""
+    for dist in ("onnxruntime-openvino", "onnxruntime-gpu", "onnxruntime"):
+        try:
+            runtime, version = dist, importlib.metadata.version(dist)
+            break
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "onnxruntime": f"{runtime} {version}".strip(),
+        "execution_providers": devices,
+    }

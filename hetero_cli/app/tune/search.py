@@ -1,0 +1,143 @@
+"""The choice: a device for each region by dynamic programming over the regions in order (a shortest path
+whose state is the current region's device), costs from measured tables, and a few distinct placements
+from scaled boundary costs. Pure: no session, no clock, deterministic given its tables.
+
+Why the DP is enough for islands: a run of regions on another device pays two boundaries, so the DP moves
+it back to its neighbours' device unless its saving exceeds them (OpenVINO's advice to fix affinities by
+hand to reduce subgraphs, done from measurements). Why scaled boundaries: region times are measured as
+separate sessions, and OpenVINO fuses a whole subgraph into one kernel, so the sums mislead; placements
+with fewer (x2, x4) or more (x0.5) subgraphs than the estimate prefers are then measured end to end.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+#: boundary cost multipliers: each gives a placement (duplicates dropped)
+SCALES = (1.0, 2.0, 0.5, 4.0, 8.0)
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """What a change of device costs: ``subgraph_ms`` per extra subgraph (a session run, its input and
+    output binding) and ``ms_per_mb`` per megabyte (1e6 bytes) of tensors crossing it."""
+
+    subgraph_ms: float
+    ms_per_mb: float
+
+    def cost(self, nbytes: int, scale: float = 1.0) -> float:
+        """Milliseconds a change of device costs where ``nbytes`` cross, times ``scale``."""
+        return scale * (self.subgraph_ms + self.ms_per_mb * nbytes / 1e6)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One device per region (``devices``), the cost model's ``predicted_ms`` for it (boundaries at scale
+    1), and the smallest boundary ``scale`` that chose it."""
+
+    devices: tuple[str, ...]
+    predicted_ms: float
+    scale: float
+
+    @property
+    def switches(self) -> int:
+        """How many times the device changes from one region to the next."""
+        return sum(a != b for a, b in itertools.pairwise(self.devices))
+
+    @property
+    def uniform(self) -> bool:
+        """True when every region is on one device (a single-device placement)."""
+        return len(set(self.devices)) <= 1
+
+
+def predict(
+    placement: Sequence[str],
+    times: Sequence[Mapping[str, float]],
+    cut_bytes: Sequence[int],
+    boundary: Boundary,
+    scale: float = 1.0,
+) -> float:
+    """The cost model's milliseconds for ``placement``: its regions' times plus a boundary wherever the
+    device changes (``cut_bytes[i]``: bytes live across the cut after region i). inf where a region's
+    device has no time (does not support it)."""
+    total = 0.0
+    for i, device in enumerate(placement):
+        total += times[i].get(device, math.inf)
+        if i and placement[i - 1] != device:
+            total += boundary.cost(cut_bytes[i - 1], scale)
+    return total
+
+
+def best_placement(
+    times: Sequence[Mapping[str, float]],
+    cut_bytes: Sequence[int],
+    boundary: Boundary,
+    order: Sequence[str],
+    scale: float = 1.0,
+) -> tuple[str, ...]:
+    """The placement of least predicted cost with boundaries scaled by ``scale``: dynamic programming over
+    the regions in order, state the current region's device. ``times[i]``: {device: ms} for the devices
+    that run region i (a device absent there never gets it); ``order``: the devices, priority first, which
+    breaks ties (and staying on a device beats switching at equal cost).
+
+    Raises ValueError where some region has no time on any device, or ``cut_bytes`` does not have one entry
+    per cut."""
+    if len(cut_bytes) != max(0, len(times) - 1):
+        raise ValueError(
+            f"{len(times)} regions need {max(0, len(times) - 1)} cut sizes, not {len(cut_bytes)}"
+        )
+    if not times:
+        return ()
+    rank = {d: k for k, d in enumerate(order)}
+    cost: dict[str, float] = {}
+    back: list[dict[str, str]] = []
+    for i, table in enumerate(times):
+        devices = sorted((d for d in table if math.isfinite(table[d])), key=lambda d: rank.get(d, len(rank)))
+        if not devices:
+            raise ValueError(f"region {i} has no measured time on any device")
+        step: dict[str, float] = {}
+        came: dict[str, str] = {}
+        for d in devices:
+            if i == 0:
+                step[d] = table[d]
+                continue
+            switch = boundary.cost(cut_bytes[i - 1], scale)
+            options = sorted(
+                (
+                    (c + (0.0 if e == d else switch), e != d, rank.get(e, len(rank)), e)
+                    for e, c in cost.items()
+                )
+            )
+            best, _, _, source = options[0]
+            step[d] = best + table[d]
+            came[d] = source
+        cost = step
+        back.append(came)
+    last = min(cost, key=lambda d: (cost[d], rank.get(d, len(rank))))
+    path = [last]
+    for came in reversed(back[1:]):
+        path.append(came[path[-1]])
+    return tuple(reversed(path))
+
+
+def placements(
+    times: Sequence[Mapping[str, float]],
+    cut_bytes: Sequence[int],
+    boundary: Boundary,
+    order: Sequence[str],
+    scales: Sequence[float] = SCALES,
+) -> list[Placement]:
+    """The distinct placements ``best_placement`` gives at each boundary scale, fastest predicted (at
+    scale 1) first; single-device ones are left out (the tuner measures those as baselines anyway).
+    Deterministic given the tables."""
+    seen: dict[tuple[str, ...], Placement] = {}
+    for scale in scales:
+        devices = best_placement(times, cut_bytes, boundary, order, scale)
+        if devices in seen:
+            continue
+        seen[devices] = Placement(devices, predict(devices, times, cut_bytes, boundary), scale)
+    found = [p for p in seen.values() if not p.uniform]
+    return sorted(found, key=lambda p: (p.predicted_ms, p.switches, p.devices))

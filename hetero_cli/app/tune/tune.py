@@ -1,0 +1,450 @@
+"""tune_model: the placement of a model's nodes that runs fastest on this machine, found by measurement
+within a time budget (issue 21), never slower than the automatic plan or the fastest single device
+(those are candidates too, measured alike, so the winner is the argmin of measured medians).
+
+    result = tune_model(core, "model.onnx", "HETERO:OPENVINO,CPU", budget_s=60)
+    result.model.save("tuned.onnx")            # every node's affinity set: manual mode runs it as is
+    print(result.report.winner, result.report.baseline("automatic"))
+
+Phases, each given a share of the budget and checking the clock: the automatic plan compiled and run a few
+times (which prices one candidate: a budget under it is refused before anything else is spent); the
+single devices; the cost model (regions timed alone on each device, the boundary cost, a DP placement at
+a few boundary scales); every candidate measured end to end, interleaved; the winner validated against a
+whole-model CPU session; its time per subgraph and the automatic plan's, from the performance counters.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ...core import Core, ModelSource
+from ...errors import TuneError, ValidationError
+from ...graph import Model
+from ...placement import device_string
+from ..validate.compare import compare_outputs
+from ..validate.reference import NO_DOT_FILES, tapped_model
+from ..validate.run import check_inputs, random_inputs
+from ..validate.tolerances import OutputTolerance, Tolerances
+from . import costs, regions, search
+from .measure import Clock, Timer, block_size, interleaved, median, wall_timer
+from .report import AUTOMATIC, COST_MODEL, SINGLE, Candidate, TuneReport, TuneResult, machine_info
+
+#: tune's default tolerances: OpenVINO's float32 arithmetic differs slightly from the CPU EP's
+DEFAULT_TOLERANCES = Tolerances(default=OutputTolerance(atol=1e-3, rtol=1e-3))
+#: the budget's shares: the cost model may spend until COST_MODEL_END, measuring until MEASURE_END, the
+#: rest is left for the validation and the counters per subgraph
+COST_MODEL_END = 0.45
+MEASURE_END = 0.9
+#: cost-model placements measured end to end at most
+MAX_COST_MODEL = 3
+#: inferences that price one candidate (beside its compile)
+RUNS_PER_CANDIDATE = 10
+PROFILE_CONFIG = {"PERF_COUNT": "YES", "PERFORMANCE_HINT": "THROUGHPUT"}
+
+
+def tune_model(
+    core: Core,
+    model: ModelSource,
+    device: str,
+    *,
+    config: Mapping[str, Any] | None = None,
+    inputs: Sequence[Mapping[str, np.ndarray]] | None = None,
+    shapes: Mapping[str, Sequence[int]] | str | None = None,
+    budget_s: float = 60.0,
+    seed: int = 0,
+    tolerances: Tolerances | None = None,
+    progress: Callable[[str, float], None] | None = None,
+    timer: Timer | None = None,
+) -> TuneResult:
+    """Find the fastest placement of ``model`` over the devices of ``device`` (``"HETERO:OPENVINO,CPU"``)
+    within ``budget_s`` seconds (+10 %), and validate it.
+
+    ``config``: as compile_model takes it, for every compile; ``inputs``: input sets (feed dicts), the
+    first one timed, all validated; else one seeded (``seed``) random set of ``shapes`` ({input: shape} or
+    a -data_shape string, needed for dynamic dimensions). ``tolerances``: the validation's (default atol
+    1e-3, rtol 1e-3). ``progress(text, fraction)`` is called as the search goes. ``timer``: what times
+    inferences (measure.Timer; wall_timer by default; tests inject one).
+
+    Returns TuneResult: the model (the one ``core.read_model(model)`` gives, so a Model passed in is the
+    one changed) with every node's affinity set to the winner's, and the TuneReport. Raises TuneError for a
+    device string that is not HETERO with two devices available, or a budget under what the search needs
+    (the message gives the number); ValidationError for inputs that do not fit, a dynamic dimension
+    without a shape, or tolerances naming outputs the model lacks; as compile_model for a model no device
+    list can compile automatically.
+    """
+    clock = Clock(budget_s)
+    model = core.read_model(model)
+    devices = _devices(core, device)
+    tolerances = tolerances if tolerances is not None else DEFAULT_TOLERANCES
+    _check_tolerances(model, tolerances)
+    feeds_list = (
+        [check_inputs(model, f, k) for k, f in enumerate(inputs)]
+        if inputs is not None
+        else random_inputs(model, shapes, seed)
+    )
+    if not feeds_list:
+        raise ValidationError("no input sets given: give at least one feed dict, or none for random data")
+    if not (isinstance(budget_s, int | float) and math.isfinite(budget_s) and budget_s > 0):
+        raise TuneError(f"the budget must be a positive number of seconds, not {budget_s!r}")
+    search_ = _Search(core, model, device, devices, config, feeds_list, clock, seed, timer, progress)
+    return search_.run(tolerances)
+
+
+def _devices(core: Core, device: str) -> list[str]:
+    """The available devices of a HETERO device string, priority order; TuneError for anything else or
+    fewer than two of them."""
+    if not device_string.is_hetero(device):
+        raise TuneError(
+            f"tune places nodes over several devices: give HETERO:<device>,<device>,... (e.g. "
+            f"HETERO:{','.join(core.available_devices)}), not {device!r}"
+        )
+    priorities = core.get_property("HETERO", "MULTI_DEVICE_PRIORITIES") or None
+    request = device_string.parse(device, priorities)
+    available = [d.name for d in device_string.available_priorities(request)]
+    if len(available) < 2:
+        raise TuneError(
+            f"tune needs at least two available devices to choose between: {device} gives "
+            f"{', '.join(available)}; available here: {', '.join(core.available_devices)}"
+        )
+    return available
+
+
+def _check_tolerances(model: Model, tolerances: Tolerances) -> None:
+    names = [o.name for o in model.outputs]
+    unknown = tolerances.unknown_outputs(names)
+    if unknown:
+        raise ValidationError(
+            f"the tolerances name output(s) {', '.join(map(repr, unknown))} the model does not have: its "
+            f"outputs are {', '.join(names)}"
+        )
+
+
+class _Search:
+    """One tune's state: the model, its devices and inputs, the clock, the candidates and their compiled
+    models."""
+
+    def __init__(
+        self,
+        core: Core,
+        model: Model,
+        device: str,
+        devices: list[str],
+        config: Mapping[str, Any] | None,
+        feeds_list: list[dict[str, np.ndarray]],
+        clock: Clock,
+        seed: int,
+        timer: Timer | None,
+        progress: Callable[[str, float], None] | None,
+    ) -> None:
+        self.core, self.model, self.device, self.devices = core, model, device, devices
+        self.config = dict(config or {})
+        self.feeds_list, self.feeds = feeds_list, feeds_list[0]
+        self.clock, self.seed = clock, seed
+        self.rng = random.Random(seed)
+        self.timer: Timer = timer or wall_timer
+        self._progress = progress
+        self.report = TuneReport(
+            device=device,
+            budget_s=clock.budget_s,
+            seed=seed,
+            machine=machine_info({d: core.get_property(d, "EXECUTION_PROVIDER") for d in devices}),
+        )
+        self.compiled: dict[str, Any] = {}
+        self.compile_s = 0.0
+        self.run_ms = 0.0
+        self.reference: dict[str, Any] = {}
+
+    def tell(self, text: str) -> None:
+        """Report progress: ``text`` and the part of the budget spent."""
+        if self._progress is not None:
+            self._progress(text, self.clock.fraction())
+
+    def note(self, text: str) -> None:
+        self.report.notes.append(text)
+
+    # --- the phases ------------------------------------------------------------------------------------
+
+    def run(self, tolerances: Tolerances) -> TuneResult:
+        """Every phase in turn; returns the result with the winner's affinities set on the model."""
+        given = self.model.affinities()
+        if given:
+            self.note(
+                f"the model's own affinities ({len(given)} nodes) were cleared: the automatic plan is the baseline"
+            )
+            _clear(self.model)
+        self.automatic()
+        self.singles()
+        self.cost_model()
+        self.measure()
+        winner = self.choose(tolerances)
+        self.per_subgraph(winner)
+        self.model.set_affinities(self.all_nodes(winner.affinities))
+        self.report.winner = winner.name
+        self.report.elapsed_s = self.clock.elapsed()
+        self.tell("done")
+        return TuneResult(self.model, self.report)
+
+    def automatic(self) -> None:
+        """Compile the automatic plan and time a few runs: the price of one candidate, against which the
+        budget is checked (TuneError, before anything else is spent)."""
+        self.tell("compiling the automatic plan")
+        began = self.clock.elapsed()
+        compiled = self.core.compile_model(self.model, self.device, self.config)
+        request = compiled.create_infer_request()
+        request.infer(self.feeds)
+        self.compile_s = self.clock.elapsed() - began
+        self.run_ms = median(self.timer("probe:automatic", lambda: request.infer(self.feeds), 3)) or 0.0
+        one = self.compile_s + RUNS_PER_CANDIDATE * self.run_ms / 1e3
+        least = 3 * one  # the automatic plan, one other candidate, the validation
+        if self.clock.budget_s < least:
+            raise TuneError(
+                f"a budget of {self.clock.budget_s:g} s is under what a tune needs here: one candidate takes "
+                f"about {one:.2f} s (a compile of {self.compile_s:.2f} s and {RUNS_PER_CANDIDATE} runs of "
+                f"{self.run_ms:.1f} ms) and a tune at least three; give a budget of at least "
+                f"{math.ceil(least)} s (about {math.ceil(12 * one)} s for the cost model's search)"
+            )
+        plan = compiled.plan
+        auto = Candidate(
+            AUTOMATIC, AUTOMATIC, self.all_nodes(dict(plan.affinities)), len(plan.subgraphs), plan.devices
+        )
+        self.report.candidates.append(auto)
+        self.compiled[AUTOMATIC] = (compiled, request)
+        if compiled.one_session:
+            self.note(
+                f"the automatic plan ({len(plan.subgraphs)} subgraphs) runs as one ONNX Runtime session; its "
+                "affinities, set by hand, run as a session per subgraph"
+            )
+
+    def singles(self) -> None:
+        """A candidate per device that supports every node (CPU always)."""
+        self.supported: dict[str, frozenset[str]] = {}
+        names = {n.friendly_name for n in self.model.get_ops()}
+        for d in self.devices:
+            self.tell(f"querying {d}")
+            self.supported[d] = frozenset(self.core.query_model(self.model, d, self.config))
+            if d == "CPU" or names <= self.supported[d]:
+                self.report.candidates.append(
+                    Candidate(d, SINGLE, dict.fromkeys(sorted(names, key=self._order), d), 1, [d])
+                )
+
+    def cost_model(self) -> None:
+        """Regions timed on each device, the boundary cost, and the DP's placements as candidates."""
+        until = COST_MODEL_END * self.clock.budget_s
+        if self.clock.left(until) < 3 * self.compile_s:
+            self.note(
+                f"no time for the cost model in {self.clock.budget_s:g} s: only the baselines were measured"
+            )
+            return self._reference_only()
+        try:
+            cut = regions.cut_regions(self.model, self.supported, self.devices)
+        except Exception as exc:
+            self.note(f"no cost model: {costs._line(exc)}")
+            return self._reference_only()
+        self.report.regions = len(cut)
+        if len(cut) < 2 and all(len(r.devices) < 2 for r in cut):
+            self.note("one region on one device: nothing for the cost model to choose")
+            return self._reference_only()
+        tensors = list(dict.fromkeys(t for r in cut for t in (*r.inputs, *r.outputs)))
+        self.tell("the reference run")
+        self.reference_model = self.core.compile_model(tapped_model(self.model, tensors), "CPU", NO_DOT_FILES)
+        values = {**self.feeds, **self.reference_model(self.feeds)}
+        self.tell("the boundary cost")
+        boundary, medians = costs.measure_boundary(
+            self.core,
+            self.device,
+            self.devices,
+            timer=self.timer,
+            clock=self.clock,
+            until=self.clock.elapsed() + 0.1 * self.clock.left(until),
+            rng=self.rng,
+        )
+        self.report.boundary = {
+            "subgraph_ms": boundary.subgraph_ms,
+            "ms_per_mb": boundary.ms_per_mb,
+            **medians,
+        }
+        table = costs.time_regions(
+            self.core,
+            self.model,
+            cut,
+            values,
+            config=self.config,
+            timer=self.timer,
+            clock=self.clock,
+            until=until,
+            rng=self.rng,
+            progress=self.tell,
+        )
+        self.report.notes += table.failures
+        if table.estimated:
+            self.note(
+                f"{len(table.estimated)} of {len(cut)} regions were estimated per node: the budget ran out"
+            )
+        sizes = costs.cut_bytes(regions.cut_tensors(self.model, cut), values)
+        found = search.placements(table.times, sizes, boundary, self.devices)
+        if not found:
+            self.note("the cost model prefers a single device at every boundary scale")
+        for k, placement in enumerate(found[:MAX_COST_MODEL], 1):
+            affinities = regions.region_affinities(self.model, cut, placement.devices)
+            self.report.candidates.append(
+                Candidate(f"{COST_MODEL}-{k}", COST_MODEL, affinities, predicted_ms=placement.predicted_ms)
+            )
+
+    def _reference_only(self) -> None:
+        self.reference_model = self.core.compile_model(self.model, "CPU", NO_DOT_FILES)
+
+    def measure(self) -> None:
+        """Compile every candidate not compiled yet (failures recorded, dropped) and measure them all end
+        to end, interleaved, until MEASURE_END of the budget."""
+        until = MEASURE_END * self.clock.budget_s
+        for c in self.report.candidates:
+            if c.name in self.compiled:
+                continue
+            if self.clock.left(until) < self.compile_s + 2 * self.run_ms / 1e3:
+                c.error = "not measured: the budget ran out"
+                continue
+            self.tell(f"compiling {c.name}")
+            try:
+                compiled = self._compile(c.affinities)
+                request = compiled.create_infer_request()
+                request.infer(self.feeds)
+            except Exception as exc:  # a candidate that fails is recorded and dropped, not the tune
+                c.error = costs._line(exc)
+                continue
+            c.subgraphs, c.devices = len(compiled.plan.subgraphs), compiled.plan.devices
+            self.compiled[c.name] = (compiled, request)
+        runs = {name: (lambda r=request: r.infer(self.feeds)) for name, (_, request) in self.compiled.items()}
+        self.tell("measuring the candidates")
+        samples, errors = interleaved(
+            lambda label, run, count: self.timer(f"candidate:{label}", run, count),
+            runs,
+            block=block_size(self.run_ms),
+            clock=self.clock,
+            until=until,
+            rng=self.rng,
+            min_rounds=3,
+            on_round=lambda _: self.tell("measuring the candidates"),
+        )
+        for c in self.report.candidates:
+            if c.name in errors:
+                c.error = errors[c.name]
+            elif c.name in samples:
+                c.median_ms, c.samples = median(samples[c.name]), len(samples[c.name])
+
+    def _compile(self, affinities: Mapping[str, str]) -> Any:
+        """Compile the model with ``affinities`` set (manual mode), then clear them again."""
+        self.model.set_affinities(dict(affinities))
+        try:
+            return self.core.compile_model(self.model, self.device, self.config)
+        finally:
+            _clear(self.model)
+
+    def choose(self, tolerances: Tolerances) -> Candidate:
+        """The fastest measured candidate whose outputs pass against the whole-model CPU session, on every
+        input set; one that fails is marked and the next tried. None passing: the fastest, marked failed."""
+        ranked = self.report.measured
+        if not ranked:
+            raise TuneError(
+                "no candidate could be measured: every one failed to compile or run (see the notes)"
+            )
+        names = [o.name for o in self.model.outputs]
+        want = [{n: self.reference_model(f)[n] for n in names} for f in self.feeds_list]
+        for c in ranked:
+            self.tell(f"validating {c.name}")
+            compiled, _ = self.compiled[c.name]
+            comparisons = []
+            for feeds, expected in zip(self.feeds_list, want, strict=True):
+                got = compiled(feeds)
+                comparisons += compare_outputs({n: got[n] for n in names}, expected, tolerances)
+            passed = all(x.passed for x in comparisons)
+            self.report.validation = {
+                "candidate": c.name,
+                "passed": passed,
+                "outputs": [
+                    {
+                        "name": x.name,
+                        "passed": x.passed,
+                        "max_abs": x.max_abs,
+                        "max_rel": x.max_rel,
+                        "reason": x.reason,
+                    }
+                    for x in comparisons
+                ],
+            }
+            if passed:
+                return c
+            self.note(f"{c.name} failed validation: {next(x.reason for x in comparisons if not x.passed)}")
+        self.note("no candidate passed validation: the fastest is kept")
+        return ranked[0]
+
+    def per_subgraph(self, winner: Candidate) -> None:
+        """The winner's and the automatic plan's time per subgraph from the performance counters (a
+        profiled compile each, THROUGHPUT so that every subgraph is a session of its own), if time is left."""
+        for key, c in (("winner", winner), ("automatic", self.report.candidate(AUTOMATIC))):
+            if self.clock.left() < self.compile_s + 4 * self.run_ms / 1e3:
+                self.note(f"no time left for the counters per subgraph of the {key}")
+                continue
+            self.tell(f"counters of the {key}")
+            try:
+                self.report.per_subgraph[key] = self._counters(c)
+            except Exception as exc:
+                self.note(f"the counters of the {key} failed: {costs._line(exc)}")
+
+    def _counters(self, c: Candidate) -> list[dict[str, Any]]:
+        config = {**self.config, **PROFILE_CONFIG}
+        if c.kind == AUTOMATIC:
+            compiled = self.core.compile_model(self.model, self.device, config)
+        else:
+            self.model.set_affinities(dict(c.affinities))
+            try:
+                compiled = self.core.compile_model(self.model, self.device, config)
+            finally:
+                _clear(self.model)
+        request = compiled.create_infer_request()
+        runs = 3
+        for _ in range(runs):
+            request.infer(self.feeds)
+        totals: dict[int, int] = {}
+        for infos in request.get_profiling_history():
+            for info in infos:
+                totals[info.subgraph] = totals.get(info.subgraph, 0) + info.real_time_us
+        return [
+            {
+                "subgraph": s.name,
+                "device": s.device,
+                "nodes": len(s.nodes),
+                "ms": totals.get(s.index + 1, 0) / runs / 1e3,
+            }
+            for s in compiled.plan.subgraphs
+        ]
+
+    # --- helpers ---------------------------------------------------------------------------------------
+
+    def _order(self, name: str) -> int:
+        return self.model.node(name).index
+
+    def all_nodes(self, affinities: Mapping[str, str]) -> dict[str, str]:
+        """``affinities`` completed to every node of the model (a constant-only node missing takes its first
+        consumer's device), in topological order."""
+        out = dict(affinities)
+        consumers = self.model.consumers()
+        for node in reversed(self.model.get_ops()):
+            if node.friendly_name in out:
+                continue
+            readers = sorted(
+                (r for t in node.outputs for r in consumers.get(t, ()) if r.friendly_name in out),
+                key=lambda r: r.index,
+            )
+            out[node.friendly_name] = out[readers[0].friendly_name] if readers else self.devices[-1]
+        return {n.friendly_name: out[n.friendly_name] for n in self.model.get_ops()}
+
+
+def _clear(model: Model) -> None:
+    """Drop every node's affinity (rt_info["affinity"]): the model is back in automatic mode."""
+    for node in model.get_ops():
+        node.get_rt_info().pop("affinity", None)
