@@ -1,17 +1,24 @@
-"""``hetero tune``: bad input refused with one line, exit 2 and nothing written, before any measuring; the
-help's examples."""
+"""``hetero tune``: bad input refused with one line, exit 2 and nothing written (before any measuring, or
+where the budget is too small, after pricing one candidate); a real tune of a small chain on OPENVINO and
+CPU: the table, the saved model that hetero benchmark runs as is, the report and the chart. No timing is
+judged."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 from onnx import helper as h
-from support.helpers import chain_model, const, make_model, vi
+from PIL import Image
+from support.helpers import chain_model, const, make_model, needs_openvino, vi
 from support.robust import invoke, nothing_left_behind, one_error_line
 
+from hetero_cli import Core
+from hetero_cli.app.tune.chart import SIZE
 from hetero_cli.cli import hetero
 
 EXP_CHAIN = ("Neg", "Abs", "Relu", "Exp", "Neg", "Abs", "Relu", "Neg")
@@ -115,3 +122,65 @@ def test_help_has_examples():
     for words in ("-t SECONDS", "--save", "--report", "--atol", "hetero tune -m", "hetero benchmark -m"):
         assert words in result.stdout
     assert "tune" in invoke(hetero, "--help").stdout
+
+
+def test_a_budget_under_one_candidate_is_refused_naming_the_budget_to_give(chain, tmp_path):
+    out = tmp_path / "out"
+    with nothing_left_behind(tmp_path):
+        result = invoke(
+            hetero, "tune", "-m", chain, "-d", "HETERO:OPENVINO,CPU", "-t", "0.001", "--save", out / "t.onnx",
+            "--report", out / "report",
+        )  # fmt: skip
+        if "OpenVINOExecutionProvider" not in ort.get_available_providers():
+            assert result.exit_code == 2 and "two devices available" in one_error_line(result)
+            return
+        assert result.exit_code == 2, result.output
+        line = one_error_line(result)
+        assert "-t" in line and "give a budget of at least" in line
+    assert not out.exists()
+
+
+@needs_openvino
+def test_tune_saves_the_winner_reports_and_benchmark_runs_it_as_is(chain, tmp_path):
+    out = tmp_path / "out"
+    saved, report = out / "tuned.onnx", out / "report"
+    result = invoke(
+        hetero, "tune", "-m", chain, "-d", "HETERO:OPENVINO,CPU", "-t", "4", "--save", saved, "--report", report,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    for words in ("candidate", "median ms", "vs fastest single device", "vs automatic", "automatic", "CPU"):
+        assert words in result.stdout
+    assert "(winner)" in result.stdout
+    assert "Validation of the winner against one session of the whole model: PASSED" in result.stdout
+    assert f"hetero benchmark -m {saved} -d HETERO:OPENVINO,CPU" in result.stdout
+
+    doc = json.loads((report / "tune_report.json").read_text())
+    assert doc["device"] == "HETERO:OPENVINO,CPU" and doc["budget_s"] == 4.0 and doc["seed"] == 0
+    names = [c["name"] for c in doc["candidates"]]
+    assert {"automatic", "CPU", "OPENVINO"} <= set(names) and doc["winner"] in names
+    assert doc["validation"]["passed"] is True
+    if any(doc["per_subgraph"].values()):
+        with Image.open(report / "tune_chart.png") as image:
+            assert image.size == SIZE
+    else:
+        assert "No tune_chart.png" in result.stdout
+
+    # every node has the winner's affinity: manual mode runs the file as is
+    winner = next(c for c in doc["candidates"] if c["name"] == doc["winner"])
+    model = Core().read_model(saved)
+    assert model.affinities() == winner["affinities"]
+    assert set(model.affinities()) == {f"n{i}" for i in range(len(EXP_CHAIN))}
+    bench = invoke(hetero, "benchmark", "-m", saved, "-d", "HETERO:OPENVINO,CPU", "-niter", "3")
+    assert bench.exit_code == 0, bench.output
+
+
+@needs_openvino
+def test_inputs_from_a_file_are_tuned_on(chain, tmp_path):
+    data = tmp_path / "x.npy"
+    np.save(data, np.random.default_rng(1).standard_normal((4, 64)).astype(np.float32))
+    saved = tmp_path / "tuned.onnx"
+    result = invoke(
+        hetero, "tune", "-m", chain, "-d", "HETERO:OPENVINO,CPU", "-t", "3", "-i", data, "--save", saved
+    )
+    assert result.exit_code == 0, result.output
+    assert saved.exists()

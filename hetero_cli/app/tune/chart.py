@@ -28,8 +28,8 @@ PALETTE = ((155, 89, 182), (26, 188, 156), (230, 126, 34), (127, 140, 141), (241
 BACKGROUND = (255, 255, 255)
 INK = (33, 33, 33)
 FAINT = (120, 120, 120)
-#: the two bars, top to bottom: (key in per_subgraph, label)
-BARS = (("automatic", "automatic"), ("winner", "tuned"))
+#: the two bars, top to bottom: (key in per_subgraph, label, the candidate whose end-to-end median is shown)
+BARS = (("automatic", "automatic", "automatic"), ("winner", "tuned", None))
 
 _LEFT = 110  # room for the bars' labels
 _RIGHT = 150  # room for the totals
@@ -41,12 +41,15 @@ _GAP = 28
 def write_chart(report: Any, path: str | Path) -> Path:
     """Draw ``report`` (a TuneReport, or its ``to_dict()``: what is read is ``per_subgraph`` {"winner":
     [...], "automatic": [...]} of {"subgraph", "device", "nodes", "ms"} rows, and ``device``, ``winner``)
-    as a PNG of SIZE at ``path``; returns the path. The chart shows the time each subgraph took alone, so a
-    bar's total is the sum of its subgraphs (the measured end-to-end medians are in the report's table).
+    as a PNG of SIZE at ``path``; returns the path. The widths are each subgraph's own time (the
+    profiler's), so a bar's total is the sum of its subgraphs; the measured end-to-end median of each
+    placement (``candidates``' ``median_ms``, where the report has them) is written under it.
     Raises ValueError for a report without per_subgraph rows, OSError where the file cannot be written."""
     doc = report.to_dict() if hasattr(report, "to_dict") else dict(report)
     per_subgraph: Mapping[str, Sequence[Mapping[str, Any]]] = doc.get("per_subgraph") or {}
-    bars = [(label, list(per_subgraph.get(key) or ())) for key, label in BARS]
+    bars = [(label, list(per_subgraph.get(key) or ())) for key, label, _ in BARS]
+    medians = {c.get("name"): c.get("median_ms") for c in doc.get("candidates") or ()}
+    ends = [medians.get(name or doc.get("winner")) for _, _, name in BARS]
     if not any(rows for _, rows in bars):
         raise ValueError("the report has no per-subgraph times to draw (per_subgraph is empty)")
     image = Image.new("RGB", SIZE, BACKGROUND)
@@ -59,14 +62,15 @@ def write_chart(report: Any, path: str | Path) -> Path:
     colours = device_colours([str(row.get("device")) for _, rows in bars for row in rows])
     totals = [sum(_ms(row) for row in rows) for _, rows in bars]
     scale = (SIZE[0] - _LEFT - _RIGHT) / max(max(totals), 1e-9)
-    for k, ((label, rows), total) in enumerate(zip(bars, totals, strict=True)):
+    for k, ((label, rows), total, end) in enumerate(zip(bars, totals, ends, strict=True)):
         top = _TOP + k * (_BAR_HEIGHT + _GAP)
         _bar(draw, rows, top, scale, colours, small)
         draw.text((12, top + _BAR_HEIGHT // 2 - 8), label, fill=INK, font=font)
         right = _LEFT + total * scale + 8
-        text = f"{total:.3g} ms" if rows else "not measured"
-        draw.text((right, top + _BAR_HEIGHT // 2 - 16), text, fill=INK, font=font)
-        draw.text((right, top + _BAR_HEIGHT // 2 + 4), f"{len(rows)} subgraph(s)", fill=FAINT, font=small)
+        text = f"{total:.3g} ms in {len(rows)} subgraph(s)" if rows else "not measured"
+        draw.text((right, top + _BAR_HEIGHT // 2 - 16), text, fill=INK, font=small)
+        if isinstance(end, int | float):
+            draw.text((right, top + _BAR_HEIGHT // 2 + 4), f"{end:.3g} ms end to end", fill=FAINT, font=small)
     _legend(draw, colours, SIZE[1] - 34, font)
     path = Path(path)
     image.save(path, format="PNG")
@@ -125,7 +129,12 @@ def _legend(
         draw.rectangle((x, top, x + 16, top + 16), fill=colour)
         draw.text((x + 22, top), device, fill=INK, font=font)
         x += 22 + int(draw.textlength(device, font=font)) + 24
-    draw.text((x + 12, top + 2), "widths: each subgraph's own time (ms)", fill=FAINT, font=_font(12))
+    draw.text(
+        (x + 12, top + 2),
+        "widths: each subgraph's own time (ms, from the profiler)",
+        fill=FAINT,
+        font=_font(12),
+    )
 
 
 def _font(size: int) -> Any:

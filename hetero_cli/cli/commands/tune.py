@@ -5,6 +5,7 @@ mode: every other command runs it as is). A thin layer over app.tune.tune_model.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import click
 from ...app.benchmark import inputs as bench_inputs
 from ...app.benchmark.shapes import data_shapes
 from ...app.validate import Tolerances, input_shapes
-from ...errors import BenchmarkError, HeteroError, ValidationError
+from ...errors import HeteroError, TuneError, ValidationError
 from ...graph import Model
 from ...placement import devices as registry
 from ..files import check_writable
@@ -218,8 +219,9 @@ def _search(
     seed: int,
     tolerances: Tolerances,
 ) -> Any:
-    """tune_model with a progress bar on stderr (phase lines where stderr is no terminal); a budget too
-    small for one candidate is the user's to fix (-t), a usage error."""
+    """tune_model with a progress bar on stderr (where it is no terminal, an ``[ INFO ]`` line per phase on
+    stdout, as hetero benchmark prints its steps); a budget
+    too small for the search is the user's to fix (-t), a usage error."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -236,9 +238,9 @@ def _search(
     def progress(text: str, fraction: float) -> None:
         if err.is_terminal:
             bar.update(task, description=text, completed=min(max(fraction, 0.0), 1.0))
-        elif text not in shown:
-            shown.add(text)
-            info(text, err=True)
+        elif _phase(text) not in shown:  # "timing region 1/16": one line, not sixteen
+            shown.add(_phase(text))
+            info(text)
 
     try:
         if err.is_terminal:
@@ -254,10 +256,18 @@ def _search(
             tolerances=tolerances,
             progress=progress,
         )
-    except BenchmarkError as exc:
+    except TuneError as exc:
+        if "budget" not in str(exc):  # no candidate could be measured: a failure at run time
+            raise
         raise click.BadParameter(str(exc), param_hint="-t") from None
     finally:
-        bar.stop()
+        if err.is_terminal:
+            bar.stop()
+
+
+def _phase(text: str) -> str:
+    """A progress text without its counters, which tells one phase from the next."""
+    return re.sub(r"\d+(/\d+)?", "#", text)
 
 
 def _ms(value: float | None) -> str:
@@ -273,7 +283,7 @@ def single_devices(report: Any) -> dict[str, float]:
     return {
         c.name: c.median_ms
         for c in report.candidates
-        if c.median_ms is not None and c.kind == "device" and len(c.devices) == 1
+        if c.median_ms is not None and c.kind == "single" and c.error is None
     }
 
 
@@ -328,7 +338,7 @@ def _print_verdict(report: Any) -> None:
     )
     bases = {**single_devices(report), "the automatic plan": report.baseline("automatic")}
     for name, ms in bases.items():
-        if ms is None or winner.median_ms is None:
+        if ms is None or winner.median_ms is None or name == winner.name:
             continue
         info(f"  against {name} ({_ms(ms)} ms): {_speed(winner.median_ms, ms)}")
     info(f"Search: {report.elapsed_s:.1f} s of a {report.budget_s:g} s budget, seed {report.seed}")
@@ -344,18 +354,20 @@ def _speed(ms: float, base: float) -> str:
     return f"{base / ms:.2f}x faster" if ms < base else f"{ms / base:.2f}x slower"
 
 
-def _print_validation(validation: Any) -> None:
-    """PASSED or FAILED against the whole model, with each output's largest error."""
-    doc = validation if isinstance(validation, Mapping) else getattr(validation, "__dict__", {})
-    passed = doc.get("passed")
-    errors = doc.get("max_errors") or doc.get("errors") or {}
+def _print_validation(validation: Mapping[str, Any]) -> None:
+    """PASSED or FAILED against the whole model, with each output's largest errors."""
+    outputs = validation.get("outputs") or []
     detail = ", ".join(
-        f"{name} {value:.3g}" for name, value in errors.items() if isinstance(value, int | float)
+        f"{o.get('name')} max abs {_number(o.get('max_abs'))}, max rel {_number(o.get('max_rel'))}"
+        for o in outputs
     )
-    verdict = "PASSED" if passed else "FAILED"
-    info(f"Validation of the winner against one session of the whole model: {verdict}" + (
-        f" (max abs error per output: {detail})" if detail else ""
-    ))  # fmt: skip
+    verdict = "PASSED" if validation.get("passed") else "FAILED"
+    where = f" ({detail})" if detail else ""
+    info(f"Validation of the winner against one session of the whole model: {verdict}{where}")
+
+
+def _number(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, int | float) else "-"
 
 
 def _save_model(model: Model, save: str, setup: Setup) -> None:
@@ -384,6 +396,11 @@ def _save_report(report: Any, folder: Path) -> None:
     path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     written().wrote(path)
     info(f"Wrote {path}")
+    if not any(doc.get("per_subgraph", {}).values()):
+        info(
+            f"No {REPORT_CHART}: the budget left no time for the times per subgraph (a larger -t gives them)"
+        )
+        return
     chart = folder / REPORT_CHART
     written().wrote(chart)
     write_chart(doc, chart)
