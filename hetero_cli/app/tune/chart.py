@@ -32,7 +32,7 @@ FAINT = (120, 120, 120)
 BARS = (("automatic", "automatic", "automatic"), ("winner", "tuned", None))
 
 _LEFT = 110  # room for the bars' labels
-_RIGHT = 150  # room for the totals
+_RIGHT = 175  # room for the totals
 _TOP = 56
 _BAR_HEIGHT = 64
 _GAP = 28

@@ -14,6 +14,8 @@ import click
 
 from ...app.benchmark import inputs as bench_inputs
 from ...app.benchmark.shapes import data_shapes
+from ...app.tune import DEFAULT_TOLERANCES, tune_model
+from ...app.tune.chart import write_chart
 from ...app.validate import Tolerances, input_shapes
 from ...errors import HeteroError, TuneError, ValidationError
 from ...graph import Model
@@ -83,13 +85,13 @@ REPORT_CHART = "tune_chart.png"
     "--atol",
     multiple=True,
     metavar="[OUT:]V",
-    help="Validation's absolute tolerance (default 1e-5), per output.",
+    help="Validation's absolute tolerance (default 1e-3), per output.",
 )
 @click.option(
     "--rtol",
     multiple=True,
     metavar="[OUT:]V",
-    help="Validation's relative tolerance (default 1e-5), per output.",
+    help="Validation's relative tolerance (default 1e-3), per output.",
 )
 @click.option(
     "--config",
@@ -122,13 +124,14 @@ def tune(
     config: Sequence[str],
     load_config: str | None,
     debug: bool,
-) -> None:
+) -> int:
     """Find the placement of MODEL over DEVICE's devices that runs fastest on this machine, and save it.
 
     The candidates: the automatic plan, each single device that supports every node, and placements a
     cost model builds from each region's measured time on each device; the most promising are measured end
     to end, interleaved, within the budget (-t). The winner is never slower than the automatic plan or the
-    fastest single device, and its outputs are validated against one CPU session of the whole model.
+    fastest single device, and its outputs are validated against one CPU session of the whole model: exit
+    0 where they pass, 1 where no candidate passed (the fastest is saved all the same, to look into).
 
     \b
       hetero tune -m model.onnx -d HETERO:OPENVINO,CPU --save tuned.onnx
@@ -137,7 +140,7 @@ def tune(
     """
     check_writable(save, "--save", folder=False)
     check_writable(report_dir, "--report", folder=True)
-    tolerances = Tolerances.parse(atol, rtol)
+    tolerances = _tolerances(atol, rtol)
     setup = prepare(
         model,
         device,
@@ -166,6 +169,21 @@ def tune(
     _save_model(result.model, save, setup)
     if report_dir:
         _save_report(report, Path(report_dir))
+    if report.validation.get("passed"):
+        return 0
+    # no candidate passed validation: the fastest is saved for a look (hetero validate --bisect tells where
+    # it differs), and the command says FAILED as hetero validate does: exit 1, the files it wrote stay
+    kept = written()
+    kept.files.clear()
+    kept.folders.clear()
+    return 1
+
+
+def _tolerances(atol: Sequence[str], rtol: Sequence[str]) -> Tolerances:
+    """--atol and --rtol over tune's defaults (looser than validate's: OpenVINO's float arithmetic is not
+    the CPU EP's), later values winning. Raises ValidationError for a bad value."""
+    default = DEFAULT_TOLERANCES.default
+    return Tolerances.parse([f"{default.atol:g}", *atol], [f"{default.rtol:g}", *rtol])
 
 
 def _check_devices(setup: Setup) -> None:
@@ -224,8 +242,6 @@ def _search(
     too small for the search is the user's to fix (-t), a usage error."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from ...app.tune import tune_model
 
     err = Console(stderr=True, highlight=False)
     shown: set[str] = set()
@@ -387,8 +403,6 @@ def _save_model(model: Model, save: str, setup: Setup) -> None:
 
 def _save_report(report: Any, folder: Path) -> None:
     """--report: the JSON report and the chart in ``folder``."""
-    from ...app.tune.chart import write_chart
-
     written().before_writing(folder, folder=True)
     folder.mkdir(parents=True, exist_ok=True)
     doc = report.to_dict()
