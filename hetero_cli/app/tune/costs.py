@@ -80,7 +80,7 @@ def time_regions(
                 feeds = {t: values[t] for t in region.inputs}
                 request.infer(feeds)
             except Exception as exc:  # this device cannot run the region alone: not offered it
-                failures.append(f"region {region.index + 1} on {device}: {_line(exc)}")
+                failures.append(f"region {region.index + 1} on {device}: {one_line(exc)}")
                 continue
             runs[f"region:{region.index}:{device}"] = _bound(request, feeds)
         if not runs:
@@ -196,7 +196,7 @@ def _device_config(config: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return {**kept, **NO_DOT_FILES}
 
 
-def _line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
     """An exception as one line: its class and the first line of its message."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]

@@ -72,12 +72,13 @@ def interleaved(
     rng: random.Random,
     min_rounds: int = 2,
     max_rounds: int = 200,
+    enough: int | None = None,
     on_round: Callable[[int], None] | None = None,
 ) -> tuple[dict[str, list[float]], dict[str, str]]:
     """Time each of ``runs`` ({label: callable}) in rounds: each round times a block of ``block`` runs of
     each, in an order ``rng`` shuffles, so that drifts of the machine (other load, frequency) fall on all
     alike. The first round is warm-up and dropped. Rounds go on until ``until`` (seconds of ``clock``) once
-    ``min_rounds`` are done, or ``max_rounds``.
+    ``min_rounds`` are done, or ``max_rounds``, or once each has ``enough`` samples.
 
     Returns ({label: latencies in ms}, {label: error}): a run that raises is timed no more, its error kept
     as one line."""
@@ -86,6 +87,8 @@ def interleaved(
     for round_ in range(max_rounds):
         if round_ >= min_rounds and clock.left(until) <= 0:
             break  # out of time: at least min_rounds - 1 kept rounds (one at least) are there
+        if round_ >= min_rounds and enough is not None and all(len(s) >= enough for s in samples.values()):
+            break  # the medians are settled: the rest of the budget is not spent
         order = [label for label in runs if label not in errors]
         if not order:
             break

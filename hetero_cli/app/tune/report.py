@@ -47,7 +47,8 @@ class TuneReport:
     were tried), ``winner`` (a candidate's name), ``validation`` ({"passed", "tolerances", "outputs":
     [{"name", "passed", "max_abs", "max_rel"}]}), ``per_subgraph`` ({"winner": [...], "automatic": [...]},
     each entry {"subgraph", "device", "nodes", "ms"}), ``notes`` (what the search measured or skipped),
-    ``regions`` (how many regions the cost model timed) and ``boundary`` (its measured costs)."""
+    ``regions`` (the cost model's regions: {"region", "nodes", "first", "last", "devices", "ms": {device:
+    ms}, "estimated"}) and ``boundary`` (its measured cost per subgraph and per MB, and the probe's medians)."""
 
     device: str
     budget_s: float
@@ -59,7 +60,7 @@ class TuneReport:
     validation: dict[str, Any] = field(default_factory=dict)
     per_subgraph: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    regions: int = 0
+    regions: list[dict[str, Any]] = field(default_factory=list)
     boundary: dict[str, float] = field(default_factory=dict)
 
     def candidate(self, name: str) -> Candidate:

@@ -141,3 +141,40 @@ def placements(
         seen[devices] = Placement(devices, predict(devices, times, cut_bytes, boundary), scale)
     found = [p for p in seen.values() if not p.uniform]
     return sorted(found, key=lambda p: (p.predicted_ms, p.switches, p.devices))
+
+
+def calibrate(
+    times: Sequence[Mapping[str, float]], whole_ms: Mapping[str, float]
+) -> tuple[list[dict[str, float]], dict[str, float]]:
+    """Region times scaled per device so that they add up to that device's measured time for the whole
+    model (``whole_ms``: {device: ms}, for the devices that run every region): the regions, timed as
+    sessions of their own, miss what a whole-model session fuses and pay each session's overhead, and
+    how much differs by device (OpenVINO fuses the most). Devices without a whole-model time, or
+    missing from some region, stay as they are. Returns (the scaled tables, {device: factor})."""
+    factors: dict[str, float] = {}
+    for device, whole in whole_ms.items():
+        if whole > 0 and times and all(device in t for t in times):
+            total = sum(t[device] for t in times)
+            if total > 0:
+                factors[device] = whole / total
+    scaled = [{d: ms * factors.get(d, 1.0) for d, ms in t.items()} for t in times]
+    return scaled, factors
+
+
+def merge(
+    found: Sequence[Sequence[Placement]],
+    times: Sequence[Mapping[str, float]],
+    cut_bytes: Sequence[int],
+    boundary: Boundary,
+) -> list[Placement]:
+    """Placements from several searches (each a list, e.g. on calibrated and raw region times), distinct,
+    each predicted anew on ``times``, fastest predicted first (fewer switches, then the devices, break
+    ties): deterministic."""
+    seen: dict[tuple[str, ...], Placement] = {}
+    for placements_ in found:
+        for p in placements_:
+            if p.devices not in seen:
+                seen[p.devices] = Placement(
+                    p.devices, predict(p.devices, times, cut_bytes, boundary), p.scale
+                )
+    return sorted(seen.values(), key=lambda p: (p.predicted_ms, p.switches, p.devices))

@@ -15,9 +15,11 @@ whole-model CPU session; its time per subgraph and the automatic plan's, from th
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -42,8 +44,14 @@ COST_MODEL_END = 0.45
 MEASURE_END = 0.9
 #: cost-model placements measured end to end at most
 MAX_COST_MODEL = 3
+#: inferences of the first timing of a whole candidate (the automatic plan, each single device)
+PROBE_RUNS = 5
+#: the part of the budget the single devices' first timing may take
+WHOLE_SHARE = 0.05
 #: inferences that price one candidate (beside its compile)
 RUNS_PER_CANDIDATE = 10
+#: samples per candidate after which its median is settled (the measuring stops before its deadline)
+ENOUGH_SAMPLES = 300
 PROFILE_CONFIG = {"PERF_COUNT": "YES", "PERFORMANCE_HINT": "THROUGHPUT"}
 
 
@@ -92,7 +100,31 @@ def tune_model(
     if not (isinstance(budget_s, int | float) and math.isfinite(budget_s) and budget_s > 0):
         raise TuneError(f"the budget must be a positive number of seconds, not {budget_s!r}")
     search_ = _Search(core, model, device, devices, config, feeds_list, clock, seed, timer, progress)
-    return search_.run(tolerances)
+    with _warnings_as_notes(search_.report.notes, lambda: search_.phase):
+        return search_.run(tolerances)
+
+
+@contextlib.contextmanager
+def _warnings_as_notes(notes: list[str], phase: Callable[[], str]) -> Iterator[None]:
+    """While the search runs, hetero_cli's log records go to ``notes`` (each text once) instead of the
+    log, each prefixed with the ``phase()`` it came in and cut to 240 characters: the compiles of regions
+    and candidates warn about what ORT placed elsewhere, dozens of times, which the report keeps and a
+    progress bar would be broken by."""
+    seen: set[str] = set()
+
+    def keep(record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if record.levelno >= logging.WARNING and text not in seen:
+            seen.add(text)
+            notes.append(f"{phase()}: {text}"[:240])
+        return False
+
+    logger = logging.getLogger("hetero_cli")
+    logger.addFilter(keep)
+    try:
+        yield
+    finally:
+        logger.removeFilter(keep)
 
 
 def _devices(core: Core, device: str) -> list[str]:
@@ -157,10 +189,11 @@ class _Search:
         self.compiled: dict[str, Any] = {}
         self.compile_s = 0.0
         self.run_ms = 0.0
-        self.reference: dict[str, Any] = {}
+        self.phase = "starting"
 
     def tell(self, text: str) -> None:
         """Report progress: ``text`` and the part of the budget spent."""
+        self.phase = text
         if self._progress is not None:
             self._progress(text, self.clock.fraction())
 
@@ -198,7 +231,9 @@ class _Search:
         request = compiled.create_infer_request()
         request.infer(self.feeds)
         self.compile_s = self.clock.elapsed() - began
-        self.run_ms = median(self.timer("probe:automatic", lambda: request.infer(self.feeds), 3)) or 0.0
+        self.run_ms = (
+            median(self.timer("probe:automatic", lambda: request.infer(self.feeds), PROBE_RUNS)) or 0.0
+        )
         one = self.compile_s + RUNS_PER_CANDIDATE * self.run_ms / 1e3
         least = 3 * one  # the automatic plan, one other candidate, the validation
         if self.clock.budget_s < least:
@@ -223,14 +258,40 @@ class _Search:
     def singles(self) -> None:
         """A candidate per device that supports every node (CPU always)."""
         self.supported: dict[str, frozenset[str]] = {}
+        self.whole_ms: dict[str, float] = {}
         names = {n.friendly_name for n in self.model.get_ops()}
         for d in self.devices:
             self.tell(f"querying {d}")
             self.supported[d] = frozenset(self.core.query_model(self.model, d, self.config))
             if d == "CPU" or names <= self.supported[d]:
-                self.report.candidates.append(
-                    Candidate(d, SINGLE, dict.fromkeys(sorted(names, key=self._order), d), 1, [d])
-                )
+                c = Candidate(d, SINGLE, dict.fromkeys(sorted(names, key=self._order), d), 1, [d])
+                self.report.candidates.append(c)
+                self.prepare(c, COST_MODEL_END * self.clock.budget_s)
+        self.whole_times()
+
+    def whole_times(self) -> None:
+        """A first end-to-end median of each single device, interleaved in blocks for up to WHOLE_SHARE
+        of the budget: what calibrates the regions' times (search.calibrate)."""
+        runs = {
+            name: (lambda r=request: r.infer(self.feeds))
+            for name, (_, request) in self.compiled.items()
+            if self.report.candidate(name).kind == SINGLE
+        }
+        if not runs:
+            return
+        self.tell("timing the single devices")
+        samples, _ = interleaved(
+            lambda label, run, count: self.timer(f"probe:{label}", run, count),
+            runs,
+            block=block_size(self.run_ms, target_ms=20.0),
+            clock=self.clock,
+            until=self.clock.elapsed() + WHOLE_SHARE * self.clock.budget_s,
+            rng=self.rng,
+            min_rounds=3,
+            max_rounds=30,
+            enough=30,
+        )
+        self.whole_ms = {name: m for name, got in samples.items() if (m := median(got)) is not None}
 
     def cost_model(self) -> None:
         """Regions timed on each device, the boundary cost, and the DP's placements as candidates."""
@@ -243,9 +304,8 @@ class _Search:
         try:
             cut = regions.cut_regions(self.model, self.supported, self.devices)
         except Exception as exc:
-            self.note(f"no cost model: {costs._line(exc)}")
+            self.note(f"no cost model: {costs.one_line(exc)}")
             return self._reference_only()
-        self.report.regions = len(cut)
         if len(cut) < 2 and all(len(r.devices) < 2 for r in cut):
             self.note("one region on one device: nothing for the cost model to choose")
             return self._reference_only()
@@ -281,12 +341,39 @@ class _Search:
             progress=self.tell,
         )
         self.report.notes += table.failures
+        scaled, factors = search.calibrate(table.times, self.whole_ms)
+        if factors:
+            self.note(
+                "region times scaled to the whole model's measured time: "
+                + ", ".join(f"{d} x{f:.2f}" for d, f in factors.items())
+            )
+        self.report.regions = [
+            {
+                "region": r.index + 1,
+                "nodes": len(r.nodes),
+                "first": r.nodes[0],
+                "last": r.nodes[-1],
+                "devices": list(r.devices),
+                "measured_ms": raw,
+                "ms": t,
+                "estimated": r.index in table.estimated,
+            }
+            for r, raw, t in zip(cut, table.times, scaled, strict=True)
+        ]
         if table.estimated:
             self.note(
                 f"{len(table.estimated)} of {len(cut)} regions were estimated per node: the budget ran out"
             )
         sizes = costs.cut_bytes(regions.cut_tensors(self.model, cut), values)
-        found = search.placements(table.times, sizes, boundary, self.devices)
+        found = search.merge(
+            [
+                search.placements(scaled, sizes, boundary, self.devices),
+                search.placements(table.times, sizes, boundary, self.devices, scales=(1.0,)),
+            ],
+            scaled,
+            sizes,
+            boundary,
+        )
         if not found:
             self.note("the cost model prefers a single device at every boundary scale")
         for k, placement in enumerate(found[:MAX_COST_MODEL], 1):
@@ -303,21 +390,8 @@ class _Search:
         to end, interleaved, until MEASURE_END of the budget."""
         until = MEASURE_END * self.clock.budget_s
         for c in self.report.candidates:
-            if c.name in self.compiled:
-                continue
-            if self.clock.left(until) < self.compile_s + 2 * self.run_ms / 1e3:
-                c.error = "not measured: the budget ran out"
-                continue
-            self.tell(f"compiling {c.name}")
-            try:
-                compiled = self._compile(c.affinities)
-                request = compiled.create_infer_request()
-                request.infer(self.feeds)
-            except Exception as exc:  # a candidate that fails is recorded and dropped, not the tune
-                c.error = costs._line(exc)
-                continue
-            c.subgraphs, c.devices = len(compiled.plan.subgraphs), compiled.plan.devices
-            self.compiled[c.name] = (compiled, request)
+            if c.name not in self.compiled and c.error is None:
+                self.prepare(c, until)
         runs = {name: (lambda r=request: r.infer(self.feeds)) for name, (_, request) in self.compiled.items()}
         self.tell("measuring the candidates")
         samples, errors = interleaved(
@@ -328,6 +402,7 @@ class _Search:
             until=until,
             rng=self.rng,
             min_rounds=3,
+            enough=ENOUGH_SAMPLES,
             on_round=lambda _: self.tell("measuring the candidates"),
         )
         for c in self.report.candidates:
@@ -335,6 +410,24 @@ class _Search:
                 c.error = errors[c.name]
             elif c.name in samples:
                 c.median_ms, c.samples = median(samples[c.name]), len(samples[c.name])
+
+    def prepare(self, c: Candidate, until: float) -> bool:
+        """Compile candidate ``c`` and run it once (kept in ``compiled``), if the clock leaves time before
+        ``until``; a failure or no time is recorded as its error. Returns whether it is ready."""
+        if self.clock.left(until) < self.compile_s + 2 * self.run_ms / 1e3:
+            c.error = "not measured: the budget ran out"
+            return False
+        self.tell(f"compiling {c.name}")
+        try:
+            compiled = self._compile(c.affinities)
+            request = compiled.create_infer_request()
+            request.infer(self.feeds)
+        except Exception as exc:  # a candidate that fails is recorded and dropped, not the tune
+            c.error = costs.one_line(exc)
+            return False
+        c.subgraphs, c.devices = len(compiled.plan.subgraphs), compiled.plan.devices
+        self.compiled[c.name] = (compiled, request)
+        return True
 
     def _compile(self, affinities: Mapping[str, str]) -> Any:
         """Compile the model with ``affinities`` set (manual mode), then clear them again."""
@@ -393,7 +486,7 @@ class _Search:
             try:
                 self.report.per_subgraph[key] = self._counters(c)
             except Exception as exc:
-                self.note(f"the counters of the {key} failed: {costs._line(exc)}")
+                self.note(f"the counters of the {key} failed: {costs.one_line(exc)}")
 
     def _counters(self, c: Candidate) -> list[dict[str, Any]]:
         config = {**self.config, **PROFILE_CONFIG}

@@ -1,0 +1,169 @@
+"""tune_model on small generated models with real ONNX Runtime sessions on the CPU and OpenVINO EPs: the
+returned affinities compile in manual mode and give the whole model's outputs, the winner is the argmin of
+the measured medians among the baselines and the cost model's candidates, the budget holds, the refusals,
+and a deterministic choice given injected measurements (a timer that answers from a table: no speed is
+asserted anywhere)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper as h
+from support.helpers import const, make_model, needs_openvino, vi
+
+import hetero_cli as hc
+from hetero_cli.app.tune import tune_model
+from hetero_cli.app.validate import Tolerances
+from hetero_cli.errors import TuneError, ValidationError
+
+DEVICE = "HETERO:OPENVINO,CPU"
+# a validation (one more compile and run) and the counters may finish after the budget
+SLACK_S = 5.0
+
+
+def mlp_model(batch: int | str = 4, width: int = 32):
+    """x[batch, width] -> (MatMul -> Relu) x3 -> MatMul -> Softmax -> y, seeded weights."""
+    rng = np.random.default_rng(0)
+    nodes, weights, last = [], [], "x"
+    for k in range(4):
+        weights.append(const(f"w{k}", rng.standard_normal((width, width)) / np.sqrt(width)))
+        nodes.append(h.make_node("MatMul", [last, f"w{k}"], [f"m{k}"], name=f"mm{k}"))
+        last = f"m{k}"
+        if k < 3:
+            nodes.append(h.make_node("Relu", [last], [f"r{k}"], name=f"relu{k}"))
+            last = f"r{k}"
+    nodes.append(h.make_node("Softmax", [last], ["y"], name="softmax", axis=-1))
+    return make_model(nodes, [vi("x", [batch, width])], [vi("y", [batch, width])], weights, name="mlp")
+
+
+def table_timer(table: dict[str, float]):
+    """A timer answering ``table[label]`` (else by label's prefix, else 1.0 ms) for every run, never
+    running anything: the search's choices then follow the table alone."""
+
+    def timer(label, run, count):
+        for key in (label, label.split(":")[0] + ":" + label.split(":")[1] if ":" in label else label):
+            if key in table:
+                return [table[key]] * count
+        return [1.0] * count
+
+    return timer
+
+
+def _feeds():
+    return {"x": np.random.default_rng(1).standard_normal((4, 32)).astype(np.float32)}
+
+
+@needs_openvino
+def test_tune_returns_affinities_that_run_in_manual_mode_and_a_winner_that_is_the_argmin():
+    core = hc.Core()
+    budget = 12.0
+    seen = []
+    result = tune_model(
+        core,
+        mlp_model(),
+        DEVICE,
+        budget_s=budget,
+        inputs=[_feeds()],
+        progress=lambda t, f: seen.append((t, f)),
+    )
+    report = result.report
+    assert report.elapsed_s <= budget * 1.1 + SLACK_S
+    model = result.model
+    affinities = model.affinities()
+    assert set(affinities) == {n.friendly_name for n in model.get_ops()}
+    assert set(affinities.values()) <= {"OPENVINO", "CPU"}
+    # manual mode runs the winner as saved, and its outputs are the whole model's
+    compiled = core.compile_model(model, DEVICE)
+    assert compiled.plan.affinities == affinities
+    got = compiled(_feeds())["y"]
+    want = core.compile_model(mlp_model(), "CPU")(_feeds())["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
+    # baselines are candidates, and the winner is the fastest measured one that passed validation
+    names = [c.name for c in report.candidates]
+    assert names[:3] == ["automatic", "OPENVINO", "CPU"]
+    measured = report.measured
+    assert measured and report.winner == measured[0].name
+    assert all(report.baseline(n) is not None for n in ("automatic", "OPENVINO", "CPU"))
+    assert report.validation["passed"] is True and report.validation["candidate"] == report.winner
+    assert report.candidate(report.winner).affinities == affinities
+    assert {"winner", "automatic"} <= set(report.per_subgraph)
+    assert all(e["ms"] >= 0 and e["device"] in ("OPENVINO", "CPU") for e in report.per_subgraph["winner"])
+    data = report.to_dict()
+    assert data["winner"] == report.winner and data["machine"]["cores"] >= 1
+    assert data["machine"]["execution_providers"]["OPENVINO"] == "OpenVINOExecutionProvider"
+    # the progress goes forward from 0 to 1
+    fractions = [f for _, f in seen]
+    assert fractions == sorted(fractions) and fractions[0] >= 0 and fractions[-1] <= 1
+    assert seen[-1][0] == "done"
+
+
+@needs_openvino
+def test_the_choice_is_deterministic_given_the_measurements():
+    """Injected timings: the first matmul is cheap on OPENVINO, the rest on CPU, boundaries free: the
+    cost model must propose a split; and the injected end-to-end medians make cost-model-1 the winner."""
+    table = {
+        "probe:automatic": 1.0,
+        "region:0:OPENVINO": 0.1,
+        "region:0:CPU": 5.0,
+        "candidate:cost-model-1": 0.2,
+        "candidate:automatic": 1.0,
+        "candidate:OPENVINO": 0.9,
+        "candidate:CPU": 0.8,
+    }
+    for k in range(1, 8):
+        table[f"region:{k}:OPENVINO"] = 5.0
+        table[f"region:{k}:CPU"] = 0.1
+    results = [
+        tune_model(hc.Core(), mlp_model(), DEVICE, budget_s=30.0, seed=3, timer=table_timer(table))
+        for _ in range(2)
+    ]
+    first, second = (r.report for r in results)
+    assert [(c.name, c.affinities, c.predicted_ms) for c in first.candidates] == [
+        (c.name, c.affinities, c.predicted_ms) for c in second.candidates
+    ]
+    split = first.candidate("cost-model-1")
+    assert split.predicted_ms is not None and split.kind == "cost-model"
+    assert split.affinities["mm0"] == "OPENVINO" and split.affinities["softmax"] == "CPU"
+    assert first.winner == second.winner == "cost-model-1"
+    assert first.candidate("CPU").median_ms == 0.8
+    assert results[0].model.affinities() == split.affinities
+
+
+@needs_openvino
+@pytest.mark.parametrize("device", ["CPU", "OPENVINO", "HETERO:CPU", "MULTI:CPU"])
+def test_a_device_string_without_two_devices_is_refused(device):
+    with pytest.raises((TuneError, hc.DeviceError), match=r"HETERO|two available devices|device"):
+        tune_model(hc.Core(), mlp_model(), device, budget_s=10)
+
+
+@needs_openvino
+def test_refusals_before_the_search():
+    core = hc.Core()
+    with pytest.raises(TuneError, match="at least two available devices"):
+        tune_model(core, mlp_model(), "HETERO:CPU", budget_s=10)
+    with pytest.raises(ValidationError, match=r"dynamic|give its size"):
+        tune_model(core, mlp_model(batch="n"), DEVICE, budget_s=10)
+    with pytest.raises(ValidationError, match="'nope'"):
+        tune_model(core, mlp_model(), DEVICE, budget_s=10, tolerances=Tolerances.parse(["nope:1e-3"]))
+    with pytest.raises(TuneError, match="positive"):
+        tune_model(core, mlp_model(), DEVICE, budget_s=0)
+    # a budget under one candidate's price: the message gives the budget to ask for
+    with pytest.raises(TuneError, match=r"give a budget of at least \d+ s"):
+        tune_model(core, mlp_model(), DEVICE, budget_s=0.01)
+    # shapes make a dynamic model tunable
+    injected = table_timer({})
+    result = tune_model(
+        core, mlp_model(batch="n"), DEVICE, shapes={"x": (4, 32)}, budget_s=20, timer=injected
+    )
+    assert result.report.winner
+
+
+@needs_openvino
+def test_a_tight_budget_cuts_the_phases_short_and_still_returns_a_validated_winner():
+    budget = 3.0  # a few ms an inference: the region timing and the measuring run out of time
+    result = tune_model(hc.Core(), mlp_model(256, 512), DEVICE, budget_s=budget)
+    report = result.report
+    assert report.elapsed_s <= budget * 1.1 + SLACK_S
+    assert report.winner == report.measured[0].name
+    assert report.validation["passed"] is True
+    assert set(result.model.affinities()) == {n.friendly_name for n in result.model.get_ops()}
