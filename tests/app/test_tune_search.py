@@ -66,6 +66,18 @@ def test_a_device_never_gets_a_region_it_has_no_time_for():
         best_placement(times, [0], FREE, DEVICES)
 
 
+def test_a_limit_on_device_changes_keeps_the_best_two_subgraph_split():
+    times = [{"OPENVINO": 1.0, "CPU": 3.0}, {"OPENVINO": 3.0, "CPU": 1.0}, {"OPENVINO": 1.0, "CPU": 3.0}]
+    times += [{"OPENVINO": 3.0, "CPU": 1.0}]
+    assert best_placement(times, [0, 0, 0], FREE, DEVICES) == ("OPENVINO", "CPU", "OPENVINO", "CPU")
+    assert best_placement(times, [0, 0, 0], FREE, DEVICES, max_switches=1) == ("OPENVINO",) * 3 + ("CPU",)
+    assert best_placement(times, [0, 0, 0], FREE, DEVICES, max_switches=0) == ("OPENVINO",) * 4
+    found = search.proposals(times, times, [0, 0, 0], FREE, DEVICES)
+    assert ("OPENVINO", "OPENVINO", "OPENVINO", "CPU") in [p.devices for p in found]
+    with pytest.raises(ValueError, match="at most 0 device changes"):
+        best_placement([{"CPU": 1.0}, {"OPENVINO": 1.0}], [0], FREE, DEVICES, max_switches=0)
+
+
 def test_ties_go_to_the_device_of_higher_priority():
     times = [{"OPENVINO": 1.0, "CPU": 1.0}] * 3
     assert best_placement(times, [0, 0], FREE, DEVICES) == ("OPENVINO",) * 3
@@ -99,6 +111,16 @@ def test_the_dp_is_optimal_against_brute_force(case):
     assert all(d in times[i] for i, d in enumerate(got))
     best = min(predict(p, times, cut_bytes, boundary) for p in itertools.product(*[sorted(t) for t in times]))
     assert predict(got, times, cut_bytes, boundary) == pytest.approx(best, abs=1e-9)
+    # with a limit on device changes: optimal among the placements that keep to it
+    for limit in (0, 1, 2):
+        got = best_placement(times, cut_bytes, boundary, order, max_switches=limit)
+        assert sum(a != b for a, b in itertools.pairwise(got)) <= limit
+        best = min(
+            predict(p, times, cut_bytes, boundary)
+            for p in itertools.product(*[sorted(t) for t in times])
+            if sum(a != b for a, b in itertools.pairwise(p)) <= limit
+        )
+        assert predict(got, times, cut_bytes, boundary) == pytest.approx(best, abs=1e-9)
     # deterministic: the same tables give the same placements, in the same order
     first = placements(times, cut_bytes, boundary, order)
     assert first == placements(times, cut_bytes, boundary, order)

@@ -20,6 +20,8 @@ from .measure import Clock, Timer, interleaved, median
 from .regions import Region
 from .search import Boundary
 
+#: how the region timing's progress text starts (tune keeps that phase's warnings as one count)
+REGION_PHASE = "timing region"
 #: float32 elements of the boundary probe's small and large tensors (1 KB and 4 MB)
 BOUNDARY_SIZES = (256, 1 << 20)
 
@@ -33,6 +35,27 @@ class RegionCosts:
     times: list[dict[str, float]]
     estimated: list[int] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+
+
+def region_rows(
+    regions: Sequence[Region], table: RegionCosts, scaled: Sequence[Mapping[str, float]]
+) -> list[dict[str, Any]]:
+    """The report's rows of the regions: {"region" (from 1), "nodes" (count), "first", "last" (node
+    names), "devices", "measured_ms" ({device: ms} as timed), "ms" (as the search used them, calibrated),
+    "estimated"}."""
+    return [
+        {
+            "region": r.index + 1,
+            "nodes": len(r.nodes),
+            "first": r.nodes[0],
+            "last": r.nodes[-1],
+            "devices": list(r.devices),
+            "measured_ms": raw,
+            "ms": dict(t),
+            "estimated": r.index in table.estimated,
+        }
+        for r, raw, t in zip(regions, table.times, scaled, strict=True)
+    ]
 
 
 def region_model(model: Model, region: Region) -> Model:
@@ -71,7 +94,7 @@ def time_regions(
         if clock.left(until) <= 0:
             break
         if progress is not None:
-            progress(f"timing region {region.index + 1}/{len(regions)}")
+            progress(f"{REGION_PHASE} {region.index + 1}/{len(regions)}")
         runs: dict[str, Callable[[], object]] = {}
         for device in region.devices:
             try:

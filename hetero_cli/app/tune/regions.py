@@ -145,13 +145,20 @@ def cut_tensors(model: Model, regions: Sequence[Region]) -> list[tuple[str, ...]
 
 def region_affinities(model: Model, regions: Sequence[Region], placement: Sequence[str]) -> dict[str, str]:
     """{friendly name: device} for every node of ``model``: each region's nodes on its device in
-    ``placement`` (one device per region), each constant-only node on its first consumer's device (the
-    first region's device where nothing reads it), in ``model.get_ops()``'s order."""
+    ``placement`` (one device per region), constant-only nodes as complete_affinities places them (the
+    first region's device where nothing reads one), in ``model.get_ops()``'s order."""
     result = {name: placement[r.index] for r in regions for name in r.nodes}
+    return complete_affinities(model, result, placement[0] if placement else "CPU")
+
+
+def complete_affinities(model: Model, affinities: Mapping[str, str], default: str) -> dict[str, str]:
+    """``affinities`` completed to every node of ``model``, in ``model.get_ops()``'s order: a node
+    missing (a constant-only one) takes the device of its first consumer (in topological order), or
+    ``default`` where nothing placed reads it."""
+    result = dict(affinities)
     consumers = model.consumers()
-    default = placement[0] if placement else "CPU"
     for node in reversed(model.get_ops()):
-        if not node.is_constant:
+        if node.friendly_name in result:
             continue
         readers = sorted(
             (c for t in node.outputs for c in consumers.get(t, ()) if c.friendly_name in result),

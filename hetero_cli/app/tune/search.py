@@ -77,14 +77,16 @@ def best_placement(
     boundary: Boundary,
     order: Sequence[str],
     scale: float = 1.0,
+    max_switches: int | None = None,
 ) -> tuple[str, ...]:
     """The placement of least predicted cost with boundaries scaled by ``scale``: dynamic programming over
-    the regions in order, state the current region's device. ``times[i]``: {device: ms} for the devices
-    that run region i (a device absent there never gets it); ``order``: the devices, priority first, which
-    breaks ties (and staying on a device beats switching at equal cost).
+    the regions in order, state the current region's device (and, with ``max_switches``, how many device
+    changes so far: at most that many). ``times[i]``: {device: ms} for the devices that run region i (a
+    device absent there never gets it); ``order``: the devices, priority first, which breaks ties (and
+    staying on a device beats switching at equal cost, fewer switches beat more).
 
-    Raises ValueError where some region has no time on any device, or ``cut_bytes`` does not have one entry
-    per cut."""
+    Raises ValueError where some region has no time on any device, no placement keeps to
+    ``max_switches``, or ``cut_bytes`` does not have one entry per cut."""
     if len(cut_bytes) != max(0, len(times) - 1):
         raise ValueError(
             f"{len(times)} regions need {max(0, len(times) - 1)} cut sizes, not {len(cut_bytes)}"
@@ -92,35 +94,38 @@ def best_placement(
     if not times:
         return ()
     rank = {d: k for k, d in enumerate(order)}
-    cost: dict[str, float] = {}
-    back: list[dict[str, str]] = []
+    limited = max_switches is not None
+    # state (device, switches so far; always 0 when unlimited) -> cost; back[i][state] = previous state
+    cost: dict[tuple[str, int], float] = {}
+    back: list[dict[tuple[str, int], tuple[str, int]]] = []
     for i, table in enumerate(times):
         devices = sorted((d for d in table if math.isfinite(table[d])), key=lambda d: rank.get(d, len(rank)))
         if not devices:
             raise ValueError(f"region {i} has no measured time on any device")
-        step: dict[str, float] = {}
-        came: dict[str, str] = {}
+        step: dict[tuple[str, int], float] = {}
+        came: dict[tuple[str, int], tuple[str, int]] = {}
         for d in devices:
             if i == 0:
-                step[d] = table[d]
+                step[(d, 0)] = table[d]
                 continue
             switch = boundary.cost(cut_bytes[i - 1], scale)
-            options = sorted(
-                (
-                    (c + (0.0 if e == d else switch), e != d, rank.get(e, len(rank)), e)
-                    for e, c in cost.items()
-                )
-            )
-            best, _, _, source = options[0]
-            step[d] = best + table[d]
-            came[d] = source
+            for (e, k), c in sorted(cost.items(), key=lambda x: (x[0][1], rank.get(x[0][0], len(rank)))):
+                moved = e != d
+                state = (d, k + moved if limited else 0)
+                if limited and state[1] > max_switches:
+                    continue
+                total = c + (switch if moved else 0.0) + table[d]
+                if state not in step or total < step[state]:
+                    step[state], came[state] = total, (e, k)
+        if not step:
+            raise ValueError(f"no placement with at most {max_switches} device changes")
         cost = step
         back.append(came)
-    last = min(cost, key=lambda d: (cost[d], rank.get(d, len(rank))))
+    last = min(cost, key=lambda s: (cost[s], s[1], rank.get(s[0], len(rank))))
     path = [last]
     for came in reversed(back[1:]):
         path.append(came[path[-1]])
-    return tuple(reversed(path))
+    return tuple(d for d, _ in reversed(path))
 
 
 def placements(
@@ -178,3 +183,32 @@ def merge(
                     p.devices, predict(p.devices, times, cut_bytes, boundary), p.scale
                 )
     return sorted(seen.values(), key=lambda p: (p.predicted_ms, p.switches, p.devices))
+
+
+def proposals(
+    raw: Sequence[Mapping[str, float]],
+    scaled: Sequence[Mapping[str, float]],
+    cut_bytes: Sequence[int],
+    boundary: Boundary,
+    order: Sequence[str],
+) -> list[Placement]:
+    """The cost model's candidates: placements on the calibrated times (``scaled``) at every boundary
+    scale, the best ones with one and with two device changes at most (few subgraphs: what measured best
+    on real models, where a boundary costs more than the probe's), and the raw region times' at scale 1
+    (where the calibration misleads); merged, predicted on the calibrated times, fastest first."""
+    few = [
+        Placement(p, predict(p, scaled, cut_bytes, boundary), 1.0)
+        for m in (1, 2)
+        for p in (best_placement(scaled, cut_bytes, boundary, order, max_switches=m),)
+        if len(set(p)) > 1
+    ]
+    return merge(
+        [
+            placements(scaled, cut_bytes, boundary, order),
+            few,
+            placements(raw, cut_bytes, boundary, order, scales=(1.0,)),
+        ],
+        scaled,
+        cut_bytes,
+        boundary,
+    )

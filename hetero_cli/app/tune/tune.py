@@ -28,11 +28,10 @@ from ...core import Core, ModelSource
 from ...errors import TuneError, ValidationError
 from ...graph import Model
 from ...placement import device_string
-from ..validate.compare import compare_outputs
 from ..validate.reference import NO_DOT_FILES, tapped_model
 from ..validate.run import check_inputs, random_inputs
 from ..validate.tolerances import OutputTolerance, Tolerances
-from . import costs, regions, search
+from . import costs, regions, runs, search
 from .measure import Clock, Timer, block_size, interleaved, median, wall_timer
 from .report import AUTOMATIC, COST_MODEL, SINGLE, Candidate, TuneReport, TuneResult, machine_info
 
@@ -43,16 +42,17 @@ DEFAULT_TOLERANCES = Tolerances(default=OutputTolerance(atol=1e-3, rtol=1e-3))
 COST_MODEL_END = 0.45
 MEASURE_END = 0.9
 #: cost-model placements measured end to end at most
-MAX_COST_MODEL = 3
+MAX_COST_MODEL = 6
 #: inferences of the first timing of a whole candidate (the automatic plan, each single device)
 PROBE_RUNS = 5
+#: the automatic plan's affinities set by hand, where the automatic plan ran as one session
+MANUAL_TWIN = "automatic (manual)"
 #: the part of the budget the single devices' first timing may take
 WHOLE_SHARE = 0.05
 #: inferences that price one candidate (beside its compile)
 RUNS_PER_CANDIDATE = 10
 #: samples per candidate after which its median is settled (the measuring stops before its deadline)
 ENOUGH_SAMPLES = 300
-PROFILE_CONFIG = {"PERF_COUNT": "YES", "PERFORMANCE_HINT": "THROUGHPUT"}
 
 
 def tune_model(
@@ -109,13 +109,18 @@ def _warnings_as_notes(notes: list[str], phase: Callable[[], str]) -> Iterator[N
     """While the search runs, hetero_cli's log records go to ``notes`` (each text once) instead of the
     log, each prefixed with the ``phase()`` it came in and cut to 240 characters: the compiles of regions
     and candidates warn about what ORT placed elsewhere, dozens of times, which the report keeps and a
-    progress bar would be broken by."""
+    progress bar would be broken by. Those of the regions' compiles are counted in one note instead."""
     seen: set[str] = set()
+    regions_ = [0]
 
     def keep(record: logging.LogRecord) -> bool:
         text = record.getMessage()
-        if record.levelno >= logging.WARNING and text not in seen:
-            seen.add(text)
+        if record.levelno < logging.WARNING or text in seen:
+            return False
+        seen.add(text)
+        if phase().startswith(costs.REGION_PHASE):
+            regions_[0] += 1
+        else:
             notes.append(f"{phase()}: {text}"[:240])
         return False
 
@@ -125,6 +130,11 @@ def _warnings_as_notes(notes: list[str], phase: Callable[[], str]) -> Iterator[N
         yield
     finally:
         logger.removeFilter(keep)
+        if regions_[0]:
+            notes.append(
+                f"{regions_[0]} region session(s) ran part of their nodes on another execution provider (ORT's "
+                "own placement inside the session): their times include it"
+            )
 
 
 def _devices(core: Core, device: str) -> list[str]:
@@ -144,6 +154,21 @@ def _devices(core: Core, device: str) -> list[str]:
             f"{', '.join(available)}; available here: {', '.join(core.available_devices)}"
         )
     return available
+
+
+def _check_budget(budget_s: float, compile_s: float, run_ms: float) -> None:
+    """TuneError where ``budget_s`` is under three candidates' price (the automatic plan, one other, the
+    validation), one candidate being a compile of ``compile_s`` and RUNS_PER_CANDIDATE runs of ``run_ms``
+    (the automatic plan's): the message gives the budget to ask for instead."""
+    one = compile_s + RUNS_PER_CANDIDATE * run_ms / 1e3
+    least = 3 * one
+    if budget_s < least:
+        raise TuneError(
+            f"a budget of {budget_s:g} s is under what a tune needs here: one candidate takes about {one:.2f} s "
+            f"(a compile of {compile_s:.2f} s and {RUNS_PER_CANDIDATE} runs of {run_ms:.1f} ms) and a tune at "
+            f"least three; give a budget of at least {math.ceil(least)} s (about {math.ceil(12 * one)} s for "
+            "the cost model's search)"
+        )
 
 
 def _check_tolerances(model: Model, tolerances: Tolerances) -> None:
@@ -187,9 +212,9 @@ class _Search:
             machine=machine_info({d: core.get_property(d, "EXECUTION_PROVIDER") for d in devices}),
         )
         self.compiled: dict[str, Any] = {}
-        self.compile_s = 0.0
-        self.run_ms = 0.0
-        self.phase = "starting"
+        self.compile_s, self.run_ms, self.phase = 0.0, 0.0, "starting"
+        self.twin: Candidate | None = None
+        self.reference_model: Any = None
 
     def tell(self, text: str) -> None:
         """Report progress: ``text`` and the part of the budget spent."""
@@ -209,8 +234,12 @@ class _Search:
             self.note(
                 f"the model's own affinities ({len(given)} nodes) were cleared: the automatic plan is the baseline"
             )
-            _clear(self.model)
-        self.automatic()
+            runs.clear_affinities(self.model)
+        try:
+            self.automatic()
+        except BaseException:
+            self.model.set_affinities(given)  # a refused tune leaves the model as it was given
+            raise
         self.singles()
         self.cost_model()
         self.measure()
@@ -234,15 +263,7 @@ class _Search:
         self.run_ms = (
             median(self.timer("probe:automatic", lambda: request.infer(self.feeds), PROBE_RUNS)) or 0.0
         )
-        one = self.compile_s + RUNS_PER_CANDIDATE * self.run_ms / 1e3
-        least = 3 * one  # the automatic plan, one other candidate, the validation
-        if self.clock.budget_s < least:
-            raise TuneError(
-                f"a budget of {self.clock.budget_s:g} s is under what a tune needs here: one candidate takes "
-                f"about {one:.2f} s (a compile of {self.compile_s:.2f} s and {RUNS_PER_CANDIDATE} runs of "
-                f"{self.run_ms:.1f} ms) and a tune at least three; give a budget of at least "
-                f"{math.ceil(least)} s (about {math.ceil(12 * one)} s for the cost model's search)"
-            )
+        _check_budget(self.clock.budget_s, self.compile_s, self.run_ms)
         plan = compiled.plan
         auto = Candidate(
             AUTOMATIC, AUTOMATIC, self.all_nodes(dict(plan.affinities)), len(plan.subgraphs), plan.devices
@@ -252,8 +273,9 @@ class _Search:
         if compiled.one_session:
             self.note(
                 f"the automatic plan ({len(plan.subgraphs)} subgraphs) runs as one ONNX Runtime session; its "
-                "affinities, set by hand, run as a session per subgraph"
+                f"affinities, set by hand, run as a session per subgraph: measured too, as {MANUAL_TWIN!r}"
             )
+            self.twin = Candidate(MANUAL_TWIN, AUTOMATIC, dict(auto.affinities))
 
     def singles(self) -> None:
         """A candidate per device that supports every node (CPU always)."""
@@ -264,25 +286,29 @@ class _Search:
             self.tell(f"querying {d}")
             self.supported[d] = frozenset(self.core.query_model(self.model, d, self.config))
             if d == "CPU" or names <= self.supported[d]:
-                c = Candidate(d, SINGLE, dict.fromkeys(sorted(names, key=self._order), d), 1, [d])
+                c = Candidate(
+                    d, SINGLE, dict.fromkeys((n.friendly_name for n in self.model.get_ops()), d), 1, [d]
+                )
                 self.report.candidates.append(c)
                 self.prepare(c, COST_MODEL_END * self.clock.budget_s)
+        if self.twin is not None:
+            self.report.candidates.append(self.twin)
         self.whole_times()
 
     def whole_times(self) -> None:
         """A first end-to-end median of each single device, interleaved in blocks for up to WHOLE_SHARE
         of the budget: what calibrates the regions' times (search.calibrate)."""
-        runs = {
+        timed = {
             name: (lambda r=request: r.infer(self.feeds))
             for name, (_, request) in self.compiled.items()
             if self.report.candidate(name).kind == SINGLE
         }
-        if not runs:
+        if not timed:
             return
         self.tell("timing the single devices")
         samples, _ = interleaved(
             lambda label, run, count: self.timer(f"probe:{label}", run, count),
-            runs,
+            timed,
             block=block_size(self.run_ms, target_ms=20.0),
             clock=self.clock,
             until=self.clock.elapsed() + WHOLE_SHARE * self.clock.budget_s,
@@ -300,15 +326,15 @@ class _Search:
             self.note(
                 f"no time for the cost model in {self.clock.budget_s:g} s: only the baselines were measured"
             )
-            return self._reference_only()
+            return
         try:
             cut = regions.cut_regions(self.model, self.supported, self.devices)
         except Exception as exc:
             self.note(f"no cost model: {costs.one_line(exc)}")
-            return self._reference_only()
+            return
         if len(cut) < 2 and all(len(r.devices) < 2 for r in cut):
             self.note("one region on one device: nothing for the cost model to choose")
-            return self._reference_only()
+            return
         tensors = list(dict.fromkeys(t for r in cut for t in (*r.inputs, *r.outputs)))
         self.tell("the reference run")
         self.reference_model = self.core.compile_model(tapped_model(self.model, tensors), "CPU", NO_DOT_FILES)
@@ -347,33 +373,13 @@ class _Search:
                 "region times scaled to the whole model's measured time: "
                 + ", ".join(f"{d} x{f:.2f}" for d, f in factors.items())
             )
-        self.report.regions = [
-            {
-                "region": r.index + 1,
-                "nodes": len(r.nodes),
-                "first": r.nodes[0],
-                "last": r.nodes[-1],
-                "devices": list(r.devices),
-                "measured_ms": raw,
-                "ms": t,
-                "estimated": r.index in table.estimated,
-            }
-            for r, raw, t in zip(cut, table.times, scaled, strict=True)
-        ]
+        self.report.regions = costs.region_rows(cut, table, scaled)
         if table.estimated:
             self.note(
                 f"{len(table.estimated)} of {len(cut)} regions were estimated per node: the budget ran out"
             )
         sizes = costs.cut_bytes(regions.cut_tensors(self.model, cut), values)
-        found = search.merge(
-            [
-                search.placements(scaled, sizes, boundary, self.devices),
-                search.placements(table.times, sizes, boundary, self.devices, scales=(1.0,)),
-            ],
-            scaled,
-            sizes,
-            boundary,
-        )
+        found = search.proposals(table.times, scaled, sizes, boundary, self.devices)
         if not found:
             self.note("the cost model prefers a single device at every boundary scale")
         for k, placement in enumerate(found[:MAX_COST_MODEL], 1):
@@ -382,9 +388,6 @@ class _Search:
                 Candidate(f"{COST_MODEL}-{k}", COST_MODEL, affinities, predicted_ms=placement.predicted_ms)
             )
 
-    def _reference_only(self) -> None:
-        self.reference_model = self.core.compile_model(self.model, "CPU", NO_DOT_FILES)
-
     def measure(self) -> None:
         """Compile every candidate not compiled yet (failures recorded, dropped) and measure them all end
         to end, interleaved, until MEASURE_END of the budget."""
@@ -392,11 +395,13 @@ class _Search:
         for c in self.report.candidates:
             if c.name not in self.compiled and c.error is None:
                 self.prepare(c, until)
-        runs = {name: (lambda r=request: r.infer(self.feeds)) for name, (_, request) in self.compiled.items()}
+        timed = {
+            name: (lambda r=request: r.infer(self.feeds)) for name, (_, request) in self.compiled.items()
+        }
         self.tell("measuring the candidates")
         samples, errors = interleaved(
             lambda label, run, count: self.timer(f"candidate:{label}", run, count),
-            runs,
+            timed,
             block=block_size(self.run_ms),
             clock=self.clock,
             until=until,
@@ -419,7 +424,7 @@ class _Search:
             return False
         self.tell(f"compiling {c.name}")
         try:
-            compiled = self._compile(c.affinities)
+            compiled = runs.compile_with(self.core, self.model, self.device, self.config, c.affinities)
             request = compiled.create_infer_request()
             request.infer(self.feeds)
         except Exception as exc:  # a candidate that fails is recorded and dropped, not the tune
@@ -429,14 +434,6 @@ class _Search:
         self.compiled[c.name] = (compiled, request)
         return True
 
-    def _compile(self, affinities: Mapping[str, str]) -> Any:
-        """Compile the model with ``affinities`` set (manual mode), then clear them again."""
-        self.model.set_affinities(dict(affinities))
-        try:
-            return self.core.compile_model(self.model, self.device, self.config)
-        finally:
-            _clear(self.model)
-
     def choose(self, tolerances: Tolerances) -> Candidate:
         """The fastest measured candidate whose outputs pass against the whole-model CPU session, on every
         input set; one that fails is marked and the next tried. None passing: the fastest, marked failed."""
@@ -445,33 +442,20 @@ class _Search:
             raise TuneError(
                 "no candidate could be measured: every one failed to compile or run (see the notes)"
             )
+        if self.reference_model is None:  # the cost model did not run: the whole model alone
+            self.reference_model = self.core.compile_model(self.model, "CPU", NO_DOT_FILES)
         names = [o.name for o in self.model.outputs]
         want = [{n: self.reference_model(f)[n] for n in names} for f in self.feeds_list]
         for c in ranked:
             self.tell(f"validating {c.name}")
             compiled, _ = self.compiled[c.name]
-            comparisons = []
-            for feeds, expected in zip(self.feeds_list, want, strict=True):
-                got = compiled(feeds)
-                comparisons += compare_outputs({n: got[n] for n in names}, expected, tolerances)
-            passed = all(x.passed for x in comparisons)
-            self.report.validation = {
-                "candidate": c.name,
-                "passed": passed,
-                "outputs": [
-                    {
-                        "name": x.name,
-                        "passed": x.passed,
-                        "max_abs": x.max_abs,
-                        "max_rel": x.max_rel,
-                        "reason": x.reason,
-                    }
-                    for x in comparisons
-                ],
-            }
+            result = runs.validate(compiled, self.feeds_list, want, tolerances)
+            self.report.validation = {"candidate": c.name, **result}
+            passed = result["passed"]
             if passed:
                 return c
-            self.note(f"{c.name} failed validation: {next(x.reason for x in comparisons if not x.passed)}")
+            reason = next(x["reason"] for x in result["outputs"] if not x["passed"])
+            self.note(f"{c.name} failed validation: {reason}")
         self.note("no candidate passed validation: the fastest is kept")
         return ranked[0]
 
@@ -479,65 +463,20 @@ class _Search:
         """The winner's and the automatic plan's time per subgraph from the performance counters (a
         profiled compile each, THROUGHPUT so that every subgraph is a session of its own), if time is left."""
         for key, c in (("winner", winner), ("automatic", self.report.candidate(AUTOMATIC))):
-            if self.clock.left() < self.compile_s + 4 * self.run_ms / 1e3:
+            if self.clock.left() < self.compile_s + runs.PROFILED_RUNS * self.run_ms / 1e3:
                 self.note(f"no time left for the counters per subgraph of the {key}")
                 continue
             self.tell(f"counters of the {key}")
             try:
-                self.report.per_subgraph[key] = self._counters(c)
+                affinities = None if c.name == AUTOMATIC else c.affinities
+                self.report.per_subgraph[key] = runs.subgraph_times(
+                    self.core, self.model, self.device, self.config, affinities, self.feeds
+                )
             except Exception as exc:
                 self.note(f"the counters of the {key} failed: {costs.one_line(exc)}")
 
-    def _counters(self, c: Candidate) -> list[dict[str, Any]]:
-        config = {**self.config, **PROFILE_CONFIG}
-        if c.kind == AUTOMATIC:
-            compiled = self.core.compile_model(self.model, self.device, config)
-        else:
-            self.model.set_affinities(dict(c.affinities))
-            try:
-                compiled = self.core.compile_model(self.model, self.device, config)
-            finally:
-                _clear(self.model)
-        request = compiled.create_infer_request()
-        runs = 3
-        for _ in range(runs):
-            request.infer(self.feeds)
-        totals: dict[int, int] = {}
-        for infos in request.get_profiling_history():
-            for info in infos:
-                totals[info.subgraph] = totals.get(info.subgraph, 0) + info.real_time_us
-        return [
-            {
-                "subgraph": s.name,
-                "device": s.device,
-                "nodes": len(s.nodes),
-                "ms": totals.get(s.index + 1, 0) / runs / 1e3,
-            }
-            for s in compiled.plan.subgraphs
-        ]
-
     # --- helpers ---------------------------------------------------------------------------------------
 
-    def _order(self, name: str) -> int:
-        return self.model.node(name).index
-
     def all_nodes(self, affinities: Mapping[str, str]) -> dict[str, str]:
-        """``affinities`` completed to every node of the model (a constant-only node missing takes its first
-        consumer's device), in topological order."""
-        out = dict(affinities)
-        consumers = self.model.consumers()
-        for node in reversed(self.model.get_ops()):
-            if node.friendly_name in out:
-                continue
-            readers = sorted(
-                (r for t in node.outputs for r in consumers.get(t, ()) if r.friendly_name in out),
-                key=lambda r: r.index,
-            )
-            out[node.friendly_name] = out[readers[0].friendly_name] if readers else self.devices[-1]
-        return {n.friendly_name: out[n.friendly_name] for n in self.model.get_ops()}
-
-
-def _clear(model: Model) -> None:
-    """Drop every node's affinity (rt_info["affinity"]): the model is back in automatic mode."""
-    for node in model.get_ops():
-        node.get_rt_info().pop("affinity", None)
+        """``affinities`` completed to every node (regions.complete_affinities)."""
+        return regions.complete_affinities(self.model, affinities, self.devices[-1])

@@ -1,0 +1,104 @@
+"""A candidate's compile, its validation against the reference, and its time per subgraph from the
+performance counters: what the tuner does to one placement beside timing it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ...core import Core
+from ...graph import Model
+from ..validate.compare import compare_outputs
+from ..validate.tolerances import Tolerances
+from .measure import median
+
+#: profiled inferences per compile for the counters per subgraph (the first dropped, the median kept)
+PROFILED_RUNS = 6
+PROFILE_CONFIG = {"PERF_COUNT": "YES", "PERFORMANCE_HINT": "THROUGHPUT"}
+
+
+def clear_affinities(model: Model) -> None:
+    """Drop every node's affinity (rt_info["affinity"]): the model is back in automatic mode."""
+    for node in model.get_ops():
+        node.get_rt_info().pop("affinity", None)
+
+
+def compile_with(
+    core: Core,
+    model: Model,
+    device: str,
+    config: Mapping[str, Any] | None,
+    affinities: Mapping[str, str] | None,
+) -> Any:
+    """``core.compile_model(model, device, config)`` with ``affinities`` set (manual mode; None: automatic
+    mode), the model's affinities cleared again afterwards (the sessions do not read them again). Raises
+    as compile_model."""
+    if affinities is not None:
+        model.set_affinities(dict(affinities))
+    try:
+        return core.compile_model(model, device, config)
+    finally:
+        clear_affinities(model)
+
+
+def validate(
+    compiled: Any,
+    feeds_list: Sequence[Mapping[str, Any]],
+    want: Sequence[Mapping[str, Any]],
+    tolerances: Tolerances,
+) -> dict[str, Any]:
+    """Run ``compiled`` on each input set and compare its outputs with ``want`` (the reference's, one dict
+    per set) by compare_outputs. Returns {"passed": bool, "outputs": [{"name", "passed", "max_abs",
+    "max_rel", "reason"}]} (every set's comparisons, in order)."""
+    comparisons = []
+    for feeds, expected in zip(feeds_list, want, strict=True):
+        got = compiled(dict(feeds))
+        comparisons += compare_outputs({n: got[n] for n in expected}, dict(expected), tolerances)
+    return {
+        "passed": all(x.passed for x in comparisons),
+        "outputs": [
+            {
+                "name": x.name,
+                "passed": x.passed,
+                "max_abs": x.max_abs,
+                "max_rel": x.max_rel,
+                "reason": x.reason,
+            }
+            for x in comparisons
+        ],
+    }
+
+
+def subgraph_times(
+    core: Core,
+    model: Model,
+    device: str,
+    config: Mapping[str, Any] | None,
+    affinities: Mapping[str, str] | None,
+    feeds: Mapping[str, Any],
+) -> list[dict[str, Any]]:
+    """Milliseconds per subgraph of one placement (``affinities``; None: the automatic plan): compiled
+    again with PROFILE_CONFIG (THROUGHPUT: every subgraph a session of its own, its counters its own),
+    PROFILED_RUNS inferences, the first dropped, each subgraph's real time summed per inference and the
+    median kept. Returns [{"subgraph", "device", "nodes", "ms"}] in execution order. Counters include the
+    profiler's own cost: compare them with each other, not with the measured medians."""
+    compiled = compile_with(core, model, device, {**(config or {}), **PROFILE_CONFIG}, affinities)
+    request = compiled.create_infer_request()
+    for _ in range(PROFILED_RUNS):
+        request.infer(dict(feeds))
+    per_run: dict[int, list[float]] = {s.index + 1: [] for s in compiled.plan.subgraphs}
+    for infos in request.get_profiling_history()[1:]:  # the first run starts the profiler: dropped
+        totals: dict[int, int] = {}
+        for info in infos:
+            totals[info.subgraph] = totals.get(info.subgraph, 0) + info.real_time_us
+        for number, times in per_run.items():
+            times.append(totals.get(number, 0) / 1e3)
+    return [
+        {
+            "subgraph": s.name,
+            "device": s.device,
+            "nodes": len(s.nodes),
+            "ms": median(per_run[s.index + 1]) or 0.0,
+        }
+        for s in compiled.plan.subgraphs
+    ]
