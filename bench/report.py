@@ -378,9 +378,59 @@ def throughput_table(section: dict[str, Any]) -> Table:
     return table
 
 
+def placement_table(section: dict[str, Any]) -> Table:
+    """Per model: the tuning's time and winner, each runtime's median, and the tuned placement's paired
+    ratio to the fastest single-device runtime and to the automatic plan."""
+    table = Table(
+        title=f"placement: hetero tune on {section.get('device')} (budget {section.get('tune_budget_s', 0):g} s per "
+        "model) against the automatic plan and each single device, medians of interleaved runs, ms",
+        title_justify="left",
+    )
+    ids = ("tuned", "hetero_ov", "hetero_cpu", "hetero_openvino", "ort_cpu", "ort_ov", "openvino")
+    heads = ("tuned", "auto", "h CPU", "h OV", "ORT CPU", "ORT OV", "native OV")
+    for column in ("model", "tuning s", "winner", *heads, "tuned / fastest single", "tuned / auto"):
+        table.add_column(column, justify="left" if column in ("model", "winner") else "right")
+    for model, entry in section.get("models", {}).items():
+        if "error" in entry:
+            table.add_row(model, "", "error", *[""] * len(heads), "", escape(entry["error"][:60]))
+            continue
+        tune = entry.get("tune", {})
+        winner = next((c for c in tune.get("candidates", []) if c.get("name") == tune.get("winner")), {})
+        medians = [
+            _ms(entry["runtimes"][rid]["stats"]["median_ms"]) if rid in entry.get("runtimes", {}) else "-"
+            for rid in ids
+        ]
+        fastest = entry.get("fastest_single")
+        vs_single = (
+            f"{entry['vs_fastest_single']:.3f} ({heads[ids.index(fastest)]})"
+            if entry.get("vs_fastest_single") is not None and fastest
+            else "-"
+        )
+        vs_auto = f"{entry['vs_automatic']:.3f}" if entry.get("vs_automatic") is not None else "-"
+        table.add_row(
+            model,
+            f"{tune.get('wall_s', 0):.1f}",
+            f"{tune.get('winner', '?')} ({winner.get('subgraphs', '?')} sg)",
+            *medians,
+            vs_single,
+            vs_auto,
+        )
+    return table
+
+
 def print_targets(out: Console, targets: list[Target]) -> None:
-    """PASS / FAIL / SKIP lines, with one indented line per case."""
-    out.print("\n[bold]Targets of issue 6[/bold]")
+    """PASS / FAIL / SKIP lines, with one indented line per case: issue 6's, then issue 21's (placement)."""
+    placement = [t for t in targets if t.key.startswith("placement_")]
+    for header, shown in (
+        ("Targets of issue 6", [t for t in targets if t not in placement]),
+        ("Targets of issue 21 (hetero tune's placement)", placement),
+    ):
+        if shown:
+            _print_target_lines(out, header, shown)
+
+
+def _print_target_lines(out: Console, header: str, targets: list[Target]) -> None:
+    out.print(f"\n[bold]{header}[/bold]")
     for target in targets:
         colour = {"PASS": "green", "FAIL": "red"}.get(target.status, "yellow")
         out.print(f"[{colour}]{escape(target.line())}[/{colour}]", soft_wrap=True)

@@ -20,8 +20,10 @@ Sections (each also in the JSON file):
 5. rss - peak RSS per runtime, each in a fresh interpreter.
 6. partition scaling - partition() alone on 10k- and 100k-node synthetic graphs.
 7. throughput - inferences/s with 1, 2 and 4 async requests in flight on split models (bench/throughput.py).
+8. placement - ``hetero tune``'s placement against the automatic plan and each single-device runtime, with
+   the tuning time, on light/ models and real models from PyPI wheels (bench/placement.py).
 
-Then every target of issue 6 is checked: one PASS / FAIL / SKIP line each, with the figure.
+Then every target of issues 6 and 21 is checked: one PASS / FAIL / SKIP line each, with the figure.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import phases
+import placement
 import report
 import rss
 import runtimes
@@ -63,7 +66,7 @@ SPLITS = (2, 4, 8, 16)
 CHAINS = {"chain_small": (1, 64), "chain_large": (256, 1024)}
 CHAIN_LENGTH = 16
 HEAVY = ("vgg19", "resnet50", "densenet121")
-SECTIONS = ("latency", "crossing", "phases", "rss", "partition", "throughput")
+SECTIONS = ("latency", "crossing", "phases", "rss", "partition", "throughput", "placement")
 DEVICE_STRINGS = (("HETERO:OPENVINO,CPU", "OPENVINO,CPU"), ("HETERO:CPU", "CPU"))
 # where the default compile ran a split plan in one session, the same compile with a session per subgraph:
 # what the parallel session pool is measured on
@@ -98,8 +101,10 @@ class Settings:
     partition_sizes: tuple[int, int] = (10_000, 100_000)
     partition_repeats: tuple[int, int] = (15, 5)
     partition_timeout_s: float = 150.0
-    sections: tuple[str, ...] = ("latency", "crossing", "phases", "rss", "partition", "throughput")
+    sections: tuple[str, ...] = SECTIONS
     threads: int = 0  # threads per session, 0: each runtime's default
+    tune_budget_s: float = placement.TUNE_BUDGET_S  # hetero tune's budget per model (placement section)
+    placement_models: tuple[str, ...] = ()  # the placement section's models (empty: its defaults)
 
     @classmethod
     def full(cls, light: Sequence[str], sections: Sequence[str], threads: int = 0) -> Settings:
@@ -133,6 +138,7 @@ class Settings:
             partition_timeout_s=60.0,
             sections=tuple(sections),
             threads=threads,
+            tune_budget_s=placement.QUICK_TUNE_BUDGET_S,
         )
 
 
@@ -561,6 +567,14 @@ def section_crossing(run: Run) -> None:
     run.console.print(report.crossing_table(run.results["crossing"]))
 
 
+def section_placement(run: Run, tmp: Path) -> None:
+    """hetero tune's placement against the automatic plan and each single device (bench/placement.py)."""
+    if skipped_without_openvino(run, "placement"):
+        return
+    run.results["placement"] = placement.section(run, tmp)
+    run.console.print(report.placement_table(run.results["placement"]))
+
+
 def section_throughput(run: Run, models: list[Subject]) -> None:
     """Async throughput with 1, 2 and 4 requests in flight on the split models (bench/throughput.py)."""
     if skipped_without_openvino(run, "throughput"):
@@ -633,6 +647,17 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help="threads per session for every runtime (default 0: each runtime's own default; 1 gives steadier "
         "figures on a shared, loaded machine)",
     )
+    parser.add_argument(
+        "--placement-models",
+        help=f"comma-separated models of the placement section (default: all of {','.join(placement.MODELS)}; "
+        f"--quick: {','.join(placement.QUICK_MODELS)})",
+    )
+    parser.add_argument(
+        "--tune-budget",
+        type=float,
+        help=f"hetero tune's budget per model in seconds (default {placement.TUNE_BUDGET_S:g}; --quick: "
+        f"{placement.QUICK_TUNE_BUDGET_S:g})",
+    )
     parser.add_argument("--fail-on-target", action="store_true", help="exit 1 when a target fails")
     parser.add_argument(
         "--replot",
@@ -654,8 +679,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.threads < 0:
         print("--threads must be 0 (defaults) or more", file=sys.stderr)
         return 2
+    chosen = tuple(m.strip() for m in (args.placement_models or "").split(",") if m.strip())
+    bad = [m for m in chosen if m not in placement.MODELS]
+    if bad:
+        print(
+            f"unknown placement model(s) {', '.join(bad)}: choose from {', '.join(placement.MODELS)}",
+            file=sys.stderr,
+        )
+        return 2
+    if args.tune_budget is not None and args.tune_budget <= 0:
+        print("--tune-budget must be a positive number of seconds", file=sys.stderr)
+        return 2
     runtimes.set_threads(args.threads)
     settings = (Settings.fast if args.quick else Settings.full)(light, sections, args.threads)
+    settings = replace(settings, placement_models=chosen)
+    if args.tune_budget is not None:
+        settings = replace(settings, tune_budget_s=args.tune_budget)
     out = args.out or (HERE / "results" / "tmp" if args.quick else HERE / "results")
     if args.replot:
         results = json.loads((out / "results.json").read_text())
@@ -702,6 +741,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ("rss", lambda: section_rss(run, models)),
             ("partition", lambda: section_partition(run)),
             ("throughput", lambda: section_throughput(run, models)),
+            ("placement", lambda: section_placement(run, Path(tmp))),
         ]
         for name, step in steps:
             if name not in sections:

@@ -1,4 +1,4 @@
-"""The performance targets of issue 6, checked against a run's results (never by timed unit tests).
+"""The performance targets of issues 6 and 21 (hetero tune's placement), checked against a run's results (never by timed unit tests).
 
 Each check gives one :class:`Target`: PASS or FAIL with the measured figure next to the limit, SKIP when
 the run did not measure it (a ``--quick`` run, or a section that failed), and one detail line per case.
@@ -23,6 +23,9 @@ RSS = 1.2
 COMPILE = 1.3
 PARALLEL_SPEEDUP = 1.2  # a split's sessions created on the pool against one after another
 THROUGHPUT_NIREQ = (2, 4)  # async throughput with these many requests in flight must beat one request's
+PLACEMENT_RATIO = 1.02  # tuned / the fastest single-device runtime, and tuned / automatic, on every model
+PLACEMENT_WIN = 0.95  # tuned / every single-device runtime on at least one real model
+TUNE_OVER_BUDGET = 1.10  # tuning's wall time / its budget
 
 
 @dataclass
@@ -106,7 +109,7 @@ def _latency_ratio(
 
 
 def check(results: dict[str, Any]) -> list[Target]:
-    """Every target of issue 6 against ``results`` (the harness's JSON document)."""
+    """Every target of issues 6 and 21 against ``results`` (the harness's JSON document)."""
     checks: list[Callable[[dict[str, Any]], Target]] = [
         _hetero_cpu,
         _hetero_ov,
@@ -118,6 +121,11 @@ def check(results: dict[str, Any]) -> list[Target]:
         _rss,
         _compile,
         _throughput,
+        _placement_single,
+        _placement_automatic,
+        _placement_win,
+        _placement_budget,
+        _placement_validation,
     ]
     out = []
     for fn in checks:
@@ -410,3 +418,125 @@ def _throughput(results: dict[str, Any]) -> Target:
     if len(measured) < len(cases):
         figure += f", {len(cases) - len(measured)} not measured"
     return Target("async_throughput", title, limit, FAIL if failed else PASS, figure, details)
+
+
+def _placement_models(results: dict[str, Any]) -> dict[str, Any]:
+    return results.get("placement", {}).get("models", {})
+
+
+def _placement_ratio(results: dict[str, Any], key: str) -> list[tuple[str, float | None, str]]:
+    """Per placement model, its ``key`` ratio (a median of paired ratios) with the runtimes' medians."""
+    cases: list[tuple[str, float | None, str]] = []
+    for model, entry in _placement_models(results).items():
+        value = entry.get(key)
+        if value is None:
+            errors = entry.get("errors", {})
+            why = entry.get("error") or errors.get("tuned") or "; ".join(errors.values()) or "not measured"
+            cases.append((model, None, f"error: {why}"))
+            continue
+        rows = entry["runtimes"]
+        against = entry["fastest_single"] if key == "vs_fastest_single" else "hetero_ov"
+        tuned, base = rows["tuned"], rows[against]
+        paired = base["tuned_paired_ratio"]
+        winner = entry.get("tune", {}).get("winner", "?")
+        note = (
+            f"(tuned {winner}, {tuned['subgraphs']} subgraph(s), {tuned['stats']['median_ms']:.3f} ms vs "
+            f"{base['label']} {base['stats']['median_ms']:.3f} ms; n={tuned['stats']['n']}"
+        )
+        if paired:
+            note += f"; paired quartiles {paired['p25']:.3f}-{paired['p75']:.3f}"
+        cases.append((model, value, note + ")"))
+    return cases
+
+
+def _placement_single(results: dict[str, Any]) -> Target:
+    return _ratio_target(
+        "placement_vs_single",
+        "hetero tune's placement / the fastest single-device runtime (hetero CPU, hetero OPENVINO, ORT CPU, "
+        "ORT [OpenVINO, CPU]), median of the paired latency ratios",
+        PLACEMENT_RATIO,
+        _placement_ratio(results, "vs_fastest_single"),
+    )
+
+
+def _placement_automatic(results: dict[str, Any]) -> Target:
+    return _ratio_target(
+        "placement_vs_automatic",
+        "hetero tune's placement / automatic HETERO:OPENVINO,CPU, median of the paired latency ratios",
+        PLACEMENT_RATIO,
+        _placement_ratio(results, "vs_automatic"),
+    )
+
+
+def _placement_win(results: dict[str, Any]) -> Target:
+    title = "hetero tune's placement faster than every single-device runtime on at least one real model"
+    limit = f"<= {PLACEMENT_WIN:g}x the slowest-to-beat single device, on one real model at least"
+    details = []
+    best: tuple[str, float] | None = None
+    for model, entry in _placement_models(results).items():
+        if entry.get("kind") != "real":
+            continue
+        every = entry.get("vs_every_single")
+        if not every:
+            details.append(f"{model}: error: {entry.get('error') or 'not measured'}")
+            continue
+        worst = max(every.values())  # the single device the tuned placement beats by the least
+        shown = ", ".join(f"{rid} {ratio:.3f}" for rid, ratio in every.items())
+        winner = entry.get("tune", {}).get("winner", "?")
+        details.append(f"{model}: {worst:.3f}x at worst (tuned {winner}; against each: {shown})")
+        if best is None or worst < best[1]:
+            best = (model, worst)
+    if best is None:
+        return Target("placement_win", title, limit, SKIP, "no real model measured", details)
+    status = PASS if best[1] <= PLACEMENT_WIN else FAIL
+    return Target("placement_win", title, limit, status, f"best {best[1]:.3f}x ({best[0]})", details)
+
+
+def _placement_budget(results: dict[str, Any]) -> Target:
+    cases: list[tuple[str, float | None, str]] = []
+    for model, entry in _placement_models(results).items():
+        tune = entry.get("tune")
+        if not tune or tune.get("wall_s") is None:
+            cases.append((model, None, f"error: {entry.get('error') or 'not tuned'}"))
+            continue
+        budget = entry.get("tune_budget_s") or tune.get("budget_s")
+        cases.append(
+            (
+                model,
+                tune["wall_s"] / budget,
+                f"({tune['wall_s']:.1f} s of {budget:g} s; the search's own clock {tune.get('elapsed_s', 0):.1f} s, "
+                f"{len(tune.get('candidates', []))} candidates)",
+            )
+        )
+    return _ratio_target(
+        "placement_tuning_time",
+        "hetero tune's wall time / its budget, per model",
+        TUNE_OVER_BUDGET,
+        cases,
+    )
+
+
+def _placement_validation(results: dict[str, Any]) -> Target:
+    title = "the tuned placement's outputs pass validation against one CPU session of the whole model"
+    limit = "PASSED on every model"
+    details = []
+    passed = total = 0
+    for model, entry in _placement_models(results).items():
+        total += 1
+        validation = entry.get("tune", {}).get("validation")
+        if not validation:
+            details.append(f"{model}: error: {entry.get('error') or 'not validated'}")
+            continue
+        worst = max((o.get("max_abs") or 0.0 for o in validation.get("outputs", [])), default=0.0)
+        diff = entry.get("runtimes", {}).get("tuned", {}).get("max_abs_diff_vs_ort_cpu")
+        extra = (
+            f"; the bench's own run of the saved model vs ORT [CPU] {diff:.3g}" if diff is not None else ""
+        )
+        details.append(
+            f"{model}: {'PASSED' if validation.get('passed') else 'FAILED'} (max abs error {worst:.3g}{extra})"
+        )
+        passed += bool(validation.get("passed"))
+    if not total:
+        return Target("placement_validation", title, limit, SKIP, "not measured", details)
+    status = PASS if passed == total else FAIL
+    return Target("placement_validation", title, limit, status, f"{passed}/{total} models passed", details)

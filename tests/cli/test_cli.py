@@ -74,7 +74,14 @@ def test_hetero_help_explains_each_command_in_a_line():
     result = run(cli.hetero, "--help")
     assert result.exit_code == 0
     commands = result.stdout.split("Commands:")[1].split("\n\n")[0].strip().splitlines()  # then the epilog
-    assert [line.split()[0] for line in commands] == ["classify", "benchmark", "query", "validate", "devices"]
+    assert [line.split()[0] for line in commands] == [
+        "classify",
+        "benchmark",
+        "query",
+        "validate",
+        "tune",
+        "devices",
+    ]
     assert all(len(line.split()) > 3 for line in commands)
 
 

@@ -1,0 +1,421 @@
+"""``hetero tune``: the placement that runs fastest on this machine, found by measuring candidates within a
+time budget, validated against the whole model and saved as a model with an affinity in each node (manual
+mode: every other command runs it as is). A thin layer over app.tune.tune_model."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ...app.benchmark import inputs as bench_inputs
+from ...app.benchmark.shapes import data_shapes
+from ...app.tune import DEFAULT_TOLERANCES, tune_model
+from ...app.tune.chart import write_chart
+from ...app.validate import Tolerances, input_shapes
+from ...errors import HeteroError, TuneError, ValidationError
+from ...graph import Model
+from ...placement import devices as registry
+from ..files import check_writable
+from ..options import named
+from ..output import box, console, info
+from ..runner import CONTEXT, running, written
+from ..setup import Setup, prepare
+from .validate import _Validate
+
+#: the files --report DIR writes
+REPORT_JSON = "tune_report.json"
+REPORT_CHART = "tune_chart.png"
+
+
+@click.command(
+    cls=_Validate,  # --atol and --rtol take several values, as hetero validate's do
+    context_settings=CONTEXT,
+    short_help="Find the fastest placement on this machine by measuring; --save it.",
+)
+@click.option("-m", "model", metavar="MODEL", help="ONNX model (default: models/digits.onnx).")
+@click.option(
+    "-d",
+    "device",
+    required=True,
+    metavar="DEVICE",
+    help="HETERO:<dev>,<dev>,...: the devices to choose from.",
+)
+@click.option(
+    "-shape", "shape", metavar="SHAPE", help="Fill dynamic dimensions: [1,3,96,96] or name[1,3,96,96],..."
+)
+@click.option(
+    "-data_shape", "data_shape", metavar="SHAPE", help="Shape of the data for dynamic inputs (same syntax)."
+)
+@click.option(
+    "-i", "inputs", multiple=True, metavar="[NAME:]FILE",
+    help="Input data as hetero benchmark takes it: images, .npy or raw files (seeded random data otherwise).",
+)  # fmt: skip
+@click.option(
+    "-t",
+    "budget_s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Time budget of the search, measurements included.",
+)
+@click.option(
+    "--save",
+    required=True,
+    metavar="OUT.onnx",
+    callback=named,
+    help="Write the model with the winning affinities (hetero benchmark -m OUT.onnx runs it as is).",
+)
+@click.option(
+    "--report",
+    "report_dir",
+    metavar="DIR",
+    callback=named,
+    help=f"Write {REPORT_JSON} (every candidate, the machine) and {REPORT_CHART} into DIR.",
+)
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="Seed of the random inputs and the search."
+)
+@click.option(
+    "--atol",
+    multiple=True,
+    metavar="[OUT:]V",
+    help="Validation's absolute tolerance (default 1e-3), per output.",
+)
+@click.option(
+    "--rtol",
+    multiple=True,
+    metavar="[OUT:]V",
+    help="Validation's relative tolerance (default 1e-3), per output.",
+)
+@click.option(
+    "--config",
+    "config",
+    multiple=True,
+    metavar="[DEVICE:]KEY=VALUE",
+    help="HETERO's own key (KEY=VALUE) or one device's (DEVICE:KEY=VALUE); repeatable.",
+)
+@click.option(
+    "-load_config",
+    "--load-config",
+    "load_config",
+    metavar="FILE",
+    callback=named,
+    help='JSON {"DEVICE": {"KEY": "VALUE"}} of configuration ("HETERO" for its own keys); options win.',
+)
+@click.option("--debug", is_flag=True, help="Show Python tracebacks on errors, and debug lines.")
+def tune(
+    model: str | None,
+    device: str,
+    shape: str | None,
+    data_shape: str | None,
+    inputs: Sequence[str],
+    budget_s: float,
+    save: str,
+    report_dir: str | None,
+    seed: int,
+    atol: Sequence[str],
+    rtol: Sequence[str],
+    config: Sequence[str],
+    load_config: str | None,
+    debug: bool,
+) -> int:
+    """Find the placement of MODEL over DEVICE's devices that runs fastest on this machine, and save it.
+
+    The candidates: the automatic plan, each single device that supports every node, and placements a
+    cost model builds from each region's measured time on each device; the most promising are measured end
+    to end, interleaved, within the budget (-t). The winner is never slower than the automatic plan or the
+    fastest single device, and its outputs are validated against one CPU session of the whole model: exit
+    0 where they pass, 1 where no candidate passed (the fastest is saved all the same, to look into).
+
+    \b
+      hetero tune -m model.onnx -d HETERO:OPENVINO,CPU --save tuned.onnx
+      hetero tune -m det.onnx -d HETERO:OPENVINO,CPU -data_shape [1,3,320,320] -t 30 --save det_tuned.onnx --report out
+      hetero benchmark -m tuned.onnx -d HETERO:OPENVINO,CPU          # runs the saved placement as is
+    """
+    check_writable(save, "--save", folder=False)
+    check_writable(report_dir, "--report", folder=True)
+    tolerances = _tolerances(atol, rtol)
+    setup = prepare(
+        model,
+        device,
+        config=config,
+        load_config=load_config,
+        affinity=(),
+        affinity_file=None,
+        dot_dir=None,
+        render=None,
+    )
+    unknown = tolerances.unknown_outputs(o.name for o in setup.model.outputs)
+    if unknown:
+        raise click.BadParameter(
+            f"names output(s) {', '.join(map(repr, unknown))} the model does not have: its outputs are "
+            f"{', '.join(o.name for o in setup.model.outputs)}",
+            param_hint="--atol/--rtol",
+        )
+    feeds, shapes = _inputs(setup.model, inputs, shape, data_shape, seed)
+    _check_devices(setup)
+    running()
+    info(f"Tuning {setup.request} for {setup.model_path} within {budget_s:g} s")
+    result = _search(setup, feeds, shapes, budget_s, seed, tolerances)
+    report = result.report
+    _print_candidates(report)
+    _print_verdict(report)
+    _save_model(result.model, save, setup)
+    if report_dir:
+        _save_report(report, Path(report_dir))
+    if report.validation.get("passed"):
+        return 0
+    # no candidate passed validation: the fastest is saved for a look (hetero validate --bisect tells where
+    # it differs), and the command says FAILED as hetero validate does: exit 1, the files it wrote stay
+    kept = written()
+    kept.files.clear()
+    kept.folders.clear()
+    return 1
+
+
+def _tolerances(atol: Sequence[str], rtol: Sequence[str]) -> Tolerances:
+    """--atol and --rtol over tune's defaults (looser than validate's: OpenVINO's float arithmetic is not
+    the CPU EP's), later values winning. Raises ValidationError for a bad value."""
+    default = DEFAULT_TOLERANCES.default
+    return Tolerances.parse([f"{default.atol:g}", *atol], [f"{default.rtol:g}", *rtol])
+
+
+def _check_devices(setup: Setup) -> None:
+    """Tuning chooses among devices: a HETERO string of two or more available here, else a usage error
+    naming -d."""
+    names = setup.request.names
+    if not setup.request.hetero or len(names) < 2:
+        raise click.BadParameter(
+            f"{setup.device!r} is one device: tune chooses where each node runs among several, so give two or "
+            f"more, e.g. HETERO:{names[0] if names[0] != 'CPU' else 'OPENVINO'},CPU",
+            param_hint="-d",
+        )
+    missing = [(d.name, registry.unavailable_reason(d)) for d in setup.request.priorities]
+    missing = [(name, why) for name, why in missing if why]
+    if len(names) - len(missing) < 2:
+        why = "; ".join(f"{name}: {why}" for name, why in missing)
+        raise click.BadParameter(
+            f"tune needs two devices available here to choose between, and {setup.device} leaves "
+            f"{len(names) - len(missing)}: {why}. Devices available here: {', '.join(registry.available_devices())}",
+            param_hint="-d",
+        )
+
+
+def _inputs(
+    model: Model, files: Sequence[str], shape: str | None, data_shape: str | None, seed: int
+) -> tuple[list[dict[str, Any]] | None, dict[str, tuple[int, ...]] | None]:
+    """The tuning's inputs: with -i, one input set read from the files (random data for inputs without
+    one), as hetero benchmark reads them; else None and each input's shape for seeded random data. A
+    dynamic dimension that neither -shape, -data_shape nor an image sets is a usage error: its size
+    decides which placement is fastest, so the user chooses it. Raises ValidationError or BenchmarkError."""
+    if not files:
+        return None, input_shapes(model, shape, data_shape)
+    given = bench_inputs.parse_input_files(files, [i.name for i in model.inputs])
+    sizes = bench_inputs.image_dims(model, given, None)
+    shapes, notes = data_shapes(model, shape, data_shape, 1, sizes)
+    unset = [note for note in notes if "set to 1" in note]
+    if unset:
+        raise ValidationError(
+            f"{unset[0].split(':')[0]} has dynamic dimensions no image sets: give their sizes with -shape "
+            "or -data_shape"
+        )
+    bench_inputs.check_random_data(model, given)
+    return bench_inputs.input_sets(model, shapes, given, 1, seed=seed), None
+
+
+def _search(
+    setup: Setup,
+    feeds: list[dict[str, Any]] | None,
+    shapes: dict[str, tuple[int, ...]] | None,
+    budget_s: float,
+    seed: int,
+    tolerances: Tolerances,
+) -> Any:
+    """tune_model with a progress bar on stderr (where it is no terminal, an ``[ INFO ]`` line per phase on
+    stdout, as hetero benchmark prints its steps); a budget
+    too small for the search is the user's to fix (-t), a usage error."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    err = Console(stderr=True, highlight=False)
+    shown: set[str] = set()
+    bar = Progress(
+        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(), console=err, transient=True,
+    )  # fmt: skip
+    task = bar.add_task("starting", total=1.0)
+
+    def progress(text: str, fraction: float) -> None:
+        if err.is_terminal:
+            bar.update(task, description=text, completed=min(max(fraction, 0.0), 1.0))
+        elif _phase(text) not in shown:  # "timing region 1/16": one line, not sixteen
+            shown.add(_phase(text))
+            info(text)
+
+    try:
+        if err.is_terminal:
+            bar.start()
+        return tune_model(
+            setup.core,
+            setup.model,
+            setup.device,
+            inputs=feeds,
+            shapes=shapes,
+            budget_s=budget_s,
+            seed=seed,
+            tolerances=tolerances,
+            progress=progress,
+        )
+    except TuneError as exc:
+        if "budget" not in str(exc):  # no candidate could be measured: a failure at run time
+            raise
+        raise click.BadParameter(str(exc), param_hint="-t") from None
+    finally:
+        if err.is_terminal:
+            bar.stop()
+
+
+def _phase(text: str) -> str:
+    """A progress text without its counters, which tells one phase from the next."""
+    return re.sub(r"\d+(/\d+)?", "#", text)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}" if value < 10 else f"{value:.2f}"
+
+
+def _ratio(value: float | None, base: float | None) -> str:
+    return "-" if value is None or not base else f"{value / base:.3f}x"
+
+
+def single_devices(report: Any) -> dict[str, float]:
+    """{device: measured median ms} of the report's single-device candidates that were measured."""
+    return {
+        c.name: c.median_ms
+        for c in report.candidates
+        if c.median_ms is not None and c.kind == "single" and c.error is None
+    }
+
+
+def _print_candidates(report: Any) -> None:
+    """One row per candidate tried: its placement, the prediction, the measured median and the ratios."""
+    from rich.table import Table
+    from rich.text import Text
+
+    singles = single_devices(report)
+    fastest = min(singles.values(), default=None)
+    automatic = report.baseline("automatic")
+    table = Table(
+        title=Text(f"Candidates on {report.device} (medians of interleaved runs)"),
+        box=box(),
+        show_edge=False,
+        title_justify="left",
+    )
+    for column in (
+        "candidate",
+        "kind",
+        "subgraphs",
+        "devices",
+        "predicted ms",
+        "median ms",
+        "vs fastest single device",
+        "vs automatic",
+        "note",
+    ):
+        table.add_column(column, overflow="fold")
+    for c in report.candidates:
+        mark = " (winner)" if c.name == report.winner else ""
+        table.add_row(
+            Text(c.name + mark),
+            c.kind,
+            "-" if c.subgraphs is None else str(c.subgraphs),
+            Text(", ".join(c.devices)),
+            _ms(c.predicted_ms),
+            _ms(c.median_ms),
+            _ratio(c.median_ms, fastest),
+            _ratio(c.median_ms, automatic),
+            Text(c.error or ("not measured" if c.median_ms is None else "")),
+        )
+    console().print(table)
+
+
+def _print_verdict(report: Any) -> None:
+    """The winner against each single device and the automatic plan, then the validation's verdict."""
+    winner = next(c for c in report.candidates if c.name == report.winner)
+    info(
+        f"Winner: {winner.name} ({winner.kind}), {winner.subgraphs} subgraph(s) on {', '.join(winner.devices)}: "
+        f"{_ms(winner.median_ms)} ms"
+    )
+    bases = {**single_devices(report), "the automatic plan": report.baseline("automatic")}
+    for name, ms in bases.items():
+        if ms is None or winner.median_ms is None or name == winner.name:
+            continue
+        info(f"  against {name} ({_ms(ms)} ms): {_speed(winner.median_ms, ms)}")
+    info(f"Search: {report.elapsed_s:.1f} s of a {report.budget_s:g} s budget, seed {report.seed}")
+    for note in report.notes:
+        info(note)
+    _print_validation(report.validation)
+
+
+def _speed(ms: float, base: float) -> str:
+    """``1.18x faster`` / ``1.02x slower`` / ``as fast`` (within 0.5 %)."""
+    if abs(ms - base) <= 0.005 * base:
+        return "as fast"
+    return f"{base / ms:.2f}x faster" if ms < base else f"{ms / base:.2f}x slower"
+
+
+def _print_validation(validation: Mapping[str, Any]) -> None:
+    """PASSED or FAILED against the whole model, with each output's largest errors."""
+    outputs = validation.get("outputs") or []
+    detail = ", ".join(
+        f"{o.get('name')} max abs {_number(o.get('max_abs'))}, max rel {_number(o.get('max_rel'))}"
+        for o in outputs
+    )
+    verdict = "PASSED" if validation.get("passed") else "FAILED"
+    where = f" ({detail})" if detail else ""
+    info(f"Validation of the winner against one session of the whole model: {verdict}{where}")
+
+
+def _number(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, int | float) else "-"
+
+
+def _save_model(model: Model, save: str, setup: Setup) -> None:
+    """--save: the model with the winning affinities, folders created on the way."""
+    out = Path(save)
+    written().before_writing(out.parent, folder=True)  # with any data file saved beside it
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HeteroError(f"cannot write {save}: {exc.strerror or exc}") from None
+    model.save(save)
+    written().wrote(out)
+    info(
+        f"Saved {save} with the winning affinities: `hetero benchmark -m {save} -d {setup.request}` runs it as is"
+    )
+
+
+def _save_report(report: Any, folder: Path) -> None:
+    """--report: the JSON report and the chart in ``folder``."""
+    written().before_writing(folder, folder=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    doc = report.to_dict()
+    path = folder / REPORT_JSON
+    path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    written().wrote(path)
+    info(f"Wrote {path}")
+    if not any(doc.get("per_subgraph", {}).values()):
+        info(
+            f"No {REPORT_CHART}: the budget left no time for the times per subgraph (a larger -t gives them)"
+        )
+        return
+    chart = folder / REPORT_CHART
+    written().wrote(chart)
+    write_chart(doc, chart)
+    info(f"Wrote {chart}")
