@@ -114,8 +114,8 @@ def _run(o: SimpleNamespace) -> dict[str, Any] | None:
         warn(f"-api sync uses one infer request; -nireq {o.nireq} ignored")
     if mode.defaulted:
         device = "HETERO" if setup.request.hetero else str(setup.request)
-        warn(
-            "Performance hint was not explicitly specified in command line or config file. "
+        click.echo(  # on stdout, as benchmark_app's warnings: a step's text, not a problem
+            "[ WARNING ] Performance hint was not explicitly specified in command line or config file. "
             f"Device({device}) performance hint will be set to {mode.hint.upper()}."
         )
     info(f"Hint: {mode.why}")
