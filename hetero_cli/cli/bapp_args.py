@@ -136,6 +136,19 @@ def _is_number(text: str) -> bool:
     return True
 
 
+def _did_you_mean(name: str, names: dict[str, click.Parameter]) -> str:
+    """`` (did you mean -max_irate?)`` for a misspelt option; `` (did you mean -m VALUE?)`` for a value
+    glued to a short option (``-mmodel.onnx``), which click would take but benchmark_app's names forbid."""
+    close = difflib.get_close_matches(name, list(names), n=1, cutoff=0.75)
+    if close:
+        return f" (did you mean {close[0]}?)"
+    short = names.get(name[:2])
+    if short is not None and _takes_value(short) and not name.startswith("--"):
+        return f" (did you mean {name[:2]} {name[2:]}?)"
+    close = difflib.get_close_matches(name, list(names), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
 def normalize(args: Sequence[str], command: click.Command, ctx: click.Context) -> list[str]:
     """benchmark_app's command line as click reads it: ``-name=value`` split, optional booleans given
     their value, several -i values split, refused and unknown options raised as click.UsageError by their
@@ -158,12 +171,12 @@ def normalize(args: Sequence[str], command: click.Command, ctx: click.Context) -
             raise click.UsageError(f"{name} is not supported: {REFUSED[name]}", ctx)
         param = names.get(name)
         if param is None:
-            close = difflib.get_close_matches(name, list(names), n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
-            raise click.UsageError(f"No such option '{name}'{hint}", ctx)
+            raise click.UsageError(f"No such option '{name}'{_did_you_mean(name, names)}", ctx)
         if name in OPTIONAL_BOOLS and not eq:
             if i < len(args) and args[i].strip().lower() in BOOL_WORDS:
                 value, i = args[i], i + 1
+            elif i < len(args) and not args[i].startswith("-"):
+                raise click.UsageError(f"{name} takes true or false (or nothing), not {args[i]!r}", ctx)
             else:
                 value = "true"
             eq = "="

@@ -158,6 +158,6 @@ def apply_hint(setup: Setup, hint: str, nireq: int) -> None:
             changed.append(dev.name)
     if changed:
         info(
-            f"-hint {hint}: {nireq} requests share {cores} cores, {cfg.NUM_THREADS}={threads} for "
+            f"{cfg.PERFORMANCE_HINT}={hint.upper()}: {nireq} requests share {cores} cores, {cfg.NUM_THREADS}={threads} for "
             f"{', '.join(changed)}"
         )

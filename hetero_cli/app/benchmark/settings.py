@@ -123,9 +123,7 @@ def per_device(text: str, devices: Sequence[str], option: str) -> dict[str, str]
     return out
 
 
-def element_types(
-    model: Model, ip: str | None, op: str | None, iop: str | None
-) -> dict[str, np.dtype]:
+def element_types(model: Model, ip: str | None, op: str | None, iop: str | None) -> dict[str, np.dtype]:
     """{input: the type its random data is made in}, from -ip (every input) and -iop (by name, over -ip).
 
     ONNX Runtime takes each input in the model's own type, so the data is made in the given type's range
@@ -147,7 +145,7 @@ def element_types(
                 f"{', '.join(inputs)}; its outputs {', '.join(outputs)}"
             )
     made: dict[str, np.dtype] = {}
-    for name, info in inputs.items():
+    for name in inputs:
         kind = named.get(name, ip)
         if kind is not None:
             made[name] = _precision(kind, "-iop" if name in named else "-ip")

@@ -1,8 +1,8 @@
 """What a benchmark writes for programs: ``hetero benchmark --json``'s summary and -exec_graph_path's plan.
 
-    doc = summary(compiled, result, device="HETERO:CPU", hint="latency", read_ms=3.1, compile_ms=40.2)
-    json.dumps(doc)
-    exec_graph(compiled)      # {"model", "subgraphs": [...], "links": [...], ...}
+doc = summary(compiled, result, device="HETERO:CPU", hint="latency", read_ms=3.1, compile_ms=40.2)
+json.dumps(doc)
+exec_graph(compiled)      # {"model", "subgraphs": [...], "links": [...], ...}
 """
 
 from __future__ import annotations
@@ -60,7 +60,9 @@ def summary(
         "api": result.api,
         "nireq": result.nireq,
         "batch": result.batch,
-        "subgraphs": [{"name": s.name, "device": s.device, "nodes": len(s.nodes)} for s in compiled.subgraphs],
+        "subgraphs": [
+            {"name": s.name, "device": s.device, "nodes": len(s.nodes)} for s in compiled.subgraphs
+        ],
         "count": result.count,
         "duration_ms": round(result.duration_ms, 3),
         "first_inference_ms": round(result.first_inference_ms, 3),

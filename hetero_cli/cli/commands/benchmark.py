@@ -43,7 +43,7 @@ from ..files import check_report_folder, check_writable, write_json
 from ..options import shared, shared_options
 from ..output import info, step, warn
 from ..progress import bar, busy
-from ..runner import CONTEXT, written
+from ..runner import CONTEXT
 from ..setup import Setup, compile_setup, prepare
 
 PROFILED_RUNS = 10
@@ -80,7 +80,9 @@ def benchmark(**options: Any) -> None:
 def _run(o: SimpleNamespace) -> dict[str, Any] | None:
     """The eleven steps; returns the --json summary (None for -niter 0, which stops after compiling)."""
     given = given_on_command_line(click.get_current_context())
-    counters = bool(o.perf_counts) or bool(o.pcsort) or o.report_type in ("average_counters", "detailed_counters")
+    counters = (
+        bool(o.perf_counts) or bool(o.pcsort) or o.report_type in ("average_counters", "detailed_counters")
+    )
     counted_everywhere = counters  # asked on the command line: every device's subgraphs are counted
     report_type = o.report_type or ("no_counters" if o.json_stats or o.report_folder else None)
     step(1, "Parsing and validating input arguments")
@@ -145,9 +147,9 @@ def _run(o: SimpleNamespace) -> dict[str, Any] | None:
         info("-niter 0: compiled; no inference was run")
         return None
     assert data is not None
-    files, shapes, batch = data
     step(9, "Creating infer requests and preparing input tensors")
-    feeds = _feeds(setup.model, o, shapes, files, nireq)
+    feeds = bench.input_sets(setup.model, data.shapes, data.files, nireq, layout=o.layout, **data.feeding)
+    batch = data.batch
     planned = bench.planned_iterations(o.niter, nireq, mode.api)
     if planned != o.niter:
         info(f"Number of iterations rounded up to {planned} for {nireq} infer requests")
@@ -217,7 +219,7 @@ def _device_options(setup: Setup, o: SimpleNamespace) -> None:
         values = bench.per_device(o.nstreams, names, "-nstreams")
         if ":" not in o.nstreams:  # N: every OPENVINO device of -d
             values = {n: v for n, v in values.items() if registry.lookup(n).kind.family == "OPENVINO"}
-        for name, value in values.items():
+        for name in values:
             if registry.lookup(name).kind.family != "OPENVINO":
                 raise BenchmarkError(
                     f"-nstreams {name}: streams are the OpenVINO EP's (num_streams); {name} runs one inference "
@@ -236,11 +238,12 @@ def _device_options(setup: Setup, o: SimpleNamespace) -> None:
             setup.core.set_property(name, {cfg.PRECISION: value})
 
 
-def _input_data(
-    model: Model, o: SimpleNamespace, nireq: int
-) -> tuple[dict[str, list[Path]], dict[str, tuple[int, ...]], int]:
-    """Steps 5 and 6: the -i files per input, each input's data shape and the batch size, printed."""
-    files = bench.parse_input_files(o.inputs, [i.name for i in model.inputs])
+def _input_data(model: Model, o: SimpleNamespace, nireq: int) -> SimpleNamespace:
+    """Steps 5 and 6: the -i files per input, each input's data shape, the batch size, and how the data is
+    made (-ip / -iop types, --mean_values / --scale_values), printed and checked before anything compiles.
+    Returns files, shapes, batch and feeding (input_sets' keywords)."""
+    names = [i.name for i in model.inputs]
+    files = bench.parse_input_files(o.inputs, names)
     sizes = bench.data_dims(model, files, o.layout)
     shapes, notes = bench.data_shapes(
         model, o.shape, o.data_shape, nireq, sizes, batch=o.batch, fill_dynamic=o.fill_dynamic,
@@ -252,32 +255,19 @@ def _input_data(
     info(f"Model batch size: {batch}")
     step(6, "Configuring input of the model")
     bench.check_random_data(model, files)  # before anything is compiled or written
-    for name, dims in shapes.items():
-        source = f"{len(files[name])} file(s)" if name in files else "seeded random values"
-        info(f"    {name}: data {shape_text(dims)} from {source}")
-    return files, shapes, batch
-
-
-def _feeds(
-    model: Model,
-    o: SimpleNamespace,
-    shapes: Mapping[str, tuple[int, ...]],
-    files: Mapping[str, list[Path]],
-    nireq: int,
-) -> list[dict[str, np.ndarray]]:
-    """Step 9: one input set per request, in the -ip / -iop types, the images with --mean / --scale_values."""
     made_as = bench.element_types(model, o.input_precision, o.output_precision, o.input_output_precision)
-    names = [i.name for i in model.inputs]
     mean = bench.per_input_values(o.mean_values, names, "--mean_values")
     scale = bench.per_input_values(o.scale_values, names, "--scale_values")
     images = [n for n, paths in files.items() if paths and Path(paths[0]).suffix.lower() in IMAGE_SUFFIXES]
     bench.check_image_values(mean, images, "--mean_values")
     bench.check_image_values(scale, images, "--scale_values")
-    for name, dtype in made_as.items():
-        info(f"Input {name!r}: random data made as {dtype}, converted to the input's own type")
-    return bench.input_sets(
-        model, shapes, files, nireq, layout=o.layout, made_as=made_as, mean=mean, scale=scale
-    )
+    for name, dims in shapes.items():
+        source = f"{len(files[name])} file(s)" if name in files else "seeded random values"
+        if name in made_as and name not in files:
+            source += f" made as {made_as[name]}, converted to the input's own type"
+        info(f"    {name}: data {shape_text(dims)} from {source}")
+    feeding = {"made_as": made_as, "mean": mean, "scale": scale}
+    return SimpleNamespace(files=files, shapes=shapes, batch=batch, feeding=feeding)
 
 
 def _write_files(o: SimpleNamespace, compiled: CompiledModel) -> None:
