@@ -584,7 +584,9 @@ def test_benchmark_sync():
 
 
 def test_benchmark_async_rounds_iterations_to_requests_and_prints_counters_per_request():
-    result = run(cli.benchmark, "-m", DIGITS, "-b", "1", "-niter", "10", "-nireq", "3", "-pc", "-hint", "throughput")
+    result = run(
+        cli.benchmark, "-m", DIGITS, "-b", "1", "-niter", "10", "-nireq", "3", "-pc", "-hint", "throughput"
+    )
     assert result.exit_code == 0, result.stderr
     assert stats(result.stdout)["count"] == 12
     assert "rounded up to 12" in result.stdout
@@ -597,7 +599,9 @@ def test_benchmark_async_rounds_iterations_to_requests_and_prints_counters_per_r
 
 def test_benchmark_prints_counters_when_a_config_sets_perf_count():
     """PERF_COUNT=YES from --config does what -pc does (benchmark_app reads it from its config too)."""
-    result = run(cli.benchmark, "-m", DIGITS, "-b", "1", "-niter", "5", "-api", "sync", "--config", "PERF_COUNT=YES")
+    result = run(
+        cli.benchmark, "-m", DIGITS, "-b", "1", "-niter", "5", "-api", "sync", "--config", "PERF_COUNT=YES"
+    )
     assert result.exit_code == 0, result.stderr
     (block,) = re.split(r"\[ INFO \] Performance counts for \d+-th infer request\n", result.stdout)[1:]
     infos, total = parse_counters(block)
@@ -608,7 +612,17 @@ def test_benchmark_prints_counters_when_a_config_file_sets_perf_count_for_a_devi
     """benchmark_app's own -load_config shape, {"CPU": {"PERF_COUNT": "YES"}}, prints the counters too."""
     (tmp_path / "c.json").write_text('{"CPU": {"PERF_COUNT": "YES"}}')
     result = run(
-        cli.benchmark, "-m", DIGITS, "-b", "1", "-niter", "2", "-api", "sync", "-load_config", tmp_path / "c.json"
+        cli.benchmark,
+        "-m",
+        DIGITS,
+        "-b",
+        "1",
+        "-niter",
+        "2",
+        "-api",
+        "sync",
+        "-load_config",
+        tmp_path / "c.json",
     )
     assert result.exit_code == 0, result.stderr
     assert "Performance counts for 0-th infer request" in result.stdout
@@ -634,7 +648,9 @@ def test_benchmark_time_limit():
 
 
 def test_benchmark_pcsort_simple_sort_drops_not_run_rows():
-    result = run(cli.benchmark, "-m", DIGITS, "-b", "1", "-niter", "5", "-api", "sync", "-pcsort", "simple_sort")
+    result = run(
+        cli.benchmark, "-m", DIGITS, "-b", "1", "-niter", "5", "-api", "sync", "-pcsort", "simple_sort"
+    )
     assert result.exit_code == 0, result.stderr
     table = result.stdout.split("Performance counts sorted for 0-th infer request")[1].split("Total time:")[0]
     rows = [line for line in table.splitlines() if line.startswith("subgraph")]
