@@ -167,6 +167,9 @@ def normalize(args: Sequence[str], command: click.Command, ctx: click.Context) -
             continue
         name, eq, value = arg.partition("=")
         name = REFUSED_LONG.get(name, name)
+        if ctx.resilient_parsing and (name in REFUSED or name not in names):  # shell completion
+            out.append(arg)
+            continue
         if name in REFUSED:
             raise click.UsageError(f"{name} is not supported: {REFUSED[name]}", ctx)
         param = names.get(name)
@@ -239,7 +242,7 @@ def benchmark_app_options(func: Callable[..., Any]) -> Callable[..., Any]:
             "OPTIMAL_NUMBER_OF_INFER_REQUESTS on HETERO, else 2 to 4 by cores)."),
         opt("-nstreams", "--number_streams", "nstreams", metavar="[DEVICE:]N,...",
             help="Streams of the OpenVINO EP (its num_streams): N for every OPENVINO device, or OPENVINO:N."),
-        opt("-inference_only", "--inference_only", "inference_only", metavar="BOOL", callback=_flag,
+        opt("-inference_only", "--inference_only", "inference_only", metavar="[BOOL]", callback=_flag,
             help="true (the only mode here): inputs are filled once, before the measured loop."),
         opt("-no_warmup", "no_warmup", is_flag=True, help="Skip the first, unmeasured inference."),
         opt("-infer_precision", "infer_precision", metavar="[DEVICE:]PRECISION,...",
@@ -265,13 +268,13 @@ def benchmark_app_options(func: Callable[..., Any]) -> Callable[..., Any]:
             help="Write benchmark_app's CSV reports."),
         opt("-report_folder", "--report_folder", "report_folder", metavar="DIR", callback=named,
             help="Folder for the reports (default: here)."),
-        opt("-json_stats", "--json_stats", "json_stats", metavar="BOOL", callback=_flag,
+        opt("-json_stats", "--json_stats", "json_stats", metavar="[BOOL]", callback=_flag,
             help="Write the reports as JSON instead of CSV."),
-        opt("-pc", "--perf_counts", "perf_counts", metavar="BOOL", callback=_flag,
+        opt("-pc", "--perf_counts", "perf_counts", metavar="[BOOL]", callback=_flag,
             help="Print performance counters per infer request (from a second, profiled compile)."),
         opt("-pcsort", "--perf_counts_sort", "pcsort", type=click.Choice(["sort", "no_sort", "simple_sort"]),
             help="Print the counters as a table: sort (by real time), no_sort, simple_sort (only the executed)."),
-        opt("-pcseq", "--pcseq", "pcseq", metavar="BOOL", callback=_flag,
+        opt("-pcseq", "--pcseq", "pcseq", metavar="[BOOL]", callback=_flag,
             help="Latencies per -data_shape group: one group here (one data shape per input)."),
         opt("-exec_graph_path", "--exec_graph_path", "exec_graph_path", metavar="FILE", callback=named,
             help="Write the compiled plan as JSON: subgraphs, their devices, and the links between them."),
