@@ -262,6 +262,8 @@ def test_niter_0_compiles_and_stops_without_data_shapes():
     assert result.returncode == 0, result.stderr
     assert "-niter 0: compiled; no inference was run" in result.stdout
     assert "[Step 9/11]" not in result.stdout
+    doc = json.loads(bench(DIGITS, "-niter", "0", "--json").stdout)
+    assert doc["count"] == 0 and doc["subgraphs"][0]["device"] == "CPU" and doc["compile_model_ms"] > 0
 
 
 # --- for scripts ----------------------------------------------------------------------------------------
@@ -334,3 +336,31 @@ def test_step_titles_and_loop_header_match_benchmark_app(tmp_path):
     dynamic = subprocess.run([app, "-m", DIGITS, "-niter", "1"], capture_output=True, text=True, timeout=120)
     assert "Input image is dynamic. Provide data shapes!" in dynamic.stdout + dynamic.stderr
     assert "is dynamic ([batch,1,32,32]). Provide data shapes!" in one_error(bench(DIGITS, "-niter", "1"))
+
+
+def test_a_terminal_sees_a_spinner_while_the_model_compiles_and_again_for_the_counters():
+    """On a terminal (a pseudo-terminal here) the compiles show a spinner on stderr, which clears after."""
+    import pty
+
+    main, child = pty.openpty()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "160"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from hetero_cli.cli import hetero; hetero()", "benchmark", "-m", *RUN, "-pc"],
+        cwd=ROOT, stdout=child, stderr=child, env=env,
+    )  # fmt: skip
+    os.close(child)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    assert proc.wait(timeout=120) == 0
+    os.close(main)
+    text = out.decode(errors="replace")
+    assert "Compiling the model (and querying the devices for the automatic placement)" in text
+    assert "Compiling the model with the profiler on" in text
+    assert "[ INFO ] Count:" in text

@@ -21,7 +21,7 @@ from .measure import Measurement, measure, planned_iterations
 from .reports import REPORT_TYPES, config_document, write_reports
 from .settings import RunMode, check_image_values, element_types, per_device, per_input_values, run_mode
 from .shapes import batch_size, data_shapes
-from .summary import exec_graph, summary
+from .summary import compile_summary, exec_graph, summary
 
 __all__ = [
     "REPORT_TYPES",
@@ -32,6 +32,7 @@ __all__ = [
     "batch_size",
     "check_image_values",
     "check_random_data",
+    "compile_summary",
     "config_document",
     "data_dims",
     "data_shapes",

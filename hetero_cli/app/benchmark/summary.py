@@ -39,6 +39,25 @@ def exec_graph(compiled: CompiledModel) -> dict[str, Any]:
     return doc
 
 
+def compile_summary(
+    compiled: CompiledModel, *, hint: str, read_ms: float, compile_ms: float
+) -> dict[str, Any]:
+    """``hetero benchmark -niter 0 --json``: what was compiled, and how long it took (count 0: nothing ran)."""
+    return {
+        "device": compiled.device_name,
+        "execution_devices": compiled.execution_devices,
+        "hint": hint.upper() if hint != "none" else "none",
+        "subgraphs": _subgraphs(compiled),
+        "count": 0,
+        "read_model_ms": round(read_ms, 3),
+        "compile_model_ms": round(compile_ms, 3),
+    }
+
+
+def _subgraphs(compiled: CompiledModel) -> list[dict[str, Any]]:
+    return [{"name": s.name, "device": s.device, "nodes": len(s.nodes)} for s in compiled.subgraphs]
+
+
 def summary(
     compiled: CompiledModel,
     result: Measurement,

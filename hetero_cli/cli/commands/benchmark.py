@@ -77,8 +77,8 @@ def benchmark(**options: Any) -> None:
     click.echo(json.dumps(doc, indent=2), file=stdout)
 
 
-def _run(o: SimpleNamespace) -> dict[str, Any] | None:
-    """The eleven steps; returns the --json summary (None for -niter 0, which stops after compiling)."""
+def _run(o: SimpleNamespace) -> dict[str, Any]:
+    """The eleven steps; returns the --json summary (-niter 0, which stops after compiling: what compiled)."""
     given = given_on_command_line(click.get_current_context())
     counters = (
         bool(o.perf_counts) or bool(o.pcsort) or o.report_type in ("average_counters", "detailed_counters")
@@ -145,7 +145,7 @@ def _run(o: SimpleNamespace) -> dict[str, Any] | None:
     if compile_only:
         _write_files(o, compiled)
         info("-niter 0: compiled; no inference was run")
-        return None
+        return bench.compile_summary(compiled, hint=mode.hint, read_ms=read_ms, compile_ms=compile_ms)
     assert data is not None
     step(9, "Creating infer requests and preparing input tensors")
     feeds = bench.input_sets(setup.model, data.shapes, data.files, nireq, layout=o.layout, **data.feeding)
