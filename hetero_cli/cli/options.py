@@ -16,6 +16,7 @@ import click
 from ..core import Core
 from ..errors import AffinityError, ConfigError
 from ..placement import config as cfg
+from ..placement import devices as registry
 from ..placement.device_string import HETERO, is_hetero, is_hetero_name
 
 #: The keywords of the shared options that ``setup.prepare`` takes (the rest, --debug, the runner reads).
@@ -95,18 +96,31 @@ def apply_config(
             if is_hetero_name(name.strip()):
                 core.set_property(HETERO, dict(values))
             else:
-                core.set_property(name, dict(values))
+                core.set_property(name, {ep_spelling(name, k): v for k, v in values.items()})
         else:
             _set_one(core, plain_device, None, name, values)
     for dev, key, value in options:
         _set_one(core, plain_device, dev, key, value)
 
 
+def ep_spelling(device: str, key: str) -> str:
+    """``key`` for ``device`` in its EP's spelling where OpenVINO's differs only in case: OpenVINO's
+    ``NUM_STREAMS`` (benchmark_app's -load_config files) is the OpenVINO EP's ``num_streams``. Other keys,
+    and names of no known device, as given (the configuration reports those)."""
+    name = registry.canonical_name(device)
+    if name is None or key in cfg.NAMED_KEYS or key.upper() in cfg.NAMED_KEYS:
+        return key
+    options = registry.lookup(name).kind.provider_option_names
+    if key in options:
+        return key
+    return next((o for o in options if o.lower() == key.lower()), key)
+
+
 def _set_one(core: Core, plain_device: str | None, dev: str | None, key: str, value: Any) -> None:
     if dev is not None and not is_hetero_name(dev):
-        core.set_property(dev, {key: value})
+        core.set_property(dev, {ep_spelling(dev, key): value})
     elif dev is None and plain_device is not None and key.upper() not in cfg.HETERO_KEYS:
-        core.set_property(plain_device, {key: value})
+        core.set_property(plain_device, {ep_spelling(plain_device, key): value})
     else:
         core.set_property(HETERO, {key: value})
 

@@ -580,7 +580,7 @@ def stats(stdout: str) -> dict[str, float]:
 
 
 def test_benchmark_sync():
-    result = run(cli.benchmark, "-m", DIGITS, "-d", "CPU", "-niter", "30", "-api", "sync")
+    result = run(cli.benchmark, "-m", DIGITS, "-b", "1", "-d", "CPU", "-niter", "30", "-api", "sync")
     assert result.exit_code == 0, result.stderr
     s = stats(result.stdout)
     assert s["count"] == 30
@@ -593,7 +593,9 @@ def test_benchmark_sync():
 
 
 def test_benchmark_async_rounds_iterations_to_requests_and_prints_counters_per_request():
-    result = run(cli.benchmark, "-m", DIGITS, "-niter", "10", "-nireq", "3", "-pc", "-hint", "throughput")
+    result = run(
+        cli.benchmark, "-m", DIGITS, "-b", "1", "-niter", "10", "-nireq", "3", "-pc", "-hint", "throughput"
+    )
     assert result.exit_code == 0, result.stderr
     assert stats(result.stdout)["count"] == 12
     assert "rounded up to 12" in result.stdout
@@ -606,7 +608,9 @@ def test_benchmark_async_rounds_iterations_to_requests_and_prints_counters_per_r
 
 def test_benchmark_prints_counters_when_a_config_sets_perf_count():
     """PERF_COUNT=YES from --config does what -pc does (benchmark_app reads it from its config too)."""
-    result = run(cli.benchmark, "-m", DIGITS, "-niter", "5", "-api", "sync", "--config", "PERF_COUNT=YES")
+    result = run(
+        cli.benchmark, "-m", DIGITS, "-b", "1", "-niter", "5", "-api", "sync", "--config", "PERF_COUNT=YES"
+    )
     assert result.exit_code == 0, result.stderr
     (block,) = re.split(r"\[ INFO \] Performance counts for \d+-th infer request\n", result.stdout)[1:]
     infos, total = parse_counters(block)
@@ -617,7 +621,17 @@ def test_benchmark_prints_counters_when_a_config_file_sets_perf_count_for_a_devi
     """benchmark_app's own -load_config shape, {"CPU": {"PERF_COUNT": "YES"}}, prints the counters too."""
     (tmp_path / "c.json").write_text('{"CPU": {"PERF_COUNT": "YES"}}')
     result = run(
-        cli.benchmark, "-m", DIGITS, "-niter", "2", "-api", "sync", "-load_config", tmp_path / "c.json"
+        cli.benchmark,
+        "-m",
+        DIGITS,
+        "-b",
+        "1",
+        "-niter",
+        "2",
+        "-api",
+        "sync",
+        "-load_config",
+        tmp_path / "c.json",
     )
     assert result.exit_code == 0, result.stderr
     assert "Performance counts for 0-th infer request" in result.stdout
@@ -627,7 +641,7 @@ def test_benchmark_prints_counters_when_a_config_file_sets_perf_count_for_a_devi
 def test_benchmark_counts_only_the_device_a_config_sets_perf_count_for():
     """docs/counters-and-dot.md: a device's PERF_COUNT counts only that device's subgraphs (-pc counts them all)."""
     result = run(
-        cli.benchmark, "-m", DIGITS, "-d", "HETERO:OPENVINO,CPU", "-niter", "2", "-nireq", "1",
+        cli.benchmark, "-m", DIGITS, "-b", "1", "-d", "HETERO:OPENVINO,CPU", "-niter", "2", "-nireq", "1",
         "--config", "CPU:PERF_COUNT=YES",
     )  # fmt: skip
     assert result.exit_code == 0, result.stderr
@@ -637,13 +651,15 @@ def test_benchmark_counts_only_the_device_a_config_sets_perf_count_for():
 
 
 def test_benchmark_time_limit():
-    result = run(cli.benchmark, "-m", DIGITS, "-t", "1", "-api", "sync")
+    result = run(cli.benchmark, "-m", DIGITS, "-b", "1", "-t", "1", "-api", "sync")
     assert result.exit_code == 0, result.stderr
     assert 1000 <= stats(result.stdout)["duration"] < 3000
 
 
 def test_benchmark_pcsort_simple_sort_drops_not_run_rows():
-    result = run(cli.benchmark, "-m", DIGITS, "-niter", "5", "-api", "sync", "-pcsort", "simple_sort")
+    result = run(
+        cli.benchmark, "-m", DIGITS, "-b", "1", "-niter", "5", "-api", "sync", "-pcsort", "simple_sort"
+    )
     assert result.exit_code == 0, result.stderr
     table = result.stdout.split("Performance counts sorted for 0-th infer request")[1].split("Total time:")[0]
     rows = [line for line in table.splitlines() if line.startswith("subgraph")]
@@ -654,7 +670,7 @@ def test_benchmark_pcsort_simple_sort_drops_not_run_rows():
 
 
 def test_benchmark_reports_csv_and_json(tmp_path):
-    args = ["-m", DIGITS, "-niter", "4", "-nireq", "2", "-report_folder", tmp_path]
+    args = ["-m", DIGITS, "-b", "1", "-niter", "4", "-nireq", "2", "-report_folder", tmp_path]
     result = run(
         cli.benchmark, *args, "-report_type", "average_counters", "-dump_config", tmp_path / "c.json"
     )
@@ -707,7 +723,7 @@ BENCHMARK_ERRORS = [
     (["-shape", "1,1,32,32"], 2, "bad -shape"),
     (["-i", "nowhere.png"], 2, "no such file"),
     (["-api", "later"], 2, "-api"),
-    (["-niter", "0"], 2, "-niter"),
+    (["-niter", "-1"], 2, "-niter"),
     (["-pcsort", "random"], 2, "-pcsort"),
     (["-report_type", "all"], 2, "-report_type"),
     (["-d", "HETERO:"], 2, "empty"),
@@ -727,7 +743,7 @@ def test_benchmark_errors(args, code, text):
 
 @needs_openvino
 def test_benchmark_split_with_counters():
-    result = run(cli.benchmark, "-m", DIGITS, "-d", SPLIT, "-niter", "8", "-pc")
+    result = run(cli.benchmark, "-m", DIGITS, "-b", "1", "-d", SPLIT, "-niter", "8", "-pc")
     assert result.exit_code == 0, result.stderr
     assert "Execution Devices:['CPU', 'OPENVINO']" in result.stdout
     block = result.stdout.split("Performance counts for 0-th infer request")[1]

@@ -90,7 +90,7 @@ def test_hetero_group_and_commands(tmp_path):
     assert "classify" in sh("hetero", "--help").stdout
     query = sh("hetero", "query", "-m", DIGITS, "-d", "HETERO:CPU", "--save", tmp_path / "q.onnx")
     assert query.returncode == 0 and (tmp_path / "q.onnx").is_file()
-    bench = sh("hetero", "benchmark", "-m", DIGITS, "-niter", "20", "-api", "sync")
+    bench = sh("hetero", "benchmark", "-m", DIGITS, "-b", "1", "-niter", "20", "-api", "sync")
     assert bench.returncode == 0, bench.stderr
     assert re.search(r"\[ INFO \] Count:\s+20 iterations", bench.stdout)
     assert re.search(r"\[ INFO \] Throughput:\s+[\d.]+ FPS", bench.stdout)

@@ -7,7 +7,8 @@
 
 One job per module: shapes (the -shape / -data_shape grammar, each input's concrete shape, the data's
 size), inputs (-i files, images, random tensors, one input set per request), measure (the sync and async
-loops), counters (performance counters averaged and tabled), reports (the CSV / JSON reports). This
+loops), counters (performance counters averaged and tabled), reports (the CSV / JSON reports), settings
+(hint, API, requests and per-device values from benchmark_app's options), summary (--json, -exec_graph_path). This
 package exports the names the CLI uses.
 """
 
@@ -15,26 +16,39 @@ from __future__ import annotations
 
 from ...errors import BenchmarkError
 from .counters import SORT_MODES, average_counters, sorted_counters
-from .inputs import check_random_data, image_dims, input_sets, parse_input_files
-from .measure import measure, planned_iterations
+from .inputs import check_random_data, data_dims, image_dims, input_sets, parse_input_files
+from .measure import Measurement, measure, planned_iterations
 from .reports import REPORT_TYPES, config_document, configuration_setup, write_reports
+from .settings import RunMode, check_image_values, element_types, per_device, per_input_values, run_mode
 from .shapes import batch_size, data_shapes
+from .summary import compile_summary, exec_graph, summary
 
 __all__ = [
     "REPORT_TYPES",
     "SORT_MODES",
     "BenchmarkError",
+    "Measurement",
+    "RunMode",
     "average_counters",
     "batch_size",
+    "check_image_values",
     "check_random_data",
+    "compile_summary",
     "config_document",
     "configuration_setup",
+    "data_dims",
     "data_shapes",
+    "element_types",
+    "exec_graph",
     "image_dims",
     "input_sets",
     "measure",
     "parse_input_files",
+    "per_device",
+    "per_input_values",
     "planned_iterations",
+    "run_mode",
     "sorted_counters",
+    "summary",
     "write_reports",
 ]

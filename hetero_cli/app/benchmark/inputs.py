@@ -127,6 +127,26 @@ def image_dims(
     return out
 
 
+def data_dims(
+    model: Model, files: Mapping[str, Sequence[Path]], layout: str | None = None
+) -> dict[str, dict[int, int]]:
+    """{input: {axis: size}}: what the first -i file of each input gives data_shapes for its dynamic
+    dimensions: an image its channels, height and width (image_dims), a .npy file of the input's rank
+    every axis (read from its header, the data left on disk)."""
+    out = image_dims(model, files, layout)
+    for info in model.inputs:
+        given = files.get(info.name)
+        if not given or Path(given[0]).suffix.lower() != ".npy" or info.name in out:
+            continue
+        try:
+            shape = np.load(given[0], mmap_mode="r", allow_pickle=False).shape
+        except Exception as exc:
+            raise BenchmarkError(f"-i {given[0]}: not a readable .npy file ({exc})") from None
+        if info.shape is not None and len(shape) == len(info.shape):
+            out[info.name] = dict(enumerate(int(d) for d in shape))
+    return out
+
+
 def _image_axes(spec: image.ImageInput) -> tuple[int, int, int]:
     """The axes of the channels, height and width in an image input's tensor (after its batch axis, if
     it has one), in the order of its layout: NCHW or NHWC."""
@@ -188,18 +208,20 @@ def _file_tensor(
     dtype: np.dtype,
     shape: Sequence[int],
     layout: str | None,
+    values: tuple[str | None, str | None] = (None, None),
 ) -> np.ndarray:
     """Data for one input from its files, starting at file ``start``: one file, or one image per batch item.
 
-    Takes the input's name, files, element type and concrete shape (``layout`` for images); returns an
-    array of that type and shape. Raises BenchmarkError for a file whose data does not fit it.
+    Takes the input's name, files, element type and concrete shape (``layout``, and ``values``, the mean
+    and scale, for images); returns an array of that type and shape. Raises BenchmarkError for a file
+    whose data does not fit it.
     """
     path = paths[start % len(paths)]
     suffix = path.suffix.lower()
     if suffix == ".npy":
         return _npy_tensor(model, name, path, dtype, shape)
     if suffix in IMAGE_SUFFIXES:
-        return _image_tensor(model, name, paths, start, shape, layout)
+        return _image_tensor(model, name, paths, start, shape, layout, values)
     return _raw_tensor(name, path, dtype, shape)
 
 
@@ -230,10 +252,11 @@ def _image_tensor(
     start: int,
     shape: Sequence[int],
     layout: str | None,
+    values: tuple[str | None, str | None] = (None, None),
 ) -> np.ndarray:
-    """Images preprocessed as classify does, resized to ``shape``: one per batch item, from file ``start``
-    on (the first image alone where the input has no batch axis)."""
-    prep = image.preprocessing(model, input_name=name, layout=layout)
+    """Images preprocessed as classify does (``values``: its --mean and --scale), resized to ``shape``: one
+    per batch item, from file ``start`` on (the first image alone where the input has no batch axis)."""
+    prep = image.preprocessing(model, input_name=name, layout=layout, mean=values[0], scale=values[1])
     spec = prep.input
     _, height_axis, width_axis = _image_axes(spec)
     batch = 1 if spec.has_batch else None
@@ -272,8 +295,16 @@ def input_sets(
     *,
     seed: int = 0,
     layout: str | None = None,
+    made_as: Mapping[str, np.dtype] | None = None,
+    mean: Mapping[str, str] | None = None,
+    scale: Mapping[str, str] | None = None,
 ) -> list[dict[str, np.ndarray]]:
-    """``count`` input dicts (one per request): files in turn where given, seeded random data elsewhere."""
+    """``count`` input dicts (one per request): files in turn where given, seeded random data elsewhere.
+
+    ``made_as`` ({input: type}, -ip / -iop) makes an input's random data in that type's range, converted
+    to the input's own type; ``mean`` / ``scale`` ({input: "R,G,B"}) preprocess its images as classify's
+    --mean / --scale do. Raises BenchmarkError for data that does not fit an input.
+    """
     check_data_size(model, shapes, count)  # before anything is read or made
     rng = np.random.default_rng(seed)
     sets: list[dict[str, np.ndarray]] = []
@@ -287,9 +318,12 @@ def input_sets(
                 per_set = (
                     shape[0] if len(shape) == 4 and Path(given[0]).suffix.lower() in IMAGE_SUFFIXES else 1
                 )
+                values = ((mean or {}).get(info.name), (scale or {}).get(info.name))
                 feeds[info.name] = _file_tensor(
-                    model, info.name, [Path(g) for g in given], k * per_set, dtype, shape, layout
+                    model, info.name, [Path(g) for g in given], k * per_set, dtype, shape, layout, values
                 )
+            elif made_as and info.name in made_as:
+                feeds[info.name] = random_tensor(rng, made_as[info.name], shape).astype(dtype)
             else:
                 feeds[info.name] = random_tensor(rng, dtype, shape)
         sets.append(feeds)

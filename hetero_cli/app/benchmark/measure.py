@@ -11,6 +11,7 @@ devices; ONNX Runtime releases the GIL while a session runs.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,18 @@ class Measurement:
     first_inference_ms: float
     duration_ms: float
     latencies_ms: list[float] = field(default_factory=list)
+    percentile: int = 50
+
+    @property
+    def latency_percentile_ms(self) -> float:
+        """The -latency_percentile latency in ms: the median at 50, else benchmark_app's nearest rank
+        (the value below which that percentage of the sorted latencies lie); 0 when nothing was measured."""
+        if not self.latencies_ms:
+            return 0.0
+        if self.percentile == 50:
+            return self.latency_median_ms
+        ordered = sorted(self.latencies_ms)
+        return float(ordered[max(0, math.ceil(len(ordered) * self.percentile / 100) - 1)])
 
     @property
     def count(self) -> int:
@@ -63,11 +76,11 @@ class Measurement:
 
     @property
     def throughput_fps(self) -> float:
-        """Frames per second: batch * 1000 / median latency (sync), batch * count / duration (async)."""
+        """Frames per second: batch * 1000 / the -latency_percentile latency (sync), batch * count / duration (async)."""
         if not self.latencies_ms:
             return 0.0
         if self.api == "sync":
-            return self.batch * 1000.0 / self.latency_median_ms if self.latency_median_ms else 0.0
+            return self.batch * 1000.0 / self.latency_percentile_ms if self.latency_percentile_ms else 0.0
         return self.batch * self.count * 1000.0 / self.duration_ms if self.duration_ms else 0.0
 
 
@@ -89,20 +102,50 @@ def measure(
     duration_s: float | None,
     batch: int = 1,
     on_progress: ProgressCallback | None = None,
+    warmup: bool = True,
+    max_irate: float = 0.0,
+    percentile: int = 50,
 ) -> Measurement:
     """Run until both limits are reached (-niter iterations and -t seconds, whichever are given).
 
-    The first inference (on request 0) is a warm-up, timed but not counted. Sync: one request fed
+    The first inference (on request 0) is a warm-up, timed but not counted (``warmup`` False, -no_warmup:
+    none, first_inference_ms 0). ``max_irate`` (-max_irate, frames per second, 0 for no limit) delays each
+    start so that at most that many frames start per second, as benchmark_app does; ``percentile``
+    (-latency_percentile) is the latency the Measurement reports beside the median. Sync: one request fed
     ``feeds[0]``. Async: an AsyncInferQueue of ``nireq`` requests, request k always fed ``feeds[k]``;
     latency is start_async to completion. ``batch`` frames per inference make the throughput;
     ``on_progress`` is called at most every 0.1 s and once at the end. Returns the Measurement; an
     inference that fails raises its InferenceError (async: the first one, after every request is done).
     """
+    pace = _Pace(max_irate, batch)
     if api == "sync":
         request = compiled.create_infer_request()
-        first_ms = _timed_ms(lambda: request.infer(feeds[0]))
-        return _measure_sync(request, feeds[0], api, batch, first_ms, niter, duration_s, on_progress)
-    return _measure_async(compiled, feeds, api, nireq, batch, niter, duration_s, on_progress)
+        first_ms = _timed_ms(lambda: request.infer(feeds[0])) if warmup else 0.0
+        result = _measure_sync(request, feeds[0], api, batch, first_ms, niter, duration_s, on_progress, pace)
+    else:
+        result = _measure_async(
+            compiled, feeds, api, nireq, batch, niter, duration_s, on_progress, pace, warmup=warmup
+        )
+    result.percentile = percentile
+    return result
+
+
+class _Pace:
+    """-max_irate: the sleep before each start that keeps the loop at most ``rate`` frames per second
+    (``batch`` frames per inference); no sleep at rate 0."""
+
+    def __init__(self, rate: float, batch: int) -> None:
+        self.rate = rate
+        self.batch = batch
+
+    def wait(self, started: int, t0: float) -> None:
+        """Before starting inference number ``started`` (from 0) of a loop that began at perf_counter()
+        ``t0``: sleep until its frames are due."""
+        if self.rate <= 0:
+            return
+        delay = started * self.batch / self.rate - (time.perf_counter() - t0)
+        if delay > 0:
+            time.sleep(delay)
 
 
 class _Progress:
@@ -146,12 +189,14 @@ def _measure_sync(
     niter: int | None,
     duration_s: float | None,
     on_progress: ProgressCallback | None,
+    pace: _Pace,
 ) -> Measurement:
     """One request inferring ``data`` again and again, each inference timed on its own."""
     latencies: list[float] = []
     t0 = time.perf_counter()
     progress = _Progress(on_progress, t0)
     while _more(niter, duration_s, len(latencies), time.perf_counter() - t0):
+        pace.wait(len(latencies), t0)
         begin = time.perf_counter()
         request.infer(data)
         now = time.perf_counter()
@@ -171,11 +216,14 @@ def _measure_async(
     niter: int | None,
     duration_s: float | None,
     on_progress: ProgressCallback | None,
+    pace: _Pace,
+    *,
+    warmup: bool,
 ) -> Measurement:
     """``nireq`` requests kept in flight on an AsyncInferQueue, each latency start_async to completion;
     on a failure every request still running is waited for before the first failure is raised."""
     queue = AsyncInferQueue(compiled, nireq)
-    first_ms = _timed_ms(lambda: queue[0].infer(feeds[0]))
+    first_ms = _timed_ms(lambda: queue[0].infer(feeds[0])) if warmup else 0.0
     latencies: list[float] = []
     queue.set_callback(lambda request, _: latencies.append(request.latency))
     started = 0
@@ -183,6 +231,7 @@ def _measure_async(
     progress = _Progress(on_progress, t0)
     try:
         while _more(niter, duration_s, started, time.perf_counter() - t0):
+            pace.wait(started, t0)
             k = queue.get_idle_request_id()
             queue.start_async(feeds[k % len(feeds)], share_inputs=True)  # filled once, never changed
             started += 1

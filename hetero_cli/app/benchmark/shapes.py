@@ -8,7 +8,7 @@ concrete shape (dynamic dimensions filled), the size that data takes, and the ba
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -87,18 +87,31 @@ def data_shapes(
     data_shape: str | None = None,
     requests: int = 1,
     from_images: Mapping[str, Mapping[int, int]] | None = None,
+    *,
+    batch: int | None = None,
+    fill_dynamic: bool = True,
+    with_files: Collection[str] = (),
 ) -> tuple[dict[str, tuple[int, ...]], list[str]]:
     """The concrete shape of every input's data, and notes on dynamic dimensions filled in.
 
     ``shape`` (-shape) fills the model's dynamic dimensions (hetero-cli does not reshape static ones);
-    ``data_shape`` (-data_shape) gives the data's shape, which must fit the model's and -shape's.
-    ``from_images`` ({input: {axis: size}}, from image_dims()) fills the channels, height and width still
-    dynamic from the input's first image, as classify sizes its tensor; other dynamic dimensions are 1.
-    BenchmarkError if ``requests`` sets of that data (one per infer request) would not fit in memory.
+    ``batch`` (-b) sets dimension 0 of every input of rank >= 2 as -shape would; ``data_shape``
+    (-data_shape) gives the data's shape, which must fit the model's and -shape's. ``from_images``
+    ({input: {axis: size}}, from data_dims()) fills the dimensions still dynamic that the input's first
+    -i file gives (an image's channels, height and width; a .npy file's every axis). Other dynamic
+    dimensions are 1 where ``fill_dynamic`` is on or the input is in ``with_files`` (its -i files hold one
+    sample each); else BenchmarkError, as benchmark_app's "Input ... is dynamic. Provide data shapes!".
+    BenchmarkError too if ``requests`` sets of that data (one per infer request) would not fit in memory.
     """
     names = [i.name for i in model.inputs]
+    batched = {
+        i.name: [batch] + [None] * (len(i.shape) - 1)
+        for i in model.inputs
+        if batch is not None and i.shape is not None and len(i.shape) >= 2
+    }
     wanted = [
         ("-shape", parse_shapes(shape, names, "-shape") if shape else {}),
+        ("-b", batched),
         ("-data_shape", parse_shapes(data_shape, names, "-data_shape") if data_shape else {}),
     ]
     out: dict[str, tuple[int, ...]] = {}
@@ -113,10 +126,27 @@ def data_shapes(
             raise BenchmarkError(
                 f"the model's input {info.name!r} has no known shape: give it with -data_shape {info.name}[...]"
             )
-        out[info.name], note = _concrete(info, dims, (from_images or {}).get(info.name, {}))
+        from_file = (from_images or {}).get(info.name, {})
+        if not fill_dynamic and info.name not in with_files:
+            _check_static(info, dims, from_file)
+        out[info.name], note = _concrete(info, dims, from_file)
         notes += [note] if note else []
     check_data_size(model, out, requests)
     return out, notes
+
+
+def _check_static(info: TensorInfo, dims: Sequence[Any], from_file: Mapping[int, int]) -> None:
+    """benchmark_app's refusal of a dynamic input without data shapes: BenchmarkError where a dimension of
+    ``dims`` is still dynamic and no -i file gives it."""
+    left = [k for k, d in enumerate(dims) if not is_fixed(d) and k not in from_file]
+    if not left:
+        return
+    example = shape_text([from_file.get(k, 1) if not is_fixed(d) else d for k, d in enumerate(dims)])
+    raise BenchmarkError(
+        f"Input {info.name!r} is dynamic ({shape_text(info.shape or dims)}). Provide data shapes! Give "
+        f"-shape or -data_shape {info.name}{example} (or -b for the batch), -i {info.name}:FILE, or "
+        f"--fill-dynamic to set its dynamic dimensions to 1"
+    )
 
 
 def _merge_dims(

@@ -1,0 +1,72 @@
+"""Progress on stderr while a command waits: a spinner for work of unknown length (the query, a compile)
+and benchmark_app's progress bar for the measured loop. rich draws them only on a terminal, and they
+vanish when done, so piped output and captured logs keep only the ``[ INFO ]`` lines.
+
+    with busy("Compiling the model"):
+        compiled = core.compile_model(model, device)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+@contextlib.contextmanager
+def busy(text: str) -> Iterator[None]:
+    """A spinner with ``text`` on stderr while the block runs (nothing where stderr is no terminal). Lines
+    the block prints on stdout print above the spinner where stdout is the terminal too, and go to stdout
+    untouched where it is redirected."""
+    from rich.live import Live
+    from rich.spinner import Spinner
+
+    console = _console()
+    if not console.is_terminal:
+        yield
+        return
+    both = sys.stdout.isatty()
+    with Live(
+        Spinner("dots", text),
+        console=console,
+        transient=True,
+        redirect_stdout=both,
+        redirect_stderr=both,
+    ):
+        yield
+
+
+@contextlib.contextmanager
+def bar(niter: int | None, duration: float | None) -> Iterator[Callable[[int, float], None]]:
+    """benchmark_app's progress bar for a loop of ``niter`` iterations and / or ``duration`` seconds
+    (whichever ends later); yields on_progress(iterations done, seconds elapsed) for app.benchmark.measure."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    total = float(niter) if niter else float(duration or 1)
+    with Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+        console=_console(),
+        transient=False,
+    ) as progress:
+        task = progress.add_task("Progress", total=total)
+
+        def update(done: int, elapsed: float) -> None:
+            if niter and duration:
+                fraction = min(done / niter, elapsed / duration)
+            elif niter:
+                fraction = done / niter
+            else:
+                fraction = elapsed / (duration or 1)
+            progress.update(task, completed=min(fraction, 1.0) * total)
+
+        yield update
