@@ -15,7 +15,7 @@ from ..core import Core
 from ..graph import Model, shape_text
 from ..placement import config as cfg
 from ..placement import devices as registry
-from ..runtime import CompiledModel, format_counters
+from ..runtime import CompiledModel, counter_tables, format_counters, subgraph_summaries
 from .output import info
 from .runner import written
 from .setup import Setup
@@ -44,7 +44,7 @@ def print_runtime_parameters(compiled: CompiledModel, nireq: int) -> None:
     """Step 8: the compiled model's devices, subgraph count, hint and the requests the run uses."""
     info("Model:")
     info(f"  EXECUTION_DEVICES: {compiled.get_property('EXECUTION_DEVICES')}")
-    info(f"  NUMBER_OF_SUBGRAPHS: {compiled.get_property('NUMBER_OF_SUBGRAPHS')}")
+    info(f"  HETERO_NUMBER_OF_SUBMODELS: {compiled.get_property('HETERO_NUMBER_OF_SUBMODELS')}")
     info(f"  OPTIMAL_NUMBER_OF_INFER_REQUESTS: {compiled.get_property('OPTIMAL_NUMBER_OF_INFER_REQUESTS')}")
     info(f"  PERFORMANCE_HINT: {compiled.get_property('PERFORMANCE_HINT')}")
     info(f"  infer requests used: {nireq}")
@@ -62,11 +62,14 @@ def measuring_text(api: str, nireq: int, planned: int | None, duration: int | No
     return f"Start inference asynchronously, {nireq} inference requests, limits: {', '.join(limits)}"
 
 
-def print_counters(per_request: list[list[Any]], pcsort: str | None) -> None:
-    """Step 11: each request's counters, as -pc prints them or as -pcsort's table."""
+def print_counters(compiled: CompiledModel, per_request: list[list[Any]], pcsort: str | None) -> None:
+    """Step 11: each request's counters, as -pc prints them or as -pcsort's table, then the time per
+    subgraph and per device (in -pcsort's unit)."""
+    subgraphs = subgraph_summaries(compiled)
     for k, infos in enumerate(per_request):
         info(f"Performance counts{' sorted' if pcsort else ''} for {k}-th infer request")
         click.echo(bench.sorted_counters(infos, pcsort) if pcsort else format_counters(infos))
+        click.echo(counter_tables(infos, subgraphs, unit="ms" if pcsort else "us"))
 
 
 def _latency_label(percentile: int) -> str:
@@ -108,22 +111,6 @@ def write_statistics(folder: str, report_type: str, **report: Any) -> None:
     for path in bench.write_reports(folder, report_type, **report):
         written().wrote(path)
         info(f"Statistics report is stored to {path}")
-
-
-def configuration(compiled: CompiledModel, nireq: int, api: str) -> list[tuple[str, Any]]:
-    """The rows of the reports' configuration section: the run's settings, then each device's config."""
-    rows: list[tuple[str, Any]] = [
-        ("device", compiled.device_name),
-        ("EXECUTION_DEVICES", ",".join(compiled.execution_devices)),
-        ("NUMBER_OF_SUBGRAPHS", len(compiled.subgraphs)),
-        ("PERFORMANCE_HINT", str(compiled.get_property("PERFORMANCE_HINT"))),
-        ("api", api),
-        ("nireq", nireq),
-    ]
-    for device, values in bench.config_document(compiled).items():
-        for key, value in values.items():
-            rows.append((f"{device}: {key}", value))
-    return rows
 
 
 def profiling_configured(setup: Setup) -> bool:

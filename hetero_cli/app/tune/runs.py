@@ -47,6 +47,30 @@ def compile_with(
         mark_automatic(model, False)
 
 
+def ready(
+    core: Core,
+    model: Model,
+    device: str,
+    config: Mapping[str, Any] | None,
+    affinities: Mapping[str, str],
+    feeds: Mapping[str, Any],
+    automatic: bool,
+) -> tuple[Any, Any]:
+    """A candidate compiled (compile_with) and run once on ``feeds``: (compiled model, its request).
+    Raises as compile_model and infer do."""
+    compiled = compile_with(core, model, device, config, affinities, automatic=automatic)
+    request = compiled.create_infer_request()
+    request.infer(dict(feeds))
+    return compiled, request
+
+
+def keep(model: Model, affinities: Mapping[str, str], *, automatic: bool) -> None:
+    """Set the winner's ``affinities`` on ``model``, marked as the automatic plan's where that plan won:
+    saved, they compile as it did (one session where it ran in one: placement.affinities.mark_automatic)."""
+    model.set_affinities(dict(affinities))
+    mark_automatic(model, automatic)
+
+
 def validate(
     compiled: Any,
     feeds_list: Sequence[Mapping[str, Any]],

@@ -28,7 +28,6 @@ from ...core import Core, ModelSource
 from ...errors import TuneError, ValidationError
 from ...graph import Model
 from ...placement import device_string
-from ...placement.affinities import mark_automatic
 from ..validate.reference import NO_DOT_FILES, tapped_model
 from ..validate.run import check_inputs, random_inputs
 from ..validate.tolerances import OutputTolerance, Tolerances
@@ -183,8 +182,7 @@ def _check_tolerances(model: Model, tolerances: Tolerances) -> None:
 
 
 class _Search:
-    """One tune's state: the model, its devices and inputs, the clock, the candidates and their compiled
-    models."""
+    """One tune's state: the model, devices, inputs, clock, candidates and their compiled models."""
 
     def __init__(
         self,
@@ -246,9 +244,7 @@ class _Search:
         self.measure()
         winner = self.choose(tolerances)
         self.per_subgraph(winner)
-        self.model.set_affinities(self.all_nodes(winner.affinities))
-        # saved, the automatic plan's affinities compile as that plan did (one session where it ran in one)
-        mark_automatic(self.model, winner.kind == AUTOMATIC)
+        runs.keep(self.model, self.all_nodes(winner.affinities), automatic=winner.kind == AUTOMATIC)
         self.report.winner = winner.name
         self.report.elapsed_s = self.clock.elapsed()
         self.tell("done")
@@ -276,8 +272,7 @@ class _Search:
         if compiled.one_session:
             self.note(
                 f"the automatic plan ({len(plan.subgraphs)} subgraphs) runs as one ONNX Runtime session; its "
-                f"affinities as the tuned model keeps them (set by hand, marked as the automatic plan's) are "
-                f"measured too, as {MANUAL_TWIN!r}"
+                f"affinities as the tuned model keeps them are measured too, as {MANUAL_TWIN!r}"
             )
             self.twin = Candidate(MANUAL_TWIN, AUTOMATIC, dict(auto.affinities))
 
@@ -428,11 +423,9 @@ class _Search:
             return False
         self.tell(f"compiling {c.name}")
         try:
-            compiled = runs.compile_with(
-                self.core, self.model, self.device, self.config, c.affinities, automatic=c.kind == AUTOMATIC
+            compiled, request = runs.ready(
+                self.core, self.model, self.device, self.config, c.affinities, self.feeds, c.kind == AUTOMATIC
             )
-            request = compiled.create_infer_request()
-            request.infer(self.feeds)
         except Exception as exc:  # a candidate that fails is recorded and dropped, not the tune
             c.error = costs.one_line(exc)
             return False

@@ -27,7 +27,6 @@ from ...runtime import CompiledModel
 from ..bapp_args import BenchmarkAppCommand, benchmark_app_options
 from ..bench_steps import (
     apply_hint,
-    configuration,
     configured,
     given_on_command_line,
     measuring_text,
@@ -181,7 +180,7 @@ def _run(o: SimpleNamespace) -> dict[str, Any]:
     step(11, "Dumping statistics report")
     _write_files(o, compiled)
     if perf_counts or o.pcsort:
-        print_counters(per_request, o.pcsort)
+        print_counters(compiled, per_request, o.pcsort)
     print_statistics(compiled, result)
     if report_type:
         write_statistics(
@@ -189,7 +188,18 @@ def _run(o: SimpleNamespace) -> dict[str, Any]:
             report_type,
             json_stats=bool(o.json_stats),
             parameters=given,
-            configuration=configuration(compiled, nireq, mode.api),
+            configuration=bench.configuration_setup(
+                compiled,
+                topology=setup.model.name,
+                api=mode.api,
+                inference_only=True,
+                batch_size=batch,
+                niter=planned,
+                nireq=nireq,
+                duration_ms=int((duration or 0) * 1000),
+                precision=o.infer_precision or "UNSPECIFIED",
+            ),
+            pcsort=o.pcsort,
             results=[
                 ("read model time (ms)", read_ms),
                 ("compile model time (ms)", compile_ms),
