@@ -34,7 +34,13 @@ def _value_text(value: Any) -> str:
 @click.option("--debug", is_flag=True, help="Show Python tracebacks on errors, and debug lines.")
 def devices(debug: bool) -> None:
     """Every available device with its execution provider, full name and properties (OpenVINO's
-    hello_query_device layout), then the known devices this machine lacks and how to get each."""
+    hello_query_device layout), then the known devices this machine lacks and how to get each.
+
+    \b
+      hello_query_device
+      hetero devices | grep -A3 OPENVINO
+      hetero devices | grep -A8 "not available here"     (what another ONNX Runtime flavour would add)
+    """
     core = Core()
     info("Available devices:")
     for name in core.available_devices:

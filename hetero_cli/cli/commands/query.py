@@ -18,6 +18,7 @@ from ...placement.partition import Plan
 from ..files import check_writable
 from ..options import named, shared, shared_options
 from ..output import box, console, info
+from ..progress import busy
 from ..runner import CONTEXT, Command, running, written
 from ..setup import (
     Setup,
@@ -83,13 +84,16 @@ def query(
     m = setup.model
     if not as_json:
         info(f"Querying {setup.request} ({_query_mode(setup)})")
-    affinities, source = _queried_affinities(setup)
+    with busy(f"Querying {setup.request} (a probe session per device)"):
+        affinities, source = _queried_affinities(setup)
     try:  # affinities set wrong are refused before the table is printed
         if setup.request.hetero and (setup.affinities or m.affinities()):
             set_affinities(setup)
-        plan = setup.core.plan(m, setup.device)
+        with busy("Partitioning the model"):
+            plan = setup.core.plan(m, setup.device)
         if compile_too:
-            plan = _compiled_plan(setup, affinities, source)
+            with busy("Compiling the plan (HETERO_FALLBACK moves what a device fails)"):
+                plan = _compiled_plan(setup, affinities, source)
     except UnsupportedNodesError:
         if not as_json:
             _affinity_table(m, affinities, source, summary)  # the table shows which nodes no device takes
