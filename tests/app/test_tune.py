@@ -167,3 +167,23 @@ def test_a_tight_budget_cuts_the_phases_short_and_still_returns_a_validated_winn
     assert report.winner == report.measured[0].name
     assert report.validation["passed"] is True
     assert set(result.model.affinities()) == {n.friendly_name for n in result.model.get_ops()}
+
+
+@needs_openvino
+def test_a_winner_with_the_automatic_plans_affinities_is_saved_marked_as_that_plan(tmp_path):
+    """OPENVINO takes every node of the MLP, so the automatic plan is "all on OPENVINO": whether the
+    automatic candidate or the OPENVINO one wins, the saved model carries the mark that lets a manual
+    compile run it in the automatic plan's session; a CPU winner does not."""
+    from hetero_cli.placement.affinities import marked_automatic
+
+    for fastest, marked in (("OPENVINO", True), ("automatic", True), ("CPU", False)):
+        table = {"probe:automatic": 1.0, "candidate:automatic": 1.0, "candidate:OPENVINO": 1.0}
+        table["candidate:CPU"] = 1.0
+        table[f"candidate:{fastest}"] = 0.1
+        result = tune_model(hc.Core(), mlp_model(), DEVICE, budget_s=20.0, timer=table_timer(table))
+        assert result.report.winner == fastest
+        path = tmp_path / f"{fastest}.onnx"
+        result.model.save(path)
+        saved = hc.Core().read_model(path)
+        assert marked_automatic(saved) == marked
+        assert set(saved.affinities().values()) == {"CPU" if fastest == "CPU" else "OPENVINO"}

@@ -64,11 +64,12 @@ def ready(
     return compiled, request
 
 
-def keep(model: Model, affinities: Mapping[str, str], *, automatic: bool) -> None:
-    """Set the winner's ``affinities`` on ``model``, marked as the automatic plan's where that plan won:
-    saved, they compile as it did (one session where it ran in one: placement.affinities.mark_automatic)."""
+def keep(model: Model, affinities: Mapping[str, str], automatic: Mapping[str, str]) -> None:
+    """Set the winner's ``affinities`` on ``model``, marked as the automatic plan's where they are that
+    plan's (``automatic``: whichever candidate won with them, a single device that supports every node
+    included): saved, they compile as it did (its probe session: placement.affinities.mark_automatic)."""
     model.set_affinities(dict(affinities))
-    mark_automatic(model, automatic)
+    mark_automatic(model, dict(affinities) == dict(automatic))
 
 
 def validate(

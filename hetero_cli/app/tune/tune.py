@@ -244,7 +244,7 @@ class _Search:
         self.measure()
         winner = self.choose(tolerances)
         self.per_subgraph(winner)
-        runs.keep(self.model, self.all_nodes(winner.affinities), automatic=winner.kind == AUTOMATIC)
+        runs.keep(self.model, self.all_nodes(winner.affinities), self.report.candidate(AUTOMATIC).affinities)
         self.report.winner = winner.name
         self.report.elapsed_s = self.clock.elapsed()
         self.tell("done")
