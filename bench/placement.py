@@ -149,15 +149,6 @@ def paired(candidate: Sequence[float], baseline: Sequence[float]) -> dict[str, f
     return {"p25": q[0], "median": q[1], "p75": q[2]}
 
 
-def _max_abs_diff(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray]) -> float | None:
-    common = [k for k in a if k in b]
-    if not common:
-        return None
-    return max(
-        float(np.max(np.abs(np.asarray(a[k], np.float64) - np.asarray(b[k], np.float64)))) for k in common
-    )
-
-
 def measure_model(run: Any, name: str, kind: str, path: Path, tmp: Path) -> dict[str, Any]:
     """Tune one model, then time the tuned placement interleaved with the automatic plan and every
     single-device runtime; medians, and each one's paired ratio of the tuned placement to it."""
@@ -204,7 +195,7 @@ def measure_model(run: Any, name: str, kind: str, path: Path, tmp: Path) -> dict
             "sessions": p.sessions,
             "compile_s": p.compile_s,
             "stats": stats[rid].to_dict(),
-            "max_abs_diff_vs_ort_cpu": _max_abs_diff(p.outputs(), expected) if expected else None,
+            "max_abs_diff_vs_ort_cpu": runtimes.max_abs_diff(p.outputs(), expected) if expected else None,
             "tuned_paired_ratio": paired(samples["tuned"], samples[rid]) if "tuned" in samples else None,
         }
         for rid, p in prepared.items()

@@ -220,15 +220,6 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0][:200] if text else ''}"
 
 
-def _max_abs_diff(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float | None:
-    common = [k for k in a if k in b]
-    if not common:
-        return None
-    return max(
-        float(np.max(np.abs(np.asarray(a[k], np.float64) - np.asarray(b[k], np.float64)))) for k in common
-    )
-
-
 def latency_group(
     run: Run,
     subject: Subject,
@@ -252,7 +243,9 @@ def latency_group(
         if rid.startswith("split_k"):
             splits[int(rid[7:])] = prepared[rid]
     expected = prepared[reference].outputs() if reference in prepared else None
-    diffs = {rid: _max_abs_diff(p.outputs(), expected) if expected else None for rid, p in prepared.items()}
+    diffs = {
+        rid: runtimes.max_abs_diff(p.outputs(), expected) if expected else None for rid, p in prepared.items()
+    }
     if subject.kind == "chain":
         budget, lo, hi = settings.chain_budget_s, settings.chain_lo, settings.chain_hi
     elif name == "splits":

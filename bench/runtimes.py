@@ -152,6 +152,17 @@ def ort_session(path: Path, providers: str) -> ort.InferenceSession:
     return ort.InferenceSession(str(path), session_options(), providers=provider_list(providers))
 
 
+def max_abs_diff(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray]) -> float | None:
+    """The largest absolute difference over the outputs both runs have (None if they share none): how far
+    a runtime's outputs are from ORT [CPU]'s, recorded beside its timings."""
+    common = [k for k in a if k in b]
+    if not common:
+        return None
+    return max(
+        float(np.max(np.abs(np.asarray(a[k], np.float64) - np.asarray(b[k], np.float64)))) for k in common
+    )
+
+
 def prepare_ort(runtime: str, path: Path, feeds: Mapping[str, np.ndarray], providers: str) -> Prepared:
     """A plain ORT session."""
     start = time.perf_counter()

@@ -90,5 +90,9 @@ class ValidationError(HeteroError, ValueError):
 
 class TuneError(HeteroError, ValueError):
     """A tune cannot start as asked (tune_model, ``hetero tune``): a device string that is not HETERO with
-    two available devices, or a budget under what the search needs here (the message gives the budget to
-    ask for instead), or no candidate could be measured at all."""
+    two available devices, or a budget it cannot work within (TuneBudgetError)."""
+
+
+class TuneBudgetError(TuneError):
+    """A tune's budget is no positive number of seconds, or under what the search needs here: the message
+    gives the budget to ask for instead."""

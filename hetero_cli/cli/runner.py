@@ -91,6 +91,12 @@ class Written:
         if path not in self.existing:
             self.files.append(path)
 
+    def keep(self) -> None:
+        """Keep what was written even though the command exits non-zero: its answer, not an error (hetero
+        validate's FAILED, a tune whose winner failed validation)."""
+        self.files.clear()
+        self.folders.clear()
+
     def remove(self) -> None:
         """Remove what was noted (created folders only if empty), then forget it."""
         for path in self.files:

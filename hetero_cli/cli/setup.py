@@ -149,8 +149,9 @@ def _query(setup: Setup) -> dict[str, str]:
     return setup.core.query_model(setup.model, setup.device)
 
 
-def compile_setup(setup: Setup) -> CompiledModel:
-    """Apply affinities and compile, printing each subgraph; run-time phase from here on."""
+def start_running(setup: Setup) -> None:
+    """The run-time phase from here on: --affinity's nodes set on the model (or a warning where they do
+    not apply), and the .dot folder noted among what the command writes."""
     running()
     if setup.request.hetero and setup.affinities:
         set_affinities(setup)
@@ -158,6 +159,11 @@ def compile_setup(setup: Setup) -> CompiledModel:
         warn_unused_affinities(setup)
     if setup.dot_dir is not None:
         written().before_writing(setup.dot_dir, folder=True)
+
+
+def compile_setup(setup: Setup) -> CompiledModel:
+    """Apply affinities and compile, printing each subgraph; run-time phase from here on."""
+    start_running(setup)
     compiled = setup.core.compile_model(setup.model, setup.device)
     for sub in compiled.subgraphs:
         info(f"  {sub.description}")

@@ -192,11 +192,10 @@ def settle(
         return False
     fallback = compiled.fallback
     assert fallback is not None
-    model, plan = compiled.model, compiled.plan
-    if not compiled.one_session and not fallback.next_devices(model, failed.nodes, failed.device):
+    model, plan, one = compiled.model, compiled.plan, compiled.one_session
+    if not one and not fallback.next_devices(model, failed.nodes, failed.device):
         return False  # nowhere to go: the caller's error is the failure itself
     by_name = {d.name: d for d in fallback.devices}
-    one = compiled.one_session
     runs: list[CompiledSubgraph | None] = [None if one else c for c in compiled.subgraphs]
     fed = {*model.input_names, *model.overridable_initializers}
     tensors = {name: value for name, value in values.items() if name in fed}

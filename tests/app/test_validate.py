@@ -10,7 +10,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 from onnx import helper as h
-from support.helpers import chain_model, const, cpu_split, make_model, needs_openvino, ort_run, seeded, vi
+from support.helpers import (
+    EXP_CHAIN,
+    chain_model,
+    const,
+    cpu_split,
+    make_model,
+    needs_openvino,
+    ort_run,
+    seeded,
+    vi,
+)
 
 import hetero_cli as hc
 from hetero_cli.app.validate import Tolerances, validate_model
@@ -20,7 +30,6 @@ from hetero_cli.runtime import tap
 DIGITS = Path(__file__).resolve().parents[2] / "models" / "digits.onnx"
 ZERO = Tolerances.parse(["0"], ["0"])
 # only Exp (n3) computes differently on the OpenVINO EP: Neg, Abs and Relu are exact on both
-EXP_CHAIN = ("Neg", "Abs", "Relu", "Exp", "Neg", "Abs", "Relu", "Neg")
 MM_NODES = ("mm1", "sm1", "mm2", "exp", "sm2")
 
 

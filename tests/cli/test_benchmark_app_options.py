@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support.helpers import needs_openvino
+from support.robust import on_a_terminal
 
 from hetero_cli.cli.bapp_args import HINTS, REFUSED, REFUSED_LONG
 
@@ -340,27 +341,7 @@ def test_step_titles_and_loop_header_match_benchmark_app(tmp_path):
 
 def test_a_terminal_sees_a_spinner_while_the_model_compiles_and_again_for_the_counters():
     """On a terminal (a pseudo-terminal here) the compiles show a spinner on stderr, which clears after."""
-    import pty
-
-    main, child = pty.openpty()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "160"}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from hetero_cli.cli import hetero; hetero()", "benchmark", "-m", *RUN, "-pc"],
-        cwd=ROOT, stdout=child, stderr=child, env=env,
-    )  # fmt: skip
-    os.close(child)
-    out = b""
-    while True:
-        try:
-            chunk = os.read(main, 65536)
-        except OSError:  # the child closed the terminal
-            break
-        if not chunk:
-            break
-        out += chunk
-    assert proc.wait(timeout=120) == 0
-    os.close(main)
-    text = out.decode(errors="replace")
+    text = on_a_terminal("benchmark", "-m", *RUN, "-pc")
     assert "Compiling the model (and querying the devices for the automatic placement)" in text
     assert "Compiling the model with the profiler on" in text
     assert "[ INFO ] Count:" in text

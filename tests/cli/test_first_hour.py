@@ -14,6 +14,7 @@ from pathlib import Path
 import onnxruntime as ort
 import pytest
 from cli.test_cli_subprocess import DIGITS, ROOT, needs_openvino, sh
+from support.robust import on_a_terminal
 
 LIGHT = Path(__import__("onnx").__file__).parent / "backend" / "test" / "data" / "light"
 
@@ -102,33 +103,9 @@ def test_query_header_says_the_mode_that_applies_and_summary_leaves_the_rows_out
     assert "(automatic mode)" in full.stdout and "Affinities of" in full.stdout
 
 
-def _on_a_terminal(*args: str) -> str:
-    """hetero ``args`` on a pseudo-terminal (stdout and stderr): everything it showed there."""
-    import pty
-
-    main, child = pty.openpty()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "160"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "hetero_cli", *args], cwd=ROOT, stdout=child, stderr=child, env=env
-    )
-    os.close(child)
-    out = b""
-    while True:
-        try:
-            chunk = os.read(main, 65536)
-        except OSError:  # the child closed the terminal
-            break
-        if not chunk:
-            break
-        out += chunk
-    assert proc.wait(timeout=120) == 0
-    os.close(main)
-    return out.decode(errors="replace")
-
-
 @needs_openvino
 def test_query_shows_a_spinner_on_a_terminal_while_it_probes_and_compiles():
-    text = _on_a_terminal("query", "-m", DIGITS, "-d", "HETERO:OPENVINO,CPU", "--summary", "--compile")
+    text = on_a_terminal("query", "-m", DIGITS, "-d", "HETERO:OPENVINO,CPU", "--summary", "--compile")
     assert "Querying HETERO:OPENVINO,CPU (a probe session per device)" in text
     assert "Compiling the plan" in text
     assert "Subgraphs (execution order)" in text

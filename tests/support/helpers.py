@@ -163,6 +163,10 @@ def isinf_model() -> onnx.ModelProto:
     return make_model(nodes, [vi("x", [2, 3])], [vi("y", [2, 3])], name="isinf_model")
 
 
+#: a chain where only Exp's arithmetic differs between OpenVINO and the CPU EP (hetero validate's bisect)
+EXP_CHAIN = ("Neg", "Abs", "Relu", "Exp", "Neg", "Abs", "Relu", "Neg")
+
+
 def chain_model(ops: Sequence[str] = ("Relu", "Neg", "Abs", "Sigmoid"), shape=(2, 3)) -> onnx.ModelProto:
     """x -> op0 -> op1 -> ... -> y, nodes named n0, n1, ...; every op runs on every EP."""
     names = ["x", *[f"t{i}" for i in range(len(ops) - 1)], "y"]

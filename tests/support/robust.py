@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -187,3 +189,29 @@ def feeds_for(model: hc.Model, shapes: dict[str, Sequence[int]] | None = None, s
         ]
         out[info.name] = rng.standard_normal(shape).astype(info.dtype)
     return out
+
+
+def on_a_terminal(*args: str) -> str:
+    """``hetero args`` (``python -m hetero_cli``) run on a pseudo-terminal, stdout and stderr both, as a
+    user at a terminal sees it (spinners and bars draw only there); asserts it exits 0, returns the text."""
+    import pty
+
+    root = Path(__file__).resolve().parents[2]
+    main, child = pty.openpty()
+    env = {**os.environ, "PYTHONPATH": str(root), "COLUMNS": "160"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hetero_cli", *args], cwd=root, stdout=child, stderr=child, env=env
+    )
+    os.close(child)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    assert proc.wait(timeout=120) == 0, out.decode(errors="replace")
+    os.close(main)
+    return out.decode(errors="replace")

@@ -25,11 +25,11 @@ from typing import Any
 import numpy as np
 
 from ...core import Core, ModelSource
-from ...errors import TuneError, ValidationError
+from ...errors import CompileError, TuneBudgetError, TuneError
 from ...graph import Model
 from ...placement import device_string
 from ..validate.reference import NO_DOT_FILES, tapped_model
-from ..validate.run import check_inputs, random_inputs
+from ..validate.run import check_tolerances, input_sets_of
 from ..validate.tolerances import OutputTolerance, Tolerances
 from . import costs, regions, runs, search
 from .measure import Clock, Timer, block_size, interleaved, median, wall_timer
@@ -80,8 +80,9 @@ def tune_model(
 
     Returns TuneResult: the model (the one ``core.read_model(model)`` gives, so a Model passed in is the
     one changed) with every node's affinity set to the winner's, and the TuneReport. Raises TuneError for a
-    device string that is not HETERO with two devices available, or a budget under what the search needs
-    (the message gives the number); ValidationError for inputs that do not fit, a dynamic dimension
+    device string that is not HETERO with two devices available, TuneBudgetError (a TuneError) for a budget
+    under what the search needs (the message gives the number), CompileError where no candidate could be
+    measured at all; ValidationError for inputs that do not fit, a dynamic dimension
     without a shape, or tolerances naming outputs the model lacks; as compile_model for a model no device
     list can compile automatically.
     """
@@ -89,16 +90,10 @@ def tune_model(
     model = core.read_model(model)
     devices = _devices(core, device)
     tolerances = tolerances if tolerances is not None else DEFAULT_TOLERANCES
-    _check_tolerances(model, tolerances)
-    feeds_list = (
-        [check_inputs(model, f, k) for k, f in enumerate(inputs)]
-        if inputs is not None
-        else random_inputs(model, shapes, seed)
-    )
-    if not feeds_list:
-        raise ValidationError("no input sets given: give at least one feed dict, or none for random data")
+    check_tolerances(model, tolerances)
+    feeds_list = input_sets_of(model, inputs, shapes, seed)
     if not (isinstance(budget_s, int | float) and math.isfinite(budget_s) and budget_s > 0):
-        raise TuneError(f"the budget must be a positive number of seconds, not {budget_s!r}")
+        raise TuneBudgetError(f"the budget must be a positive number of seconds, not {budget_s!r}")
     search_ = _Search(core, model, device, devices, config, feeds_list, clock, seed, timer, progress)
     with _warnings_as_notes(search_.report.notes, lambda: search_.phase):
         return search_.run(tolerances)
@@ -157,27 +152,17 @@ def _devices(core: Core, device: str) -> list[str]:
 
 
 def _check_budget(budget_s: float, compile_s: float, run_ms: float) -> None:
-    """TuneError where ``budget_s`` is under three candidates' price (the automatic plan, one other, the
+    """TuneBudgetError where ``budget_s`` is under three candidates' price (the automatic plan, one other, the
     validation), one candidate being a compile of ``compile_s`` and RUNS_PER_CANDIDATE runs of ``run_ms``
     (the automatic plan's): the message gives the budget to ask for instead."""
     one = compile_s + RUNS_PER_CANDIDATE * run_ms / 1e3
     least = 3 * one
     if budget_s < least:
-        raise TuneError(
+        raise TuneBudgetError(
             f"a budget of {budget_s:g} s is under what a tune needs here: one candidate takes about {one:.2f} s "
             f"(a compile of {compile_s:.2f} s and {RUNS_PER_CANDIDATE} runs of {run_ms:.1f} ms) and a tune at "
             f"least three; give a budget of at least {math.ceil(least)} s (about {math.ceil(12 * one)} s for "
             "the cost model's search)"
-        )
-
-
-def _check_tolerances(model: Model, tolerances: Tolerances) -> None:
-    names = [o.name for o in model.outputs]
-    unknown = tolerances.unknown_outputs(names)
-    if unknown:
-        raise ValidationError(
-            f"the tolerances name output(s) {', '.join(map(repr, unknown))} the model does not have: its "
-            f"outputs are {', '.join(names)}"
         )
 
 
@@ -252,7 +237,7 @@ class _Search:
 
     def automatic(self) -> None:
         """Compile the automatic plan and time a few runs: the price of one candidate, against which the
-        budget is checked (TuneError, before anything else is spent)."""
+        budget is checked (TuneBudgetError, before anything else is spent)."""
         self.tell("compiling the automatic plan")
         began = self.clock.elapsed()
         compiled = self.core.compile_model(self.model, self.device, self.config)
@@ -438,7 +423,7 @@ class _Search:
         input set; one that fails is marked and the next tried. None passing: the fastest, marked failed."""
         ranked = self.report.measured
         if not ranked:
-            raise TuneError(
+            raise CompileError(
                 "no candidate could be measured: every one failed to compile or run (see the notes)"
             )
         if self.reference_model is None:  # the cost model did not run: the whole model alone

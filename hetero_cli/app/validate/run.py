@@ -56,20 +56,9 @@ def validate_model(
     (CompileError, InferenceError, DeviceError...). A split that differs is no error: ``passed`` is False.
     """
     tolerances = tolerances if tolerances is not None else Tolerances()
+    check_tolerances(model, tolerances)
     output_names = [o.name for o in model.outputs]
-    unknown = tolerances.unknown_outputs(output_names)
-    if unknown:
-        raise ValidationError(
-            f"the tolerances name output(s) {', '.join(map(repr, unknown))} the model does not have: its "
-            f"outputs are {', '.join(output_names)}"
-        )
-    feeds_list = (
-        [check_inputs(model, feeds, k) for k, feeds in enumerate(inputs)]
-        if inputs is not None
-        else random_inputs(model, shapes, seed)
-    )
-    if not feeds_list:
-        raise ValidationError("no input sets given: give at least one feed dict, or none for random data")
+    feeds_list = input_sets_of(model, inputs, shapes, seed)
     # the reference first: where .dot files are asked for, the split's are the ones left (same model name)
     whole = core.compile_model(model, reference, NO_DOT_FILES)
     split = core.compile_model(model, device, config)
@@ -107,6 +96,37 @@ def validate_model(
             bisect=bisect,
         )
     return report
+
+
+def check_tolerances(model: Model, tolerances: Tolerances) -> None:
+    """ValidationError where ``tolerances`` name outputs ``model`` does not have (a typo would otherwise
+    leave an output at the default tolerance, silently)."""
+    names = [o.name for o in model.outputs]
+    unknown = tolerances.unknown_outputs(names)
+    if unknown:
+        raise ValidationError(
+            f"the tolerances name output(s) {', '.join(map(repr, unknown))} the model does not have: its "
+            f"outputs are {', '.join(names)}"
+        )
+
+
+def input_sets_of(
+    model: Model,
+    inputs: Sequence[Mapping[str, Any]] | None,
+    shapes: Mapping[str, Sequence[int]] | str | None,
+    seed: int,
+) -> list[dict[str, Any]]:
+    """The input sets a comparison runs on: ``inputs`` checked against the model (check_inputs), else one
+    set of seeded random data of ``shapes`` (random_inputs). ValidationError for an empty list or inputs
+    that do not fit."""
+    feeds_list = (
+        [check_inputs(model, feeds, k) for k, feeds in enumerate(inputs)]
+        if inputs is not None
+        else random_inputs(model, shapes, seed)
+    )
+    if not feeds_list:
+        raise ValidationError("no input sets given: give at least one feed dict, or none for random data")
+    return feeds_list
 
 
 def input_shapes(

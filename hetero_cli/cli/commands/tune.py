@@ -17,7 +17,7 @@ from ...app.benchmark.shapes import data_shapes
 from ...app.tune import DEFAULT_TOLERANCES, tune_model
 from ...app.tune.chart import write_chart
 from ...app.validate import Tolerances, input_shapes
-from ...errors import HeteroError, TuneError, ValidationError
+from ...errors import HeteroError, TuneBudgetError, ValidationError
 from ...graph import Model
 from ...placement import devices as registry
 from ..files import check_writable
@@ -173,9 +173,7 @@ def tune(
         return 0
     # no candidate passed validation: the fastest is saved for a look (hetero validate --bisect tells where
     # it differs), and the command says FAILED as hetero validate does: exit 1, the files it wrote stay
-    kept = written()
-    kept.files.clear()
-    kept.folders.clear()
+    written().keep()
     return 1
 
 
@@ -272,9 +270,7 @@ def _search(
             tolerances=tolerances,
             progress=progress,
         )
-    except TuneError as exc:
-        if "budget" not in str(exc):  # no candidate could be measured: a failure at run time
-            raise
+    except TuneBudgetError as exc:
         raise click.BadParameter(str(exc), param_hint="-t") from None
     finally:
         if err.is_terminal:

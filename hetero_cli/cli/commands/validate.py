@@ -26,8 +26,8 @@ from ...placement import device_string
 from ..files import check_writable
 from ..options import named, shared, shared_options
 from ..output import box, console, info
-from ..runner import CONTEXT, Command, running, written
-from ..setup import prepare, report_dots, set_affinities, warn_unused_affinities
+from ..runner import CONTEXT, Command, written
+from ..setup import prepare, report_dots, start_running
 
 #: nodes of a subgraph named in full before "and N more"
 SHOWN_NODES = 12
@@ -180,13 +180,7 @@ def validate(
     else:
         inputs = None
         shapes = input_shapes(m, shape, data_shape)
-    running()
-    if setup.request.hetero and setup.affinities:
-        set_affinities(setup)
-    else:
-        warn_unused_affinities(setup)
-    if setup.dot_dir is not None:
-        written().before_writing(setup.dot_dir, folder=True)
+    start_running(setup)
     info(f"Validating {setup.request} against one {reference} session of the whole model")
     report = validate_model(
         setup.core,
@@ -210,9 +204,7 @@ def validate(
     if report.passed:
         return 0
     # FAILED is the command's answer, not an error: the files it wrote stay
-    kept = written()
-    kept.files.clear()
-    kept.folders.clear()
+    written().keep()
     return 1
 
 

@@ -1,0 +1,35 @@
+"""Models the command-line tests of validate and tune share, written to the test's folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper as h
+from support.helpers import EXP_CHAIN, chain_model, const, make_model, vi
+
+
+@pytest.fixture
+def chain(tmp_path: Path) -> Path:
+    """x[4,64] -> Neg -> Abs -> Relu -> Exp -> Neg -> Abs -> Relu -> Neg -> y, nodes n0..n7."""
+    path = tmp_path / "chain.onnx"
+    onnx.save(chain_model(EXP_CHAIN, shape=(4, 64)), str(path))
+    return path
+
+
+@pytest.fixture
+def dynamic(tmp_path: Path) -> Path:
+    """x[n,16] -> MatMul -> Softmax -> y, n dynamic."""
+    rng = np.random.default_rng(0)
+    nodes = [
+        h.make_node("MatMul", ["x", "w"], ["a"], name="mm"),
+        h.make_node("Softmax", ["a"], ["y"], name="sm", axis=-1),
+    ]
+    proto = make_model(
+        nodes, [vi("x", ["n", 16])], [vi("y", ["n", 16])], [const("w", rng.standard_normal((16, 16)))]
+    )
+    path = tmp_path / "dynamic.onnx"
+    onnx.save(proto, str(path))
+    return path
