@@ -81,11 +81,42 @@ class TuneReport:
         ok = [c for c in self.candidates if c.median_ms is not None and c.error is None]
         return sorted(ok, key=lambda c: c.median_ms or 0.0)
 
+    def ranked(self, margin: float) -> list[Candidate]:
+        """The measured candidates in the order the tuner tries them: at each step, of those within
+        ``margin`` (a fraction) of the fastest left, the simplest (simpler: fewer subgraphs, then the
+        automatic plan, then a single device, then the faster). A split must win by more than the medians
+        wander between runs on a shared machine, or the simpler placement is kept."""
+        left = self.measured
+        out: list[Candidate] = []
+        while left:
+            bound = (left[0].median_ms or 0.0) * (1.0 + margin)
+            near = [c for c in left if (c.median_ms or 0.0) <= bound]
+            pick = min(near, key=_simplicity)
+            out.append(pick)
+            left.remove(pick)
+        return out
+
+    def simpler_note(self, kept: Candidate, margin: float) -> str:
+        """The note saying why ``kept`` (first of ``ranked(margin)``) won over the fastest candidate."""
+        fastest = self.measured[0]
+        return (
+            f"{kept.name} ({kept.subgraphs} subgraph(s)) is kept over {fastest.name} ({fastest.subgraphs}): "
+            f"{fastest.name} is faster by less than {margin:.1%}"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready dicts and lists."""
         out = asdict(self)
         out["candidates"] = [c.to_dict() for c in self.candidates]
         return out
+
+
+_KIND_ORDER = {AUTOMATIC: 0, SINGLE: 1, COST_MODEL: 2}
+
+
+def _simplicity(c: Candidate) -> tuple[int, int, int, float]:
+    """Sort key, simplest first: subgraphs, the automatic plan itself, the kind, the median."""
+    return (c.subgraphs, c.name != AUTOMATIC, _KIND_ORDER.get(c.kind, 3), c.median_ms or 0.0)
 
 
 @dataclass
