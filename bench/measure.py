@@ -58,16 +58,26 @@ def block_size(latency_ms: float) -> int:
 
 
 def interleaved(
-    runs: Mapping[str, Callable[[], Any]], *, budget_s: float, lo: int, hi: int, warmup: int = 2
+    runs: Mapping[str, Callable[[], Any]],
+    *,
+    budget_s: float,
+    lo: int,
+    hi: int,
+    warmup: int = 2,
+    own_blocks: bool = False,
 ) -> tuple[dict[str, list[float]], float, int]:
-    """Time every callable of ``runs`` once per iteration, interleaved; return samples, wall time, block.
+    """Time every callable of ``runs`` once per iteration, interleaved; return samples, wall time, block
+    (the largest block used).
 
     ``warmup`` untimed rotations come first (first inferences allocate and compile kernels); the slowest
     runtime's fastest warm-up run chooses the block size (a first inference's time would choose blocks too
     short for the model: a 0.6 ms split got blocks of 2, the second inference after a switch, not the
-    steady state a block measures). Then iterations (each in a fresh random order) run until ``budget_s`` has
-    passed and at least ``lo`` iterations are done, or ``hi`` are: the wall time stays near the budget
-    however the machine's load changes.
+    steady state a block measures). With ``own_blocks`` each runtime's own fastest warm-up run chooses its
+    block, never under 2 (the first dropped): where the group mixes an 11 ms runtime with 20 ms ones, blocks
+    of 1 left the fast one's samples to the neighbour's after-effects, and two identical placements measured
+    3 % apart. Then iterations (each in a fresh random order) run until ``budget_s`` has passed and at
+    least ``lo`` iterations are done, or ``hi`` are: the wall time stays near the budget however the
+    machine's load changes.
     """
     names = list(runs)
     shuffler = random.Random(0)
@@ -76,7 +86,11 @@ def interleaved(
         for name in names:
             took, _ = timed(runs[name])
             fastest[name] = min(fastest[name], took * 1e3)
-    block = block_size(max(fastest.values(), default=0.0))
+    if own_blocks:
+        blocks = {name: max(2, block_size(fastest[name])) for name in names}
+    else:
+        blocks = dict.fromkeys(names, block_size(max(fastest.values(), default=0.0)))
+    block = max(blocks.values(), default=1)
     samples: dict[str, list[float]] = {name: [] for name in names}
     clock = time.perf_counter
     enabled = gc.isenabled()
@@ -90,11 +104,11 @@ def interleaved(
             for name in order:
                 fn = runs[name]
                 times = []
-                for _ in range(block):
+                for _ in range(blocks[name]):
                     start = clock()
                     fn()
                     times.append(clock() - start)
-                samples[name].append(statistics.median(times[1:] if block > 1 else times))
+                samples[name].append(statistics.median(times[1:] if len(times) > 1 else times))
             done = i + 1
             if done % 2 == 0 and done >= lo and clock() - began >= budget_s:
                 break

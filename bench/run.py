@@ -104,6 +104,7 @@ class Settings:
     sections: tuple[str, ...] = SECTIONS
     threads: int = 0  # threads per session, 0: each runtime's default
     tune_budget_s: float = placement.TUNE_BUDGET_S  # hetero tune's budget per model (placement section)
+    placement_budget_s: float = 20.0  # the placement section's interleaved timing per model: 2 % targets
     placement_models: tuple[str, ...] = ()  # the placement section's models (empty: its defaults)
 
     @classmethod
@@ -139,6 +140,7 @@ class Settings:
             sections=tuple(sections),
             threads=threads,
             tune_budget_s=placement.QUICK_TUNE_BUDGET_S,
+            placement_budget_s=0.3,
         )
 
 
