@@ -99,6 +99,14 @@ OCR_MODELS = {
         "e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c",
         "Apache-2.0",
     ),
+    # ddddocr's older captcha recogniser, dynamically quantized (ConvInteger, DynamicQuantizeLSTM,
+    # MatMulInteger), input 1x1x64xW with W dynamic: its outputs depend on the CPU EP's thread count
+    "ddddocr_common_old": Shipped(
+        "ddddocr==1.6.1",
+        "ddddocr/common_old.onnx",
+        "b8f2ad9cbc1f2e3922a6cb9459e30824e7e2467f3fb4fd61420640e34ea0bf68",
+        "MIT",
+    ),
 }
 
 

@@ -154,6 +154,12 @@ def _devices(core: Core, device: str) -> list[str]:
     return available
 
 
+def _on_cpu(core: Core, model: Model, config: Mapping[str, Any]) -> Any:
+    """``model`` compiled on the CPU device with the tune's ``config`` and no .dot files: the reference the
+    candidates are compared with, and the run that gives the regions' input values."""
+    return core.compile_model(model, "CPU", {**config, **NO_DOT_FILES})
+
+
 def _check_budget(budget_s: float, compile_s: float, run_ms: float) -> None:
     """TuneBudgetError where ``budget_s`` is under three candidates' price (the automatic plan, one other, the
     validation), one candidate being a compile of ``compile_s`` and RUNS_PER_CANDIDATE runs of ``run_ms``
@@ -201,7 +207,6 @@ class _Search:
         self.compiled: dict[str, Any] = {}
         self.compile_s, self.run_ms, self.phase = 0.0, 0.0, "starting"
         self.twin: Candidate | None = None
-        self.reference_model: Any = None
 
     def tell(self, text: str) -> None:
         """Report progress: ``text`` and the part of the budget spent."""
@@ -324,8 +329,8 @@ class _Search:
             return
         tensors = list(dict.fromkeys(t for r in cut for t in (*r.inputs, *r.outputs)))
         self.tell("the reference run")
-        self.reference_model = self.core.compile_model(tapped_model(self.model, tensors), "CPU", NO_DOT_FILES)
-        values = {**self.feeds, **self.reference_model(self.feeds)}
+        tapped = _on_cpu(self.core, tapped_model(self.model, tensors), self.config)
+        values = {**self.feeds, **tapped(self.feeds)}
         self.tell("the boundary cost")
         boundary, medians = costs.measure_boundary(
             self.core,
@@ -430,10 +435,10 @@ class _Search:
             raise CompileError(
                 "no candidate could be measured: every one failed to compile or run (see the notes)"
             )
-        if self.reference_model is None:  # the cost model did not run: the whole model alone
-            self.reference_model = self.core.compile_model(self.model, "CPU", NO_DOT_FILES)
-        names = [o.name for o in self.model.outputs]
-        want = [{n: self.reference_model(f)[n] for n in names} for f in self.feeds_list]
+        # the whole model with the candidates' config: a dynamically quantized model's outputs depend on the
+        # thread count (ddddocr's common_old: 1.12 on 2 elements between 1 and 2 threads)
+        reference = _on_cpu(self.core, self.model, self.config)
+        want = [{n: reference(f)[n] for n in (o.name for o in self.model.outputs)} for f in self.feeds_list]
         if ranked[0] is not self.report.measured[0]:
             self.note(self.report.simpler_note(ranked[0], SIMPLER_MARGIN))
         for c in ranked:
