@@ -60,8 +60,8 @@ LABELS = {
 }
 HEAVY = ("resnet50", "ppocr_det")
 #: every runtime is compiled twice and each sample is the mean of both instances' (interleaved apart):
-#: two sessions of one model in one process can differ by up to 4 % (ppocr_rec, ORT [OpenVINO, CPU]),
-#: which a 2 % target cannot leave to the draw of one instance
+#: compiles of one runtime differ by up to 2 % in one process (bench/instances.py on ppocr_rec), which a
+#: 2 % target cannot leave to the draw of one instance
 TWIN = "~2"
 
 

@@ -8,6 +8,7 @@ output, checked by the harness itself (``make bench``).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import onnxruntime as ort
 import pytest
 from support import pypi_models
+from support.helpers import needs_openvino
 
 HAS_OPENVINO_EP = "OpenVINOExecutionProvider" in ort.get_available_providers()
 ROOT = Path(__file__).resolve().parents[2]
@@ -167,6 +169,19 @@ def test_quick_run_draws_the_boundary_plot(quick_run):
     png = out / "boundary_overhead.png"
     assert png.exists()
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+INSTANCES = ROOT / "bench" / "instances.py"
+
+
+@pytest.mark.slow
+@needs_openvino
+def test_instances_prints_every_runtime_with_its_paired_ratio():
+    pypi_models.fetch("ppocr_cls")
+    done = _script(INSTANCES, "--model", "ppocr_cls", "--instances", "1", "--budget", "0.3", timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for rid in ("hetero_ov#0", "ort_ov#0", "inner_run"):
+        assert re.search(rf"^{rid} +median +[0-9.]+ ms +paired vs ort_ov#0 [0-9.]+$", done.stdout, re.M)
 
 
 GPU = ROOT / "bench" / "gpu.py"
