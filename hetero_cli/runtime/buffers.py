@@ -18,6 +18,7 @@ import numpy as np
 from ..ort.values import CPU, Shape, buffer, c_session, io_binding, nbytes
 from .steps import Step
 from .straight import Straight, straight
+from .whole import Whole, whole
 
 # model outputs up to this size come from the request's own buffer, copied for the caller; larger ones
 # are allocated by ORT each run and handed over as they are (a copy would cost more than the allocation)
@@ -60,6 +61,8 @@ class Buffers:
     views: dict[str, np.ndarray] = field(default_factory=dict)
     # direct, every model input static and every model output copied from a buffer: the hot path
     straight: Straight | None = None
+    # one host session runs the whole model and straight does not serve: ORT's own run on the caller's arrays
+    whole: Whole | None = None
 
 
 class BufferPool:
@@ -176,4 +179,7 @@ def allocate(
                 steps=tuple(steps),
                 fed=fed,
             )
-    return Buffers(generation, bindings, tensors, direct, fed, views, hot)
+    single = None
+    if hot is None and not unbound:
+        single = whole(list(steps), model_inputs, tuple(name for name, _ in output_sources))
+    return Buffers(generation, bindings, tensors, direct, fed, views, hot, single)

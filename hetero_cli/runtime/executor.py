@@ -1,10 +1,12 @@
 """Execution: run a request's steps (its compiled model's subgraph sessions, in order) on its feeds.
 
 Intermediate tensors stay OrtValues from producer to consumer (no numpy round trip). An inference takes
-one of four paths, the fastest its buffer set allows:
+one of five paths, the fastest its buffer set allows:
 
 - straight (runtime.straight): every subgraph pre-bound, the caller's dict exactly the static inputs'
   arrays, every model output copied out of a buffer;
+- whole (runtime.whole): one host session runs the whole model, as ORT's own ``InferenceSession.run``
+  (where straight does not serve: a large output, a dynamic shape);
 - direct (``run_direct``): every subgraph pre-bound: bind the model inputs, run the sessions back to back;
 - bound (``run_step`` over a Binding): a subgraph's outputs pre-bound, its inputs bound per run;
 - unbound (``run_step`` otherwise): outputs made per inference (dynamic shapes, profiled subgraphs) and
@@ -34,6 +36,7 @@ from .inputs import Inputs
 from .profiling import Window
 from .results import Results
 from .steps import Step, plan_steps, step_feeds
+from .whole import Whole
 
 if TYPE_CHECKING:
     from .compiled_model import CompiledModel
@@ -112,7 +115,10 @@ class Executor:
             buffers = self.take()
             values: dict[str, Any] | None = None
             try:
-                if buffers.direct is not None:
+                served = self.run_whole(buffers.whole, feeds) if buffers.whole is not None else None
+                if served is not None:
+                    results = served
+                elif buffers.direct is not None:
                     results = self.run_direct(buffers, feeds)
                 else:
                     values = self.values(feeds, buffers)
@@ -198,15 +204,29 @@ class Executor:
                         (step.compiled, threading.get_native_id(), start / 1e3, time.time_ns() / 1e3)
                     )
             except Exception as exc:
-                refused = refused_inputs(step, exc, self.inputs.fed_by_caller)
-                if refused:
-                    raise BoundFailure(step, exc, refused) from None  # recheck compiles it again
-                if falling.may_move(self.compiled, step.compiled):
-                    raise BoundFailure(step, exc) from None  # recheck moves it (HETERO_FALLBACK)
-                raise self.failure(step, exc) from None
+                raise self.unbound_failure(step, exc) from None
             values.update(zip(step.outputs, produced, strict=True))
         for t in step.release:
             values.pop(t, None)
+
+    def run_whole(self, whole: Whole, feeds: dict[str, Any]) -> Results | None:
+        """Run the whole-model path on ``feeds``: its results, or None where it does not take them. A
+        failure raises what ``unbound_failure`` makes of it."""
+        try:
+            return whole.run(feeds)
+        except Exception as exc:
+            raise self.unbound_failure(whole.step, exc) from None
+
+    def unbound_failure(self, step: Step, exc: BaseException) -> Exception:
+        """What an unbound run's failure of ``step`` raises: BoundFailure where a session refused a
+        tensor's shape (recheck compiles it again) or HETERO_FALLBACK may move the subgraph (recheck moves
+        it), else the caller's InferenceError."""
+        refused = refused_inputs(step, exc, self.inputs.fed_by_caller)
+        if refused:
+            return BoundFailure(step, exc, refused)
+        if falling.may_move(self.compiled, step.compiled):
+            return BoundFailure(step, exc)
+        return self.failure(step, exc)
 
     def recheck(self, bound: BoundFailure, values: dict[str, Any], feeds: dict[str, Any]) -> None:
         """Tell why a subgraph failed, given the inference's tensors (``values``) and model inputs

@@ -351,3 +351,55 @@ def test_openvino_cpu_split_links_tensors_across_devices(seed):
     x = seeded((8, 16), seed=seed)
     assert_same(request.infer({"x": x}), ort_run(proto, {"x": x}), exact=False)
     assert all(b is not None for b in buffers(request).bindings)
+
+
+# --- one session for the whole model: ORT's own run (runtime.whole) ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("shape", "path"),
+    [((2, 3), "straight"), ((128, 256), "whole"), (("n", 3), "whole")],
+    ids=["small output", "over 64 KiB", "dynamic"],
+)
+def test_one_session_takes_the_straight_path_else_runs_as_orts_own_session(shape, path):
+    proto = chain(shape=shape)
+    request = cpu_split(proto, ["A"] * 4).create_infer_request()
+    outputs = []
+    for seed, n in enumerate((4, 2, 4)):
+        real = tuple(n if d == "n" else d for d in shape)
+        x = seeded(real, seed=seed)
+        y = request.infer({"x": x})
+        assert_same(y, ort_run(proto, {"x": x}))
+        assert y[0] is y["y"]  # Results: keyed by index and port too
+        outputs.append((x, y["y"]))
+    used = buffers(request)
+    assert (used.straight is not None, used.whole is not None) == (path == "straight", path == "whole")
+    first, second = outputs[0][1], outputs[1][1]
+    assert not np.shares_memory(first, second)
+    for x, y in outputs:  # each inference's outputs are the caller's: never overwritten by a later one
+        assert_same({"y": y}, ort_run(proto, {"x": x}))
+
+
+def test_one_session_taking_an_overridable_initializer_takes_the_general_path():
+    nodes = [h.make_node("Add", ["x", "bias"], ["y"], name="add")]
+    proto = make_model(
+        nodes, [vi("x", [128, 256]), vi("bias", [256])], [vi("y", [128, 256])], [const("bias", [1.0] * 256)]
+    )
+    request = cpu_split(proto, ["A"]).create_infer_request()
+    x = seeded((128, 256))
+    bias = seeded((256,), seed=3)
+    assert_same(request.infer({"x": x, "bias": bias}), ort_run(proto, {"x": x, "bias": bias}))
+    assert_same(request.infer({"x": x}), ort_run(proto, {"x": x}))
+    assert buffers(request).whole is None  # fed or not, the initializer is the session's to take
+
+
+def test_a_split_or_a_profiled_session_never_takes_the_whole_path():
+    proto = chain(shape=(128, 256))
+    x = seeded((128, 256))
+    split = cpu_split(proto).create_infer_request()
+    assert_same(split.infer({"x": x}), ort_run(proto, {"x": x}))
+    assert buffers(split).whole is None
+    profiled = hc.Core().compile_model(proto, "HETERO:CPU", {"PERF_COUNT": "YES"}).create_infer_request()
+    assert_same(profiled.infer({"x": x}), ort_run(proto, {"x": x}))
+    assert buffers(profiled).whole is None
+    assert profiled.get_profiling_info()
