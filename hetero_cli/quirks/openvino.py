@@ -200,6 +200,22 @@ SHAPE_OF_OUTPUT = Quirk(
     signature="node not found in graph cache",
 )
 
+STALE_AFTER_FAILURE = Quirk(
+    id="openvino-stale-output-after-failure",
+    ep=EP,
+    versions_seen=SEEN,
+    upstream=NOT_REPORTED,
+    summary=(
+        "After a run fails inside the EP (a Reshape to a shape its input cannot take), the same inputs a "
+        "second time pass: the EP reshapes to the last shape that succeeded, and no error says so"
+    ),
+    repro=_TESTS + "test_openvino_answers_a_failed_input_again_with_the_last_outputs",
+    hook=(
+        "runtime.executor.Executor.recheck: the unbound rerun of a failed pre-bound run counts as a success "
+        "only where its outputs differ from the declared shapes; the whole path (runtime.whole) is never rerun"
+    ),
+)
+
 QUIRKS = (
     OUTER_SCOPE_LOOP,
     EMPTY_TENSOR,
@@ -213,6 +229,7 @@ QUIRKS = (
     THREAD_COUNTS,
     INPUT_ORDER,
     SHAPE_OF_OUTPUT,
+    STALE_AFTER_FAILURE,
 )
 
 # the precisions the EP takes on each OpenVINO device it restricts (openvino-cpu-precision)

@@ -234,8 +234,9 @@ class Executor:
 
         A session that refused the shape of a tensor from an earlier subgraph (the model declared
         another) is compiled again with it dynamic (CompiledModel.relax). Else the subgraph runs the plain
-        way, its outputs unbound: a success means its outputs' declared shapes were wrong, and from now on
-        they are made per inference; a real failure fails again, and is raised (InferenceError) unless
+        way, its outputs unbound: a success with outputs other than the declared ones means those were
+        wrong, and from now on they are made per inference; a real failure (or a success in exactly the
+        declared shapes and types, which cannot explain the bound failure) fails again, and is raised (InferenceError) unless
         HETERO_FALLBACK moves the subgraph (CompiledModel.fall_back) for the inference to start over."""
         step = bound.step
         refused = bound.refused
@@ -247,7 +248,11 @@ class Executor:
             self._replan()  # the subgraphs as compiled again
             return
         try:
-            run_unbound(step, step.compiled.session, step_feeds(step, values))
+            produced = run_unbound(step, step.compiled.session, step_feeds(step, values))
+            if as_declared(step, produced):
+                # not a shape matter after all: the OpenVINO EP answers a failed run again with the last
+                # inference's outputs (quirk openvino-stale-output-after-failure), so the first failure stands
+                raise bound.cause
         except Exception as exc:
             if not self.compiled.fall_back(step.compiled, exc, self.wrapped(feeds)):
                 raise self.failure(step, exc) from None
@@ -313,6 +318,19 @@ def run_bound(binding: Binding, step: Step, values: dict[str, Any]) -> None:
         produced = io.get_outputs()
         for i, name in binding.fresh:
             values[name] = produced[i]
+
+
+def as_declared(step: Step, produced: list[Any]) -> bool:
+    """Whether ``produced`` (a pre-bound step's outputs, run unbound) have exactly the shapes and types
+    its buffers were allocated with: then the bound run's failure was not theirs."""
+    if step.buffers is None:
+        return False
+    for value, (shape, element) in zip(produced, step.buffers, strict=True):
+        if not isinstance(value, OrtValue) or ortv.ELEMENT_TYPES.get(value.data_type()) != element:
+            return False
+        if tuple(value.shape()) != shape:
+            return False
+    return True
 
 
 def run_unbound(step: Step, session: Any, feeds: dict[str, Any]) -> list[Any]:

@@ -216,3 +216,23 @@ def test_openvino_loses_a_folded_constant_of_shape_beside_its_source():
     assert run(proto, {"x": seeded((2, 3, 4))}, ["CPUExecutionProvider"]).shape == (6, 4)
     with pytest.raises(Exception, match="z node not found in graph cache"):
         session_of(proto, OPENVINO)
+
+
+@needs_openvino
+def test_openvino_answers_a_failed_input_again_with_the_last_outputs():
+    """Relu(x [2,4]) -> Reshape(s) -> Neg: s = [5,5] fails in the EP; the same inputs a second time pass,
+    reshaped to the last shape that succeeded, [4,2]."""
+    nodes = [
+        h.make_node("Relu", ["x"], ["r"], name="relu"),
+        h.make_node("Reshape", ["r", "s"], ["m"], name="reshape"),
+        h.make_node("Neg", ["m"], ["z"], name="neg"),
+    ]
+    proto = make_model(nodes, [vi("x", [2, 4]), vi("s", [2], TensorProto.INT64)], [vi("z", None)])
+    session = session_of(proto, OPENVINO)
+    x = seeded((2, 4))
+    assert session.run(None, {"x": x, "s": np.array([4, 2], np.int64)})[0].shape == (4, 2)
+    bad = {"x": seeded((2, 4), seed=1), "s": np.array([5, 5], np.int64)}
+    with pytest.raises(Exception, match=r"cannot be reshaped|conflicts with the reshape pattern"):
+        session.run(None, bad)
+    again = session.run(None, bad)[0]
+    np.testing.assert_array_equal(again, -np.maximum(bad["x"], 0).reshape(4, 2))
