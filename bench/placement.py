@@ -59,10 +59,29 @@ LABELS = {
     "openvino": "native OpenVINO CPU f32",
 }
 HEAVY = ("resnet50", "ppocr_det")
-#: every runtime is compiled twice and each sample is the mean of both instances' (interleaved apart):
-#: compiles of one runtime differ by up to 2 % in one process (bench/instances.py on ppocr_rec), which a
-#: 2 % target cannot leave to the draw of one instance
-TWIN = "~2"
+#: every runtime is compiled several times and each sample is the mean of its instances' (interleaved
+#: apart): compiles of one runtime differ by up to 2 % in one process (bench/instances.py on ppocr_rec),
+#: which a 2 % target cannot leave to the draw of one instance, nor to the least of four drawn runtimes
+INSTANCES = 4
+#: models whose weights, held by every instance of seven runtimes, would crowd the machine's memory
+#: (AlexNet and ZFNet-512: 230-250 MB of float weights per copy): two instances each
+LARGE = ("bvlc_alexnet", "zfnet512")
+
+
+def instance_id(rid: str, i: int) -> str:
+    """The name runtime ``rid``'s instance ``i`` is timed under (instance 0: ``rid`` itself)."""
+    return rid if i == 0 else f"{rid}~{i + 1}"
+
+
+def creation_order(ids: Sequence[str], instances: int) -> list[tuple[str, int]]:
+    """(runtime, instance) in the order they are compiled: the runtimes in turn for each instance, the
+    order reversed every other instance, so that no runtime is always compiled first or last (where a
+    compile lands in memory shows in its speed)."""
+    order = []
+    for i in range(instances):
+        for rid in ids if i % 2 == 0 else reversed(ids):
+            order.append((rid, i))
+    return order
 
 
 def real_path(name: str) -> Path:
@@ -155,8 +174,8 @@ def paired(candidate: Sequence[float], baseline: Sequence[float]) -> dict[str, f
 
 def measure_model(run: Any, name: str, kind: str, path: Path, tmp: Path) -> dict[str, Any]:
     """Tune one model, then time the tuned placement interleaved with the automatic plan and every
-    single-device runtime, each as two instances (TWIN); medians, and each one's paired ratio of the tuned
-    placement to it."""
+    single-device runtime, each as INSTANCES compiles (two for LARGE models) made in creation_order;
+    medians, and each one's paired ratio of the tuned placement to it."""
     settings = run.settings
     feeds = graphs.random_feeds(runtimes.model_inputs(path), seed=0)
     entry: dict[str, Any] = {
@@ -175,19 +194,19 @@ def measure_model(run: Any, name: str, kind: str, path: Path, tmp: Path) -> dict
         ids.remove("hetero_openvino")
         entry["hetero_openvino_skipped"] = note
     run.progress(f"placement: {name}, timing {', '.join(ids)}")
-    prepared: dict[str, runtimes.Prepared] = {}
-    twins: dict[str, runtimes.Prepared] = {}
+    count = 2 if name in LARGE else INSTANCES
+    compiled: dict[str, runtimes.Prepared] = {}
     errors: dict[str, str] = {}
-    for rid in ids:
+    for rid, i in creation_order(ids, count):
+        if rid in errors:
+            continue
         try:
-            prepared[rid] = prepare(rid, path, tuned_path, feeds)
-            twins[rid] = prepare(rid, path, tuned_path, feeds)
+            compiled[instance_id(rid, i)] = prepare(rid, path, tuned_path, feeds)
         except Exception as exc:  # a runtime that fails is a result, not the end of the section
-            prepared.pop(rid, None)
             errors[rid] = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
+    prepared = {rid: compiled[rid] for rid in ids if rid not in errors}
     expected = prepared["ort_cpu"].outputs() if "ort_cpu" in prepared else None
-    timed = {rid: p.infer for rid, p in prepared.items()}
-    timed.update({rid + TWIN: p.infer for rid, p in twins.items()})
+    timed = {key: p.infer for key, p in compiled.items() if key.split("~")[0] not in errors}
     raw, wall, block = measure.interleaved(
         timed,
         budget_s=settings.placement_budget_s,
@@ -196,10 +215,23 @@ def measure_model(run: Any, name: str, kind: str, path: Path, tmp: Path) -> dict
         warmup=settings.warmup,
         own_blocks=True,
     )
-    samples = {rid: [(a + b) / 2 for a, b in zip(raw[rid], raw[rid + TWIN], strict=True)] for rid in prepared}
-    twins.clear()
+    samples = {
+        rid: [
+            statistics.fmean(row)
+            for row in zip(*(raw[instance_id(rid, i)] for i in range(count)), strict=True)
+        ]
+        for rid in prepared
+    }
+    compiled.clear()
     stats = {rid: measure.Stats.of(s) for rid, s in samples.items()}
-    entry.update({"iterations": stats["tuned"].n if "tuned" in stats else 0, "block": block, "wall_s": wall})
+    entry.update(
+        {
+            "iterations": stats["tuned"].n if "tuned" in stats else 0,
+            "block": block,
+            "wall_s": wall,
+            "instances": count,
+        }
+    )
     entry["runtimes"] = {
         rid: {
             "label": LABELS[rid],

@@ -155,6 +155,7 @@ def test_quick_run_writes_results_json(quick_run):
         assert {"tuned", "hetero_ov", "hetero_cpu", "ort_cpu", "ort_ov"} <= set(entry["runtimes"]), entry
         assert entry["tune"]["wall_s"] > 0 and entry["tune"]["winner"]
         assert entry["fastest_single"] in entry["runtimes"] and entry["vs_automatic"] > 0
+        assert entry["instances"] == 4  # every runtime compiled four times, its samples their mean
     for key in ("placement_vs_single", "placement_vs_automatic", "placement_win", "placement_validation"):
         assert status[key] in ("PASS", "FAIL"), (key, results["targets"])
 
