@@ -49,14 +49,17 @@ class Model:
 
     Usually made by ``Core().read_model(...)``. ``proto``: the parsed model; ``path``: the file it was
     read from, whose large weights then stay there until something needs them in memory (None for a model
-    given in memory). ModelError for a graph with a cycle. What it holds: ``index`` (GraphIndex: node
+    given in memory); ``own_file=False`` where ``proto`` was made from the model in that file rather than
+    read from it (its weights are references into the file, or its own: Weights). ModelError for a graph with a cycle. What it holds: ``index`` (GraphIndex: node
     order, producers, readers, constants), ``weights`` (Weights: the initializers and where their data
     lies), ``types`` (TypeTable: declared, inferred and corrected tensor types).
     """
 
-    def __init__(self, proto: onnx.ModelProto, path: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self, proto: onnx.ModelProto, path: str | os.PathLike[str] | None = None, *, own_file: bool = True
+    ) -> None:
         self.path = Path(path).absolute() if path is not None else None
-        self.weights = Weights(proto, self.path)
+        self.weights = Weights(proto, self.path, own_file=own_file)
         self._proto = self.weights.skeleton
         self.index = GraphIndex(self._proto)
         self._ops = self.index.ops

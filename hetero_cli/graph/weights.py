@@ -31,13 +31,16 @@ class Weights:
 
     ``proto``: the model as parsed; ``path``: its file, or None for a model given in memory (whose weights
     then all stay in memory). ``skeleton`` is the model as held, which ``proto`` fills in place with the
-    weights read back from the file the first time they are needed.
+    weights read back from the file the first time they are needed. ``own_file``: False for a model made
+    from another one read from ``path`` (an extract whose weights are references into that file, or
+    embedded where none could be made): its embedded weights are not that file's, in its order, and stay
+    in memory; its references are resolved against the file's folder.
     """
 
-    def __init__(self, proto: onnx.ModelProto, path: Path | None):
+    def __init__(self, proto: onnx.ModelProto, path: Path | None, *, own_file: bool = True):
         self.path = path
         self._in_file: tuple[int, ...] = ()
-        if path is not None:
+        if path is not None and own_file:
             proto, self._in_file = weights_left_in_file(proto)
         self.skeleton = proto
         self._lock = threading.Lock()

@@ -198,3 +198,31 @@ def test_an_embedded_export_stands_on_its_own(tmp_path):
     onnx.save(standalone, elsewhere)
     x = seeded((2, 64))
     assert_same(ort_run(onnx.load(elsewhere), {"x": x}), ort_run(proto, {"x": x}))
+
+
+def test_a_tapped_model_holding_weights_no_reference_reaches_compiles_and_runs(tmp_path):
+    """hetero validate's and tune's tapped model (the whole graph, more outputs) of a model read from a
+    file: a weight stored as float_data cannot be referenced in the file, so the extract holds it, in
+    another place among the initializers than the file's; nothing may take it for a weight left in the
+    file (which then 'changed on disk')."""
+    from hetero_cli.app.validate.reference import tapped_model
+
+    nodes = [
+        h.make_node("MatMul", ["x", "w0"], ["a"], name="mm0"),
+        h.make_node("Relu", ["a"], ["r"], name="relu"),
+        h.make_node("MatMul", ["r", "w1"], ["y"], name="mm1"),
+    ]
+    typed = h.make_tensor("w1", TensorProto.FLOAT, [64, 64], seeded((64, 64), seed=2).ravel().tolist())
+    inits = [typed, const("w0", seeded((64, 64), seed=1))]  # w1 in float_data, not raw, listed first
+    proto = make_model(nodes, [vi("x", [2, 64])], [vi("y", [2, 64])], inits)
+    path = tmp_path / "m.onnx"
+    onnx.save(proto, path)
+    model = hc.Core().read_model(path)
+    tapped = tapped_model(model, ["r"])
+    x = seeded((2, 64))
+    got = hc.Core().compile_model(tapped, "CPU")({"x": x})
+    want = ort_run(proto, {"x": x})
+    np.testing.assert_array_equal(got["y"], want["y"])
+    assert got["r"].shape == (2, 64)
+    split = cpu_split(tapped)  # a split of it exports every subgraph's weights from the same places
+    np.testing.assert_array_equal(split({"x": x})["y"], want["y"])

@@ -31,7 +31,7 @@ def standalone(proto: onnx.ModelProto, source: Model) -> Model:
     """``proto`` (extracted from ``source``, its weights referenced in ``source``'s file, as
     placement.export.extract makes it) as a Model a Core compiles: those references resolved against
     ``source``'s folder."""
-    return _Standalone(proto, source.path)
+    return _Standalone(proto, source.path, own_file=False)
 
 
 def tapped_model(model: Model, tensors: Iterable[str]) -> Model:
