@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..ort.values import RUN_OPTIONS, c_session
+from ..ort.values import ELEMENT_TYPES, RUN_OPTIONS, c_session
 from .results import Results
 from .steps import Step
 
@@ -33,8 +33,8 @@ class Whole:
 
 def whole(steps: list[Step], model_inputs: Collection[str], outputs: tuple[str, ...]) -> Whole | None:
     """The whole-model path over ``steps`` when it is one host session whose inputs are exactly
-    ``model_inputs`` and whose outputs include every model output (``outputs``, in order), run on numeric
-    tensors with nothing profiled or overridable; else None."""
+    ``model_inputs`` and whose outputs include every model output (``outputs``, in order), numeric
+    tensors of numpy's types, with nothing profiled or overridable; else None."""
     if len(steps) != 1:
         return None
     [step] = steps
@@ -48,6 +48,9 @@ def whole(steps: list[Step], model_inputs: Collection[str], outputs: tuple[str, 
         or not set(outputs) <= set(step.outputs)
     ):
         return None
+    types = {o.name: o.type for o in s.session.get_outputs()}
+    if not all(types.get(name) in ELEMENT_TYPES for name in outputs):
+        return None  # bfloat16 and the like: ORT's run cannot hand them over, the general path says so
     session_run = c_session(s.session).run
     names = list(outputs)
     count = len(step.inputs)
