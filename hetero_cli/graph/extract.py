@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+import numpy as np
 import onnx
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from .model import Model
 from .node import Node
@@ -25,13 +26,16 @@ def extract_model(
     embed: bool = False,
     types: Mapping[str, onnx.TypeProto],
     fed: frozenset[str] = frozenset(),
+    values: Mapping[str, np.ndarray] | None = None,
 ) -> onnx.ModelProto:
     """A model of ``nodes`` (topologically sorted here) reading ``inputs`` and producing ``outputs``.
 
     ``types``: the type of every input and output (the caller knows them: onnx's inference, or ONNX
     Runtime's for contrib ops); ``embed``: weights copied in rather than referenced in the model's file;
-    ``fed``: overridable initializers made plain inputs, fed at every run. Returns a model that keeps the
-    source's IR version, opsets, functions and metadata, its nodes named by their friendly names.
+    ``fed``: overridable initializers made plain inputs, fed at every run; ``values``: tensors the nodes
+    read that come in as constants of the model's own ({name: value}: static shape values made outside
+    ``nodes``). Returns a model that keeps the source's IR version, opsets, functions and metadata, its
+    nodes named by their friendly names.
     """
     chosen = sorted(nodes, key=lambda n: n.index)
     src = model.skeleton
@@ -60,6 +64,9 @@ def extract_model(
                 new.input.append(declared_inputs[t])
         elif t in sparse:
             new.sparse_initializer.append(sparse[t])
+    for t, value in (values or {}).items():
+        if t in read and t not in produced:
+            new.initializer.append(numpy_helper.from_array(np.asarray(value), t))
     for t in outputs:
         new.output.append(helper.make_value_info(t, types[t]))
     boundary = set(inputs) | set(outputs)

@@ -27,6 +27,7 @@ from .copies import model_copy
 from .index import GraphIndex
 from .node import AFFINITY, Node
 from .saving import write_model
+from .shape_values import shape_values
 from .types import TypeTable, has_half_floats, type_shape
 from .weights import Weights
 
@@ -76,6 +77,7 @@ class Model:
         self.types = TypeTable(self._proto.graph, control_flow, weightless)
         # the folder sessions find the weights kept in files in (external data, or the model's own file)
         self.external_dir = self.weights.external_dir
+        self._shape_values: dict[str, np.ndarray] | None = None
         # what each device's query claimed of this model's nodes (placement.query's, kept with the model)
         self.query_cache: dict[Any, frozenset[str]] = {}
 
@@ -257,6 +259,15 @@ class Model:
         """Use ``value_type`` for tensor ``name`` from now on, in later compiles of this model too (the
         contract: TypeTable); None takes a correction back."""
         self.types.correct_type(name, value_type)
+        self._shape_values = None  # a shape they follow from may be the one corrected
+
+    def shape_values(self) -> dict[str, np.ndarray]:
+        """{tensor: value} of the tensors whose values follow from the model's fixed shapes and constants
+        (graph.shape_values: Shape of a tensor of fixed shape, and the arithmetic on it), worked out once
+        (again after a type correction). A cut between subgraphs never carries one."""
+        if self._shape_values is None:
+            self._shape_values = shape_values(self)
+        return self._shape_values
 
     def correction(self, name: str) -> onnx.TypeProto | None:
         """The type correct_type gave ``name``, or None."""

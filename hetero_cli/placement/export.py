@@ -6,8 +6,9 @@ and node metadata; nodes are named by their friendly names so ORT's placement re
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
+import numpy as np
 import onnx
 
 from ..graph import Model, Node
@@ -27,6 +28,7 @@ def subgraph_model(
     initializers that become plain inputs, fed at every run (for EPs that would fold them).
     """
     nodes = [model.node(n) for n in (*subgraph.constant_nodes, *subgraph.nodes)]
+    values = model.shape_values() if subgraph.fixed else {}
     return extract(
         model,
         nodes,
@@ -35,6 +37,7 @@ def subgraph_model(
         name=f"{model.name}_{subgraph.name}",
         embed=embed,
         fed=frozenset(fed),
+        values={t: values[t] for t in subgraph.fixed},
     )
 
 
@@ -56,13 +59,16 @@ def extract(
     name: str,
     embed: bool = False,
     fed: frozenset[str] = frozenset(),
+    values: Mapping[str, np.ndarray] | None = None,
 ) -> onnx.ModelProto:
     """graph.extract.extract_model with the boundary typed here: onnx's inference, else ONNX Runtime's.
 
     Raises ModelError where neither can tell a boundary tensor's type.
     """
     types = _types_for(model, [*inputs, *outputs])
-    return extract_model(model, nodes, inputs, outputs, name=name, types=types, embed=embed, fed=fed)
+    return extract_model(
+        model, nodes, inputs, outputs, name=name, types=types, embed=embed, fed=fed, values=values
+    )
 
 
 def _types_for(model: Model, names: Sequence[str]) -> dict[str, onnx.TypeProto]:

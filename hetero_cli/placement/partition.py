@@ -29,7 +29,9 @@ class Subgraph:
 
     ``index``: place in execution order, from 0; ``nodes`` / ``constant_nodes``: friendly names (each
     subgraph gets its own copy of the constant-only nodes it reads); ``inputs`` / ``outputs``: the tensors
-    it reads from model inputs or earlier subgraphs, and those it hands on (or the caller gets).
+    it reads from model inputs or earlier subgraphs, and those it hands on (or the caller gets);
+    ``fixed``: static shape values made in another subgraph that it holds as constants of its own
+    (Model.shape_values: a cut never carries one).
     """
 
     index: int
@@ -38,6 +40,7 @@ class Subgraph:
     constant_nodes: tuple[str, ...]
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
+    fixed: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -68,7 +71,8 @@ class Plan:
     """Subgraphs in execution order, and where every model output comes from (Core.plan returns one).
 
     ``output_sources``: {model output: index of the subgraph producing it, or "input" / "constant" for
-    one served without a session}; ``affinities``: {friendly name: device} the plan was cut from.
+    one served without a session}; ``affinities``: {friendly name: device} the plan was cut from;
+    ``folded``: nodes no subgraph runs, that make only static shape values the subgraphs hold as constants.
     ``str(plan)`` is a readable summary, ``to_dict()`` its JSON form.
     """
 
@@ -78,6 +82,7 @@ class Plan:
     outputs: tuple[str, ...]
     output_sources: Mapping[str, int | str]
     affinities: Mapping[str, str] = field(default_factory=dict)
+    folded: tuple[str, ...] = ()
 
     @property
     def devices(self) -> list[str]:
@@ -129,12 +134,14 @@ class Plan:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form of the plan: model, inputs, outputs, output_sources and, per subgraph, its
-        name, device, nodes, constant nodes, inputs and outputs (``hetero query --json`` prints it)."""
+        name, device, nodes, constant nodes, inputs, outputs and fixed shape values (``hetero query
+        --json`` prints it)."""
         return {
             "model": self.model_name,
             "inputs": list(self.inputs),
             "outputs": list(self.outputs),
             "output_sources": dict(self.output_sources),
+            "folded": list(self.folded),
             "subgraphs": [
                 {
                     "name": s.name,
@@ -143,6 +150,7 @@ class Plan:
                     "constant_nodes": list(s.constant_nodes),
                     "inputs": list(s.inputs),
                     "outputs": list(s.outputs),
+                    "fixed": list(s.fixed),
                 }
                 for s in self.subgraphs
             ],
@@ -151,10 +159,13 @@ class Plan:
     def __str__(self) -> str:
         lines = [f"plan of {self.model_name}: {len(self.subgraphs)} subgraph(s) on {', '.join(self.devices)}"]
         for s in self.subgraphs:
+            fixed = f", holds {list(s.fixed)}" if s.fixed else ""
             lines.append(
                 f"  {s.name}: {s.device}, {len(s.nodes)} node(s), inputs {list(s.inputs)}, "
-                f"outputs {list(s.outputs)}"
+                f"outputs {list(s.outputs)}{fixed}"
             )
+        if self.folded:
+            lines.append(f"  folded (static shape values, no session): {list(self.folded)}")
         for name, source in self.output_sources.items():
             if not isinstance(source, int):
                 lines.append(f"  output {name!r} is served from the model's {source}, without a session")
@@ -207,7 +218,7 @@ def _partition(model: Model, affinities: Mapping[str, str]) -> Plan:
     group = [0] * len(active) if len(set(aff)) <= 1 else _groups(active, aff, preds, model_inputs)
 
     ordered = _order_groups(group, preds)
-    subgraphs = _build_subgraphs(model, active, aff, group, ordered)
+    subgraphs, folded = _build_subgraphs(model, active, aff, group, ordered)
     return Plan(
         model_name=model.name,
         subgraphs=subgraphs,
@@ -215,6 +226,7 @@ def _partition(model: Model, affinities: Mapping[str, str]) -> Plan:
         outputs=model.output_names,
         output_sources=_output_sources(model, subgraphs),
         affinities=dict(affinities),
+        folded=folded,
     )
 
 
@@ -379,7 +391,9 @@ def _order_groups(group: list[int], preds: list[list[int]]) -> list[int]:
 
 def _build_subgraphs(
     model: Model, active: list[Node], aff: list[str], group: list[int], order: list[int]
-) -> tuple[Subgraph, ...]:
+) -> tuple[tuple[Subgraph, ...], tuple[str, ...]]:
+    """The subgraphs of the ordered groups, and the nodes of groups that make nothing but static shape
+    values other subgraphs read (folded: each reader holds the values, no session runs them)."""
     members: dict[int, list[int]] = {g: [] for g in order}
     for k, g in enumerate(group):
         members[g].append(k)
@@ -391,39 +405,49 @@ def _build_subgraphs(
             if reader.setdefault(t, g) != g:
                 elsewhere.add(t)
     model_outputs = set(model.output_names)
-    out = []
-    for index, g in enumerate(order):
+    values = model.shape_values()
+    out: list[Subgraph] = []
+    folded: list[str] = []
+    for g in order:
         nodes = [active[k] for k in members[g]]
         produced = {t for n in nodes for t in n.outputs}
         inputs: dict[str, None] = {}
         constants: dict[str, None] = {}
+        fixed: dict[str, None] = {}
         for n in nodes:
             for t in n.inputs:
                 if t in produced:
                     continue
                 if model.is_constant(t):
                     constants[t] = None
+                elif t in values:
+                    fixed[t] = None
                 else:
                     inputs[t] = None
         outputs = [
             t
             for n in nodes
             for t in n.outputs
-            if t in model_outputs or t in elsewhere or reader.get(t, g) != g
+            if t in model_outputs or (t not in values and (t in elsewhere or reader.get(t, g) != g))
         ]
+        made = [t for n in nodes for t in n.outputs]
+        if not outputs and made and all(t in values for t in made):
+            folded.extend(n.friendly_name for n in nodes)
+            continue
         if not outputs:  # a dead-end group: keep its results observable so it still runs as in the model
-            outputs = [t for n in nodes for t in n.outputs if t not in reader]
+            outputs = [t for t in made if t not in reader]
         out.append(
             Subgraph(
-                index=index,
+                index=len(out),
                 device=aff[members[g][0]],
                 nodes=tuple(n.friendly_name for n in nodes),
                 constant_nodes=tuple(n.friendly_name for n in model.constant_nodes_for(constants)),
                 inputs=tuple(inputs),
                 outputs=tuple(dict.fromkeys(outputs)),
+                fixed=tuple(fixed),
             )
         )
-    return tuple(out)
+    return tuple(out), tuple(folded)
 
 
 def _output_sources(model: Model, subgraphs: tuple[Subgraph, ...]) -> dict[str, int | str]:

@@ -63,8 +63,14 @@ def region_model(model: Model, region: Region) -> Model:
     inputs and outputs), its weights the source model's. Raises ModelError where a boundary type is
     unknown."""
     nodes = [model.node(n) for n in (*region.constant_nodes, *region.nodes)]
+    values = model.shape_values() if region.fixed else {}
     proto = extract(
-        model, nodes, region.inputs, region.outputs, name=f"{model.name}_region{region.index + 1}"
+        model,
+        nodes,
+        region.inputs,
+        region.outputs,
+        name=f"{model.name}_region{region.index + 1}",
+        values={t: values[t] for t in region.fixed},
     )
     return standalone(proto, model)
 

@@ -36,6 +36,7 @@ class Region:
     constant_nodes: tuple[str, ...]
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
+    fixed: tuple[str, ...] = ()  # static shape values made by earlier regions: held as constants
 
 
 def support_sets(
@@ -96,18 +97,21 @@ def _regions(
     where = {name: k for k, run in enumerate(runs) for name in run}
     consumers = model.consumers()
     outputs = set(model.output_names)
+    values = model.shape_values()  # never carried across a cut (placement.partition): held where read
     regions = []
     for k, run in enumerate(runs):
         nodes = [model.node(n) for n in run]
         produced = {t for n in nodes for t in n.outputs}
         read = dict.fromkeys(t for n in nodes for t in n.inputs)
-        inputs = [t for t in read if t not in produced and not model.is_constant(t)]
+        inputs = [t for t in read if t not in produced and not model.is_constant(t) and t not in values]
         constants = [t for t in read if model.is_constant(t)]
+        fixed = [t for t in read if t not in produced and t in values and not model.is_constant(t)]
         outs = [
             t
             for n in nodes
             for t in n.outputs
-            if t in outputs or any(where.get(c.friendly_name, k) != k for c in consumers.get(t, ()))
+            if t in outputs
+            or (t not in values and any(where.get(c.friendly_name, k) != k for c in consumers.get(t, ())))
         ]
         regions.append(
             Region(
@@ -117,6 +121,7 @@ def _regions(
                 constant_nodes=tuple(n.friendly_name for n in model.constant_nodes_for(constants)),
                 inputs=tuple(inputs),
                 outputs=tuple(dict.fromkeys(outs)),
+                fixed=tuple(fixed),
             )
         )
     return regions
