@@ -35,6 +35,8 @@ def shape_values(model: Model) -> dict[str, np.ndarray]:
 
     A tensor's shape is taken from onnx's inference from the model's inputs alone (its value_info left
     out: a wrong one must not be folded into a constant), or from a correction ONNX Runtime made."""
+    if not any(n.proto.op_type in ("Shape", "Size") for n in model.get_ops()):
+        return {}  # nothing to start from: spare the shape inference (time, and memory a compile keeps)
     shapes = model.types_without_value_info
     known: dict[str, np.ndarray] = {}
     constants: dict[str, np.ndarray | None] = {}

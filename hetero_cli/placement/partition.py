@@ -405,7 +405,7 @@ def _build_subgraphs(
             if reader.setdefault(t, g) != g:
                 elsewhere.add(t)
     model_outputs = set(model.output_names)
-    values = model.shape_values()
+    values = model.shape_values() if len(order) > 1 else {}  # nothing crosses a plan of one group
     out: list[Subgraph] = []
     folded: list[str] = []
     for g in order:
