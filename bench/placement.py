@@ -52,7 +52,8 @@ REAL: dict[str, dict[str, tuple[int, ...]]] = {
     },
 }
 #: inputs a real model needs a set value in (the rest are seeded uniform [0, 1) floats): RVM's
-#: downsample_ratio, the fraction of the frame its backbone sees (0.5 for frames this size, RVM's advice)
+#: downsample_ratio, the fraction of the frame its backbone sees (0.5: 256x144, RVM's documentation asks
+#: for a downsampled size between 256 and 512)
 VALUES: dict[str, dict[str, np.ndarray]] = {
     "rvm_mobilenetv3": {"downsample_ratio": np.array([0.5], np.float32)},
 }
