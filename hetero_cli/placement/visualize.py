@@ -162,6 +162,11 @@ def subgraphs_dot(model: Model, plan: Plan) -> str:
                 f"    {node_id('op', n)} [label={_label(n, node.get_type_name(), 'subgraph=' + str(s.index + 1))}, "
                 f"fillcolor={quote(colour)}];"
             )
+        for t in s.fixed:  # a static shape value the subgraph holds as a constant of its own
+            lines.append(
+                f"    {node_id('value', t + '@' + s.name)} [label={_label(t, 'static shape value')}, "
+                f'fillcolor={quote(colour)}, style="filled,dashed", shape=note];'
+            )
         lines.append("  }")
 
     crossing = ', color="#d62728", penwidth=3, fontcolor="#d62728", style=bold'
@@ -178,6 +183,8 @@ def subgraphs_dot(model: Model, plan: Plan) -> str:
                     continue
                 if producer.is_constant:
                     src, extra = node_id("copy", producer.friendly_name + "@" + s.name), ""
+                elif tensor in s.fixed:
+                    src, extra = node_id("value", tensor + "@" + s.name), ""
                 else:
                     src = node_id("op", producer.friendly_name)
                     extra = crossing if owner[producer.friendly_name].device != s.device else ""

@@ -19,6 +19,7 @@ from support.pypi_models import OCR_MODELS, VIDEO_MODELS, fetch
 
 import hetero_cli as hc
 from hetero_cli.app.validate.reference import tapped_model
+from hetero_cli.placement.visualize import subgraphs_dot
 
 INT64 = TensorProto.INT64
 
@@ -70,6 +71,8 @@ def test_a_shape_value_read_across_a_cut_is_held_by_its_reader_and_gives_the_mod
     assert second.fixed == ("sizes",)
     assert "holds ['sizes']" in str(compiled.plan)
     assert compiled.plan.to_dict()["subgraphs"][1]["fixed"] == ["sizes"]
+    dot = subgraphs_dot(compiled.model, compiled.plan)  # drawn in its reader, as a value of its own
+    assert dot.count("static shape value") == 1 and "value:sizes@subgraph2" in dot
     x = seeded((1, 3, 8, 8))
     # Conv and Relu apart, not fused as in one session: float rounding apart
     assert_same(compiled({"x": x}), ort_run(proto, {"x": x}), exact=False)
@@ -91,6 +94,7 @@ def test_a_group_making_nothing_but_shape_values_is_folded_into_its_readers():
     assert [s.device for s in compiled.plan.subgraphs] == ["B"]
     assert compiled.plan.folded == ("shape", "gather", "mul", "concat")
     assert compiled.plan.to_dict()["folded"] == ["shape", "gather", "mul", "concat"]
+    assert "static shape value" in subgraphs_dot(compiled.model, compiled.plan)
     x = seeded((1, 3, 4, 4))
     assert_same(compiled({"x": x}), ort_run(proto, {"x": x}))
 
