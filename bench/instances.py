@@ -20,7 +20,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import graphs
 import measure
 import placement
 import runtimes
@@ -30,7 +29,7 @@ def group(name: str, instances: int, folder: Path) -> tuple[dict[str, runtimes.P
     """The group's runtimes for placement model ``name`` (its static copy written in ``folder``) and the
     feeds they are bound to."""
     [(_, _, path)] = placement.subjects([name], folder)
-    feeds = {**graphs.random_feeds(runtimes.model_inputs(path), seed=0), **placement.VALUES.get(name, {})}
+    feeds = placement.feeds_for(name, path)
     prepared: dict[str, runtimes.Prepared] = {}
     for i in range(instances):
         prepared[f"hetero_ov#{i}"] = runtimes.prepare_hetero("hetero_ov", path, feeds, placement.DEVICE)

