@@ -1,6 +1,7 @@
 # hetero-cli: `make demo` runs the main job, `make test` runs every test. Both install first if needed.
 PYTHON ?= python3
-VENV := .venv
+# `make FLAVOUR=cpu VENV=.venv-cpu test` keeps a second flavour beside the first (CI runs both)
+VENV ?= .venv
 PY := $(VENV)/bin/python
 # The OpenVINO flavour of ONNX Runtime gives two real devices (OPENVINO and CPU) on x86-64; elsewhere the CPU one.
 ARCH := $(shell uname -m)
@@ -18,6 +19,8 @@ WHEEL_cpu := onnxruntime
 WHEEL_openvino := onnxruntime-openvino
 WHEEL_gpu := onnxruntime-gpu
 OTHER_WHEELS := $(filter-out $(WHEEL_$(FLAVOUR)),$(ORT_WHEELS))
+# setuptools' notice on every editable install (folders named like the package) says nothing to a newcomer
+QUIET_EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
 
 .PHONY: install demo test lint clean bench bench-gpu
 
@@ -28,7 +31,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	if $(PY) -m pip show --quiet $(OTHER_WHEELS) >/dev/null 2>&1; then \
 		$(PY) -m pip uninstall --quiet --yes $(ORT_WHEELS); fi
-	$(PY) -m pip install --quiet -e ".[$(FLAVOUR),dev]"
+	$(QUIET_EDITABLE) $(PY) -m pip install --quiet -e ".[$(FLAVOUR),dev]"
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -53,7 +56,7 @@ clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .cache
 
 $(BENCH_STAMP): $(STAMP) pyproject.toml
-	$(PY) -m pip install --quiet -e ".[$(FLAVOUR),dev,bench]"
+	$(QUIET_EDITABLE) $(PY) -m pip install --quiet -e ".[$(FLAVOUR),dev,bench]"
 	touch $(BENCH_STAMP)
 
 # The benchmark harness (bench/README.md): hetero-cli against one ORT session and native OpenVINO, the

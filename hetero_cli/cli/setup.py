@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from .. import data
 from ..core import Core
 from ..graph import Model
 from ..placement import affinities as placed
@@ -22,8 +23,7 @@ from .options import apply_config, parse_config_options, read_affinities, read_c
 from .output import info, warn
 from .runner import running, written
 
-REPO = Path(__file__).resolve().parents[2]
-DEFAULT_MODEL = REPO / "models" / "digits.onnx"
+DEFAULT_MODEL = data.DEFAULT_MODEL
 
 
 @dataclass
@@ -84,10 +84,12 @@ def parse_device(core: Core, device: str) -> device_string.DeviceRequest:
 
 
 def default_model() -> Path:
-    """The embedded default model (models/digits.onnx in the source tree); a usage error where it is not."""
+    """The embedded default model (hetero_cli/data/digits.onnx, which models/digits.onnx in the source tree
+    links to); a usage error where an install lost it."""
     if not DEFAULT_MODEL.is_file():
         raise click.UsageError(
-            "no model given, and the default models/digits.onnx is not here: give -m MODEL"
+            f"no model given, and the embedded default {DEFAULT_MODEL} is missing (a damaged install: "
+            "reinstall hetero-cli): give -m MODEL"
         )
     return DEFAULT_MODEL
 

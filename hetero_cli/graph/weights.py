@@ -67,8 +67,22 @@ class Weights:
         self.external_dir: Path | None = None
         if self.external and path is not None:
             self.external_dir = path.parent.resolve()
+            if not own_file and self._only_references_into(self._real_file):
+                self.external_dir = self._real_file.parent  # made from a model behind a symlink
         elif self._spans and self._real_file is not None:
             self.external_dir = self._real_file.parent
+
+    def _only_references_into(self, real: Path) -> bool:
+        """Whether every external tensor of the model held is a reference into the file ``real`` (as
+        ``reference`` makes them: the source's embedded weights), none in an external data file."""
+        locations = {
+            entry.value
+            for tensor in all_tensors(self.skeleton)
+            if is_external(tensor)
+            for entry in tensor.external_data
+            if entry.key == "location"
+        }
+        return locations == {real.name}
 
     @property
     def proto(self) -> onnx.ModelProto:

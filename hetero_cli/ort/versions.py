@@ -35,6 +35,12 @@ def runtime_versions() -> dict[str, str]:
     return out
 
 
+def installed_release() -> str:
+    """The installed onnxruntime module's version ("1.24.1"), whichever flavour's wheel installed it: the
+    version the quirk records' ``fixed_in`` is compared with."""
+    return ort.__version__
+
+
 def _installed(name: str) -> bool:
     try:
         importlib.metadata.version(name)

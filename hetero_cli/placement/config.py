@@ -20,6 +20,7 @@ import numpy as np
 from .. import device as device_keys
 from .. import hint, properties
 from ..errors import ConfigError
+from ..quirks import in_force
 from ..quirks import openvino as openvino_quirks
 from . import devices as registry
 from .device_string import is_hetero_name
@@ -178,7 +179,7 @@ def _check_openvino_precision(device: Device, options: Mapping[str, str]) -> Non
     """ConfigError for a precision the OpenVINO EP refuses on the OpenVINO device ``options`` name."""
     precision = options.get("precision")
     target = options.get("device_type", "CPU").split(".")[0]
-    allowed = OPENVINO_PRECISIONS.get(target)
+    allowed = OPENVINO_PRECISIONS.get(target) if in_force(openvino_quirks.CPU_PRECISION) else None
     if precision is not None and allowed is not None and precision.upper() not in allowed:
         raise ConfigError(
             f"{device.name} cannot compute in {precision}: ONNX Runtime's OpenVINO EP takes precision "

@@ -20,7 +20,8 @@ from ..graph import Model, Node
 from ..graph.index import NONDETERMINISTIC
 from ..ort.failures import failure_reason, refused_model, unimplemented_node
 from ..ort.session import PROBE, assignment, create_session, ort, record_assignment, session_options
-from ..quirks import node_refusal
+from ..quirks import in_force, node_refusal
+from ..quirks.cpu import HALF_FLOAT_CASTS_UNRECORDED
 from .device_string import DeviceRequest
 from .devices import KINDS, Device, canonical_name, lookup
 from .export import extract
@@ -219,7 +220,7 @@ def _optimized_claims(
     missing = wanted - claimed - elsewhere
     for name, twin in (_repeats(model, missing, claimed | elsewhere) if missing else {}).items():
         (claimed if twin in claimed else elsewhere).add(name)
-    if model.has_half_floats and wanted - claimed - elsewhere:
+    if model.has_half_floats and wanted - claimed - elsewhere and in_force(HALF_FLOAT_CASTS_UNRECORDED):
         # a node missing from the record may have run on the CPU EP through Casts ORT inserted (no 16-bit
         # kernel there), not been fused away: only the exact probe can tell (cpu-half-float-casts-unrecorded)
         return None

@@ -1,22 +1,43 @@
 """The known defects of ONNX Runtime and its execution providers, one record each, and where each acts.
 
-Each record (a Quirk) says which EP is at fault, on which versions it was seen, where it is reported
-upstream, the test that reproduces it in plain ONNX Runtime (it fails once the EP is fixed: then the
-workaround can go), and the code that acts on it; that code reads its data from here. docs/limits.md has
-one section per record.
+Each record (a Quirk) says which EP is at fault, on which versions it was seen and from which release it is
+fixed, where it is reported upstream, the test that reproduces it in plain ONNX Runtime (it asserts the
+defect on an affected release and the fixed behaviour on a fixed one), and the code that acts on it; that
+code reads its data from here and acts only where the installed release is affected (``in_force``).
+docs/limits.md has one section per record.
 """
 
 from __future__ import annotations
 
+from ..ort.versions import installed_release
 from . import cpu, gpu, openvino
 from .record import NOT_REPORTED, Quirk
 
-__all__ = ["NOT_REPORTED", "Quirk", "all_quirks", "folds_initializers", "node_refusal", "quirk"]
+__all__ = [
+    "NOT_REPORTED",
+    "Quirk",
+    "all_quirks",
+    "folds_initializers",
+    "in_force",
+    "node_refusal",
+    "quirk",
+    "quirks_in_force",
+]
 
 
 def all_quirks() -> tuple[Quirk, ...]:
     """Every known quirk, by EP module (OpenVINO, CPU, NVIDIA), in the order docs/limits.md lists them."""
     return (*openvino.QUIRKS, *cpu.QUIRKS, *gpu.QUIRKS)
+
+
+def in_force(record: Quirk) -> bool:
+    """Whether the installed ONNX Runtime is a release ``record`` affects: its workaround acts only then."""
+    return record.affects(installed_release())
+
+
+def quirks_in_force() -> tuple[Quirk, ...]:
+    """The known quirks the installed ONNX Runtime release has, in ``all_quirks``' order."""
+    return tuple(q for q in all_quirks() if in_force(q))
 
 
 def quirk(quirk_id: str) -> Quirk:
@@ -28,14 +49,14 @@ def quirk(quirk_id: str) -> Quirk:
 
 
 def node_refusal(ep: str) -> Quirk | None:
-    """The quirk whose hook refuses nodes of its ``ops`` on ``ep`` (one at most per EP), or None."""
-    return next((q for q in all_quirks() if q.ep == ep and q.ops), None)
+    """The quirk in force whose hook refuses nodes of its ``ops`` on ``ep`` (one at most per EP), or None."""
+    return next((q for q in quirks_in_force() if q.ep == ep and q.ops), None)
 
 
 def folds_initializers(ep: str) -> bool:
     """Whether ``ep`` builds overridable initializers into what it compiles, ignoring a value fed for one:
     such initializers must be inputs of its sessions (the *-folds-overridable-initializers quirks)."""
     return any(
-        q.ep == ep
+        q.ep == ep and in_force(q)
         for q in (openvino.FOLDS_OVERRIDABLE_INITIALIZERS, gpu.TENSORRT_FOLDS_OVERRIDABLE_INITIALIZERS)
     )

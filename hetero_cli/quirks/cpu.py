@@ -10,17 +10,18 @@ EP = "CPUExecutionProvider"
 HALF_FLOAT_CASTS_UNRECORDED = Quirk(
     id="cpu-half-float-casts-unrecorded",
     ep=EP,
-    versions_seen="onnxruntime 1.24.1, onnxruntime-openvino 1.24.1",
+    versions_seen="onnxruntime 1.24.1, 1.25.1 and 1.26.0, onnxruntime-openvino 1.24.1",
+    fixed_in="1.27.0",
     upstream="https://github.com/microsoft/onnxruntime/pull/28268",
     summary=(
         "ORT runs a node the CPU EP has no float16 kernel for through Casts it inserts, and leaves that node "
         "out of its record of which EP runs which node (session.record_ep_graph_assignment_info)"
     ),
-    repro="tests/quirks/test_cpu_limits.py::test_a_float16_node_run_through_casts_is_missing_from_the_record",
+    repro="tests/quirks/test_cpu_limits.py::test_a_float16_node_run_through_casts_is_recorded_only_where_fixed",
     hook=(
-        "placement.query._optimized_claims: where Model.has_half_floats and a node is missing from the "
-        "record, the exact probe (optimizations off) decides; placement.query._claims: a CPU probe that "
-        "loads claims every node"
+        "placement.query._optimized_claims: on an affected release, where Model.has_half_floats and a node "
+        "is missing from the record, the exact probe (optimizations off) decides; placement.query._claims: "
+        "a CPU probe that loads claims every node (on any release: what ORT casts for the CPU EP runs there)"
     ),
 )
 
@@ -28,6 +29,7 @@ SPINNING_THREAD_POOLS = Quirk(
     id="cpu-spinning-thread-pools",
     ep=EP,
     versions_seen="onnxruntime 1.24.1, onnxruntime-openvino 1.24.1",
+    fixed_in="",
     upstream=NOT_REPORTED,
     summary=(
         "A session's intra-op threads spin after its run returns, taking the cores the next subgraph's "

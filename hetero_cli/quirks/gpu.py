@@ -8,6 +8,7 @@ TENSORRT_FOLDS_OVERRIDABLE_INITIALIZERS = Quirk(
     id="tensorrt-folds-overridable-initializers",
     ep="TensorrtExecutionProvider",
     versions_seen="not seen: assumed (TensorRT builds initializers into its engine), never checked",
+    fixed_in="",
     upstream=NOT_REPORTED,
     summary=(
         "As the OpenVINO EP does, the TensorRT EP is assumed to build overridable initializers into its "
@@ -24,6 +25,7 @@ CUDA_PLUGIN_WARNING = Quirk(
     id="cuda-plugin-ep-warning",
     ep="CUDAExecutionProvider",
     versions_seen="onnxruntime-gpu 1.31.1 (one H100)",
+    fixed_in="",
     upstream=NOT_REPORTED,
     summary=(
         "ORT's Python binding warns \"No registered plugin EP device found for 'CUDAExecutionProvider'\" on "

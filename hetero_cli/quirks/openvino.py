@@ -13,6 +13,7 @@ OUTER_SCOPE_LOOP = Quirk(
     id="openvino-outer-scope-loop",
     ep=EP,
     versions_seen=SEEN,
+    fixed_in="",
     upstream=NOT_REPORTED,
     summary=(
         "ONNX Runtime's OpenVINO execution provider cannot compile a Loop or Scan whose body reads values "
@@ -30,6 +31,7 @@ EMPTY_TENSOR = Quirk(
     id="openvino-empty-tensor",
     ep=EP,
     versions_seen=SEEN,
+    fixed_in="",
     upstream="https://github.com/openvinotoolkit/openvino/issues/37963",
     summary=(
         "A tensor with a 0 dimension comes out of the EP with each 0 made 1 (OpenVINO makes zero-sized "
@@ -43,6 +45,7 @@ CEIL_MODE_POOL = Quirk(
     id="openvino-ceil-mode-pool",
     ep=EP,
     versions_seen=SEEN,
+    fixed_in="",
     upstream=NOT_REPORTED,
     summary=(
         "A pool with ceil_mode keeps a last window that would start past the end of the input (as onnx's "
@@ -59,6 +62,7 @@ DECLARED_SHAPE_IN_SPLIT = Quirk(
     id="openvino-declared-shape-in-split",
     ep=EP,
     versions_seen=SEEN,
+    fixed_in="",
     upstream=NOT_REPORTED,
     summary=(
         "Where ORT splits one session between the OpenVINO EP and the CPU EP, the OpenVINO EP hands a "
@@ -75,6 +79,7 @@ CPU_PRECISION = Quirk(
     id="openvino-cpu-precision",
     ep=EP,
     versions_seen=SEEN,
+    fixed_in="",
     upstream=NOT_REPORTED,
     summary=(
         "On OpenVINO's CPU device the EP takes precision FP32 or ACCURACY only; for another (FP16) ORT drops "
@@ -88,6 +93,7 @@ FOLDS_OVERRIDABLE_INITIALIZERS = Quirk(
     id="openvino-folds-overridable-initializers",
     ep=EP,
     versions_seen=SEEN,
+    fixed_in="",
     upstream=NOT_REPORTED,
     summary=(
         "The EP builds initializers into what it compiles, overridable ones (also listed among the graph "
@@ -104,6 +110,7 @@ INITIALIZER_OUTPUT = Quirk(
     id="openvino-initializer-output",
     ep=EP,
     versions_seen=SEEN,
+    fixed_in="",
     upstream=NOT_REPORTED,
     summary=(
         "The EP refuses a model with an initializer among its graph outputs ('<name> node not found in "
@@ -120,6 +127,7 @@ CYCLIC_SPLIT = Quirk(
     id="openvino-cyclic-split",
     ep=EP,
     versions_seen=SEEN,
+    fixed_in="",
     upstream=NOT_REPORTED,
     summary=(
         "The EP can take nodes on both sides of one it leaves to the CPU EP; ORT then refuses the valid "
@@ -136,6 +144,7 @@ COLON_EXTERNAL_DATA = Quirk(
     id="openvino-colon-external-data",
     ep=EP,
     versions_seen=SEEN,
+    fixed_in="",
     upstream=NOT_REPORTED,
     summary=(
         "The EP cannot read external data at a location with a ':' in it (it reads 'm:x.bin' as 'x.bin'); "
@@ -152,6 +161,7 @@ THREAD_COUNTS = Quirk(
     id="openvino-thread-counts",
     ep=EP,
     versions_seen=SEEN,
+    fixed_in="",
     upstream=NOT_REPORTED,
     summary=(
         "The EP's num_of_threads and num_streams quietly mean 1 for 0 or less, and fail beyond a C int. "
@@ -173,6 +183,7 @@ INPUT_ORDER = Quirk(
     id="openvino-input-order",
     ep=EP,
     versions_seen=SEEN,
+    fixed_in="",
     upstream=NOT_REPORTED,
     summary=(
         "Given a graph whose inputs are an int64 piece of a shape and a float [?,200,1,1] tensor, in this "
@@ -189,6 +200,7 @@ SHAPE_OF_OUTPUT = Quirk(
     id="openvino-shape-of-output",
     ep=EP,
     versions_seen=SEEN,
+    fixed_in="",
     upstream=NOT_REPORTED,
     summary=(
         "Where a tensor of static shape and ConstantOfShape(Shape(that tensor)) are both graph outputs, the "
@@ -204,6 +216,7 @@ STALE_AFTER_FAILURE = Quirk(
     id="openvino-stale-output-after-failure",
     ep=EP,
     versions_seen=SEEN,
+    fixed_in="",
     upstream=NOT_REPORTED,
     summary=(
         "After a run fails inside the EP (a Reshape to a shape its input cannot take), the same inputs a "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -11,24 +12,53 @@ class Quirk:
 
     ``id``: the name docs/limits.md gives its section (lower-case words joined by ``-``). ``ep``: the
     execution provider at fault (ORT's name, e.g. ``OpenVINOExecutionProvider``). ``versions_seen``: the
-    packages it was seen with. ``upstream``: the issue or pull request upstream, or ``"not reported"``.
-    ``summary``: what goes wrong, in a sentence or two (and why no repro, where ``repro`` is empty).
-    ``repro``: the pytest node id that shows it in plain ONNX Runtime and fails once the EP is fixed (then
-    the workaround can go). ``hook``: where hetero-cli acts on it (``module.function: what it does``), or
-    ``none: ...`` where it only documents it. ``ops``: the op types the hook refuses to hand to the EP, for
-    a quirk whose hook refuses nodes. ``signature``: words the EP's error carries when the defect strikes, for
-    a quirk HETERO_FALLBACK moves subgraphs away from (its warning cites the quirk by them); empty otherwise.
+    packages it was seen with. ``fixed_in``: the first ONNX Runtime release (the ``onnxruntime`` module's
+    version, whichever flavour's wheel installs it) without the defect, or ``""`` where no fixed release is
+    known: then every release counts as affected. ``upstream``: the issue or pull request upstream, or
+    ``"not reported"``. ``summary``: what goes wrong, in a sentence or two (and why no repro, where ``repro``
+    is empty). ``repro``: the pytest node id that shows the defect in plain ONNX Runtime where the installed
+    release is affected, and the fixed behaviour where it is not (so a release that brings it back fails it).
+    ``hook``: where hetero-cli acts on it (``module.function: what it does``), or ``none: ...`` where it only
+    documents it. ``ops``: the op types the hook refuses to hand to the EP, for a quirk whose hook refuses
+    nodes. ``signature``: words the EP's error carries when the defect strikes, for a quirk HETERO_FALLBACK
+    moves subgraphs away from (its warning cites the quirk by them); empty otherwise.
     """
 
     id: str
     ep: str
     versions_seen: str
+    fixed_in: str
     upstream: str
     summary: str
     repro: str
     hook: str
     ops: frozenset[str] = frozenset()
     signature: str = ""
+
+    def affects(self, version: str) -> bool:
+        """Whether ONNX Runtime ``version`` (e.g. "1.24.1", "1.27.0.dev20260501") has the defect: True
+        before ``fixed_in``, and for every version where no fixed release is known."""
+        return not self.fixed_in or release(version) < release(self.fixed_in)
+
+    @property
+    def affected(self) -> str:
+        """The affected releases in words, as docs/limits.md gives them: "onnxruntime before 1.27.0 (fixed
+        in 1.27.0)" or "every onnxruntime release seen; no fixed release known"."""
+        if self.fixed_in:
+            return f"onnxruntime before {self.fixed_in} (fixed in {self.fixed_in})"
+        return "every onnxruntime release seen; no fixed release known"
+
+
+def release(version: str) -> tuple[int, ...]:
+    """The numeric release of a version string: "1.27.0" -> (1, 27, 0); a pre-release or build suffix
+    ("1.27.0.dev20260501", "1.27.0rc1", "1.27.0+cu12") counts as its release. ValueError without one."""
+    found = re.match(r"\d+(?:\.\d+)*", version.strip())
+    if found is None:
+        raise ValueError(f"not a release version: {version!r}")
+    numbers = [int(part) for part in found.group(0).split(".")]
+    while len(numbers) > 1 and numbers[-1] == 0:
+        numbers.pop()
+    return tuple(numbers)
 
 
 NOT_REPORTED = "not reported"

@@ -32,7 +32,7 @@ from ..placement.config import FALLBACK
 from ..placement.devices import Device
 from ..placement.partition import Plan, Subgraph, partition
 from ..placement.query import known_claims, supported_nodes
-from ..quirks import all_quirks
+from ..quirks import quirks_in_force
 from .steps import plan_steps, step_feeds
 
 if TYPE_CHECKING:
@@ -108,7 +108,7 @@ def _claims(model: Model, device: Device) -> frozenset[str]:
 
 def _quirk_of(device: Device, reason: str) -> str | None:
     """The id of the known defect of ``device``'s EP whose words ``reason`` holds (quirks record)."""
-    return cited(reason, {q.id: q.signature for q in all_quirks() if q.ep == device.ep and q.signature})
+    return cited(reason, {q.id: q.signature for q in quirks_in_force() if q.ep == device.ep and q.signature})
 
 
 def _exhausted(subgraph: Subgraph, stage: str, tried: Sequence[tuple[str, str]]) -> str:

@@ -5,6 +5,7 @@ subgraph (and with bisect the very node) whose arithmetic differs."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -238,3 +239,22 @@ def test_tap_refuses_a_split_run_in_one_session():
         pytest.fail("digits.onnx on HETERO:OPENVINO,CPU was expected to run in one session (LATENCY)")
     with pytest.raises(InferenceError, match="THROUGHPUT"):
         tap(compiled, {"image": np.zeros((1, 1, 32, 32), np.float32)})
+
+
+@needs_openvino
+def test_a_model_behind_a_symlink_to_another_folder_is_localised(tmp_path):
+    """The localisation's models made from the validated one reference its weights in its real file: a
+    model read through a symlink in another folder (as models/digits.onnx links into the package) compiles
+    them against the real file's folder, which ORT insists the references stay inside."""
+    real = tmp_path / "real"
+    real.mkdir()
+    shutil.copy(Path(DIGITS).resolve(), real / "digits.onnx")
+    link = tmp_path / "link"
+    link.mkdir()
+    (link / "digits.onnx").symlink_to(real / "digits.onnx")
+    core = hc.Core()
+    model = core.read_model(link / "digits.onnx")
+    report = validate_model(
+        core, model, "HETERO:OPENVINO,CPU", shapes={"image": (2, 1, 32, 32)}, tolerances=ZERO
+    )
+    assert report.localisation is not None and report.localisation.first is not None

@@ -34,6 +34,7 @@ def test_each_section_says_the_records_versions_and_upstream(record):
     section = text.split(f"### `{record.id}`", 1)[1].split("\n### ", 1)[0].split("\n## ", 1)[0]
     assert record.ep in section
     assert record.versions_seen in section
+    assert f"- **Affected**: {record.affected}" in section
     assert record.upstream in section
 
 
@@ -79,3 +80,26 @@ def test_each_hook_names_code_that_exists_where_it_says(record):
             target = getattr(target, part)
         defined_in = getattr(target, "__module__", owner.__name__)
         assert defined_in == owner.__name__, f"{record.id}: {reference} is defined in {defined_in}"
+
+
+@pytest.mark.parametrize("record", QUIRKS, ids=lambda q: q.id)
+def test_a_fixed_records_hook_acts_only_on_an_affected_release(record):
+    """A record with a fixed release says so in its hook (the code consults quirks.in_force), and the
+    releases before it are affected, the fixed one and later not."""
+    if not record.fixed_in:
+        assert record.affects("0.1") and record.affects("99.0")
+        return
+    assert "on an affected release" in record.hook, record.id
+    assert not record.affects(record.fixed_in) and not record.affects("99.0")
+    assert record.affects("1.0")
+
+
+@pytest.mark.parametrize(
+    ("version", "parsed"),
+    [("1.27.0", (1, 27)), ("1.27", (1, 27)), ("1.27.0.dev20260501", (1, 27)), ("1.26.10", (1, 26, 10))],
+)
+def test_release_reads_the_numeric_part_of_a_version(version, parsed):
+    from hetero_cli.quirks.record import release
+
+    assert release(version) == parsed
+    assert release("1.9.0") < release("1.10.0")

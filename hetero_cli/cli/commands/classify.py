@@ -10,6 +10,7 @@ from typing import Any
 import click
 import numpy as np
 
+from ... import data
 from ...app import image
 from ...errors import NotClassScoresError
 from ...graph import Model, TensorInfo, shape_text
@@ -36,6 +37,8 @@ def _positional(
         raise click.UsageError(
             f"unexpected extra argument(s) {' '.join(rest)!r}: give MODEL IMAGE DEVICE, or -m/-i/-d"
         )
+    if not fields["image"] and fields["model"] is None:
+        fields["image"] = str(data.SAMPLE_IMAGE)  # the default model on its own sample: the first run
     if not fields["image"]:
         raise click.UsageError("no image given: hello_classification MODEL IMAGE DEVICE, or -i IMAGE")
     return fields["model"], str(fields["image"]), "CPU" if fields["device"] is None else fields["device"]
@@ -125,7 +128,13 @@ def _not_scores(path: Path, name: str, what: str) -> str:
 )
 @click.argument("positional", nargs=-1, metavar="[MODEL] [IMAGE] [DEVICE]")
 @click.option("-m", "--model", "model", metavar="MODEL", help="ONNX model (default: models/digits.onnx).")
-@click.option("-i", "--image", "image_path", metavar="IMAGE", help="Image file: JPEG, PNG, BMP...")
+@click.option(
+    "-i",
+    "--image",
+    "image_path",
+    metavar="IMAGE",
+    help="Image file: JPEG, PNG, BMP... (default, with the default model only: its sample image of a 3).",
+)
 @click.option(
     "-d", "--device", metavar="DEVICE", help="CPU, OPENVINO, GPU or HETERO:<dev>,<dev>,... (default CPU)."
 )
