@@ -57,6 +57,11 @@ def test_given_ranges_win_and_say_when_they_go_beyond_the_data():
     (feeds,) = bench.input_sets(model, SHAPES, {}, 1, int_ranges={"attention_mask": (0, 1)})
     assert set(np.unique(feeds["attention_mask"])) == {0, 1}
     assert _ranges(model, {"input_ids": (5, 5)})["input_ids"] == (5, 5)
+    # made as another type (-iop), converted: still within the range
+    made_as = {"token_type_ids": np.dtype(np.float32), "input_ids": np.dtype(np.uint8)}
+    (feeds,) = bench.input_sets(model, SHAPES, {}, 1, made_as=made_as)
+    assert set(np.unique(feeds["token_type_ids"])) == {0, 1} and feeds["token_type_ids"].dtype == np.int64
+    assert feeds["input_ids"].max() <= 49
     ranges = bench.integer_ranges(model, {"token_type_ids": (0, 2), "input_ids": (0, 3)})
     assert ranges["token_type_ids"].why.startswith("given; beyond 0..1")
     assert ranges["input_ids"].why == "given"

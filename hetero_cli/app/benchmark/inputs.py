@@ -178,7 +178,8 @@ def random_tensor(
     bounds: tuple[int, int] | None = None,
 ) -> np.ndarray:
     """Seeded random data: images get 0..255, other floats 0..1, integers 0..9, booleans either; integers
-    and booleans ``bounds`` (low, high, both included) where given (clipped to what the type holds)."""
+    and booleans ``bounds`` (low, high, both included) where given (clipped to what the type holds), and
+    floats the whole numbers of ``bounds`` (an integer input's data made as floats)."""
     dtype = np.dtype(dtype)
     shape = tuple(int(d) for d in shape)
     if _random_kind(dtype):
@@ -199,7 +200,11 @@ def random_tensor(
         high = 255.0 if image_like else 1.0
         native = dtype if dtype in (np.dtype(np.float32), np.dtype(np.float64)) else np.dtype(np.float32)
         out = rng.random(size=shape, dtype=native)
-        out *= native.type(high)
+        if bounds is not None:  # an integer input's data made as floats (-iop): whole numbers in its range
+            out *= native.type(bounds[1] - bounds[0] + 1)
+            out = np.clip(np.floor(out, out=out) + native.type(bounds[0]), bounds[0], bounds[1])
+        else:
+            out *= native.type(high)
         return out if native == dtype else out.astype(dtype)
     raise BenchmarkError(
         f"cannot make random data of type {dtype}: give the input's data with -i name:file.npy"
