@@ -90,6 +90,9 @@ def test_the_other_indexing_ops_and_declared_shapes():
         h.make_node("Gather", ["big", "small"], ["f"], name="gbig"),
         # an index whose data has a dynamic dimension: the default
         h.make_node("Gather", ["dyn", "free"], ["g"], name="gdyn"),
+        # values changed on the way (Add): no bound, the default
+        h.make_node("Add", ["shifted", "one"], ["plus"], name="add"),
+        h.make_node("Gather", ["c6", "plus"], ["p"], name="gplus"),
     ]
     inputs = [
         vi("data", [2, 5]),
@@ -100,9 +103,14 @@ def test_the_other_indexing_ops_and_declared_shapes():
         vi("two", [2, 2], INT64),
         vi("small", [3], TensorProto.INT8),
         vi("free", [3], INT64),
+        vi("shifted", [3], INT64),
     ]
-    inits = [const("table", rng.standard_normal((7, 3, 9))), const("big", rng.standard_normal((1000, 2)))]
-    outputs = [vi(n, None) for n in "abcdefg"]
+    inits = [
+        const("table", rng.standard_normal((7, 3, 9))),
+        const("big", rng.standard_normal((1000, 2))),
+        const("one", 1, np.int64),
+    ]
+    outputs = [vi(n, None) for n in "abcdefgp"]
     assert _ranges(_model(nodes, inputs, inits, outputs)) == {
         "ge": (0, 4),
         "nd": (0, 2),
@@ -110,6 +118,7 @@ def test_the_other_indexing_ops_and_declared_shapes():
         "two": (0, 3),
         "small": (0, 127),
         "free": (0, 9),
+        "shifted": (0, 9),
     }
 
 

@@ -247,8 +247,8 @@ def _reached(model: Model, name: str) -> Iterator[tuple[Node, int, str]]:
                 if read != tensor:
                     continue
                 yield node, pos, tensor
-                passing = PASS_ON.get(node.proto.op_type) if node.proto.domain in ("", "ai.onnx") else ()
-                if passing is None or pos in (passing or ()):
+                passing = PASS_ON.get(_key(node)[1], ()) if _key(node)[0] == "" else ()
+                if passing is None or pos in passing:
                     fresh = [o for o in node.outputs if o not in seen]
                     seen.update(fresh)
                     todo.extend(fresh)
