@@ -21,7 +21,7 @@ from typing import Any
 
 import click
 
-from .options import named
+from .options import int_range_option, named
 from .runner import Command
 
 #: Options of benchmark_app that hetero-cli refuses, with the reason and what to use instead.
@@ -234,6 +234,7 @@ def benchmark_app_options(func: Callable[..., Any]) -> Callable[..., Any]:
             help="Layout of image inputs: NCHW or NHWC ([NCHW] as benchmark_app writes it)."),
         opt("--fill-dynamic", "fill_dynamic", is_flag=True,
             help="Set dynamic dimensions that no -shape, -data_shape, -b or -i gives to 1 (else refused)."),
+        int_range_option,
         opt("-api", "--api_type", "api", type=click.Choice(["sync", "async"], case_sensitive=False),
             help="sync: one request, each inference timed alone; async: -nireq in flight. Default: sync for "
             "-hint latency, else async."),

@@ -13,8 +13,10 @@ from typing import Any
 
 import click
 
+from ..app import benchmark as bench
 from ..core import Core
-from ..errors import AffinityError, ConfigError
+from ..errors import AffinityError, BenchmarkError, ConfigError
+from ..graph import Model
 from ..placement import config as cfg
 from ..placement import devices as registry
 from ..placement.device_string import HETERO, is_hetero, is_hetero_name
@@ -147,6 +149,35 @@ def read_affinities(values: Iterable[str], path: str | None) -> dict[str, str]:
             )
         out[node.strip()] = dev.strip()
     return out
+
+
+#: --int-range: every command that makes random inputs (benchmark, validate, tune) takes it
+int_range_option = click.option(
+    "--int-range",
+    "int_range",
+    multiple=True,
+    metavar="NAME:LO,HI",
+    help="Draw integer input NAME's random data from LO..HI (repeatable; default: within what the model "
+    "indexes with it, masks all ones, else 0..9).",
+)
+
+
+def int_ranges(
+    model: Model, values: Sequence[str], with_files: Iterable[str] = ()
+) -> tuple[dict[str, tuple[int, int]], dict[str, str]]:
+    """--int-range's values as {input: (low, high)}, and {input: the range its random integers are drawn
+    from, in words} for each integer input that gets random data (not ``with_files``, the inputs given
+    data). BenchmarkError (a usage error) for a bad value, or one naming an input given data."""
+    given = bench.parse_int_ranges(values, model)
+    files = set(with_files)
+    for name in given:
+        if name in files:
+            raise BenchmarkError(
+                f"--int-range {name}: -i gives the data of {name!r}; the range is for random data: leave one out"
+            )
+    types = {i.name: i.dtype for i in model.inputs}
+    ranges = bench.integer_ranges(model, given)
+    return given, {n: bench.range_text(types[n], r) for n, r in ranges.items() if n not in files}
 
 
 def shared(values: Mapping[str, Any]) -> dict[str, Any]:

@@ -6,7 +6,8 @@
     print(result.latency_median_ms, result.throughput_fps)
 
 One job per module: shapes (the -shape / -data_shape grammar, each input's concrete shape, the data's
-size), inputs (-i files, images, random tensors, one input set per request), measure (the sync and async
+size), inputs (-i files, images, random tensors, one input set per request), int_ranges (the values
+random integers are drawn from), measure (the sync and async
 loops), counters (performance counters averaged and tabled), reports (the CSV / JSON reports), settings
 (hint, API, requests and per-device values from benchmark_app's options), summary (--json, -exec_graph_path). This
 package exports the names the CLI uses.
@@ -17,6 +18,7 @@ from __future__ import annotations
 from ...errors import BenchmarkError
 from .counters import SORT_MODES, average_counters, sorted_counters
 from .inputs import check_random_data, data_dims, image_dims, input_sets, parse_input_files
+from .int_ranges import IntRange, integer_ranges, parse_int_ranges, range_text
 from .measure import Measurement, measure, planned_iterations
 from .reports import REPORT_TYPES, config_document, configuration_setup, write_reports
 from .settings import RunMode, check_image_values, element_types, per_device, per_input_values, run_mode
@@ -27,6 +29,7 @@ __all__ = [
     "REPORT_TYPES",
     "SORT_MODES",
     "BenchmarkError",
+    "IntRange",
     "Measurement",
     "RunMode",
     "average_counters",
@@ -42,11 +45,14 @@ __all__ = [
     "exec_graph",
     "image_dims",
     "input_sets",
+    "integer_ranges",
     "measure",
     "parse_input_files",
+    "parse_int_ranges",
     "per_device",
     "per_input_values",
     "planned_iterations",
+    "range_text",
     "run_mode",
     "sorted_counters",
     "summary",

@@ -19,6 +19,7 @@ from ...errors import BenchmarkError
 from ...graph import Model, shape_text
 from .. import image, limits
 from ..limits import data_bytes, size_text
+from .int_ranges import DEFAULT_RANGE, UINT8_RANGE, integer_ranges
 from .shapes import check_data_size, element_type, is_fixed
 
 DATA_SUFFIXES = frozenset({".npy", ".bin", ".raw"})
@@ -170,8 +171,15 @@ def check_random_data(model: Model, files: Mapping[str, Sequence[Path]]) -> None
             )
 
 
-def random_tensor(rng: np.random.Generator, dtype: np.dtype, shape: Sequence[int]) -> np.ndarray:
-    """Seeded random data: images get 0..255, other floats 0..1, integers 0..9, booleans either."""
+def random_tensor(
+    rng: np.random.Generator,
+    dtype: np.dtype,
+    shape: Sequence[int],
+    bounds: tuple[int, int] | None = None,
+) -> np.ndarray:
+    """Seeded random data: images get 0..255, other floats 0..1, integers 0..9, booleans either; integers
+    and booleans ``bounds`` (low, high, both included) where given (clipped to what the type holds), and
+    floats the whole numbers of ``bounds`` (an integer input's data made as floats)."""
     dtype = np.dtype(dtype)
     shape = tuple(int(d) for d in shape)
     if _random_kind(dtype):
@@ -182,18 +190,21 @@ def random_tensor(rng: np.random.Generator, dtype: np.dtype, shape: Sequence[int
                 f"{over}: give a smaller -shape or -data_shape"
             )
     # made in the target type (no float64 or int64 array first, which would take 2 to 8 times the memory)
-    if dtype == np.bool_:
-        return rng.integers(0, 2, size=shape, dtype=np.bool_)
-    if dtype == np.uint8:
-        return rng.integers(0, 256, size=shape, dtype=np.uint8)
-    if np.issubdtype(dtype, np.integer):
-        return rng.integers(0, 10, size=shape, dtype=dtype)
+    if dtype == np.bool_ or np.issubdtype(dtype, np.integer):
+        low, high = bounds if bounds is not None else UINT8_RANGE if dtype == np.uint8 else DEFAULT_RANGE
+        held = (0, 1) if dtype == np.bool_ else (int(np.iinfo(dtype).min), int(np.iinfo(dtype).max))
+        low, high = (min(max(b, held[0]), held[1]) for b in (low, high))
+        return rng.integers(low, high, size=shape, dtype=dtype, endpoint=True)
     if np.issubdtype(dtype, np.floating):
         image_like = len(shape) == 4 and (shape[1] in (1, 3) or shape[3] in (1, 3))
         high = 255.0 if image_like else 1.0
         native = dtype if dtype in (np.dtype(np.float32), np.dtype(np.float64)) else np.dtype(np.float32)
         out = rng.random(size=shape, dtype=native)
-        out *= native.type(high)
+        if bounds is not None:  # an integer input's data made as floats (-iop): whole numbers in its range
+            out *= native.type(bounds[1] - bounds[0] + 1)
+            out = np.clip(np.floor(out, out=out) + native.type(bounds[0]), bounds[0], bounds[1])
+        else:
+            out *= native.type(high)
         return out if native == dtype else out.astype(dtype)
     raise BenchmarkError(
         f"cannot make random data of type {dtype}: give the input's data with -i name:file.npy"
@@ -298,14 +309,18 @@ def input_sets(
     made_as: Mapping[str, np.dtype] | None = None,
     mean: Mapping[str, str] | None = None,
     scale: Mapping[str, str] | None = None,
+    int_ranges: Mapping[str, tuple[int, int]] | None = None,
 ) -> list[dict[str, np.ndarray]]:
     """``count`` input dicts (one per request): files in turn where given, seeded random data elsewhere.
 
-    ``made_as`` ({input: type}, -ip / -iop) makes an input's random data in that type's range, converted
-    to the input's own type; ``mean`` / ``scale`` ({input: "R,G,B"}) preprocess its images as classify's
-    --mean / --scale do. Raises BenchmarkError for data that does not fit an input.
+    Random integers stay within each input's range (int_ranges.integer_ranges: ``int_ranges``, {input:
+    (low, high)}, where given, else what the graph bounds it to); ``made_as`` ({input: type}, -ip / -iop)
+    makes an input's random data in that type's range, converted to the input's own type; ``mean`` /
+    ``scale`` ({input: "R,G,B"}) preprocess its images as classify's --mean / --scale do. Raises
+    BenchmarkError for data that does not fit an input, or a bad ``int_ranges``.
     """
     check_data_size(model, shapes, count)  # before anything is read or made
+    ranges = {n: (r.low, r.high) for n, r in integer_ranges(model, int_ranges).items()}
     rng = np.random.default_rng(seed)
     sets: list[dict[str, np.ndarray]] = []
     for k in range(count):
@@ -323,8 +338,9 @@ def input_sets(
                     model, info.name, [Path(g) for g in given], k * per_set, dtype, shape, layout, values
                 )
             elif made_as and info.name in made_as:
-                feeds[info.name] = random_tensor(rng, made_as[info.name], shape).astype(dtype)
+                made = random_tensor(rng, made_as[info.name], shape, ranges.get(info.name))
+                feeds[info.name] = made.astype(dtype)
             else:
-                feeds[info.name] = random_tensor(rng, dtype, shape)
+                feeds[info.name] = random_tensor(rng, dtype, shape, ranges.get(info.name))
         sets.append(feeds)
     return sets

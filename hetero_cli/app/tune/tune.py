@@ -71,13 +71,15 @@ def tune_model(
     tolerances: Tolerances | None = None,
     progress: Callable[[str, float], None] | None = None,
     timer: Timer | None = None,
+    int_ranges: Mapping[str, tuple[int, int]] | None = None,
 ) -> TuneResult:
     """Find the fastest placement of ``model`` over the devices of ``device`` (``"HETERO:OPENVINO,CPU"``)
     within ``budget_s`` seconds (+10 %), and validate it.
 
     ``config``: as compile_model takes it, for every compile; ``inputs``: input sets (feed dicts), the
     first one timed, all validated; else one seeded (``seed``) random set of ``shapes`` ({input: shape} or
-    a -data_shape string, needed for dynamic dimensions). ``tolerances``: the validation's (default atol
+    a -data_shape string, needed for dynamic dimensions), integers within ``int_ranges`` ({input: (low,
+    high)}) or what the graph bounds them to. ``tolerances``: the validation's (default atol
     1e-3, rtol 1e-3). ``progress(text, fraction)`` is called as the search goes. ``timer``: what times
     inferences (measure.Timer; wall_timer by default; tests inject one).
 
@@ -94,7 +96,7 @@ def tune_model(
     devices = _devices(core, device)
     tolerances = tolerances if tolerances is not None else DEFAULT_TOLERANCES
     check_tolerances(model, tolerances)
-    feeds_list = input_sets_of(model, inputs, shapes, seed)
+    feeds_list = input_sets_of(model, inputs, shapes, seed, int_ranges)
     if not (isinstance(budget_s, int | float) and math.isfinite(budget_s) and budget_s > 0):
         raise TuneBudgetError(f"the budget must be a positive number of seconds, not {budget_s!r}")
     search_ = _Search(core, model, device, devices, config, feeds_list, clock, seed, timer, progress)

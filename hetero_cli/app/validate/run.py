@@ -36,6 +36,7 @@ def validate_model(
     reference: str = "CPU",
     seed: int = 0,
     bisect: bool = False,
+    int_ranges: Mapping[str, tuple[int, int]] | None = None,
 ) -> ValidationReport:
     """Run ``model`` split on ``device`` (``core.compile_model(model, device, config)``: its affinities,
     automatic or manual, as a compile takes them) and as one ONNX Runtime session of the whole model on
@@ -43,7 +44,8 @@ def validate_model(
 
     ``inputs``: the input sets (feed dicts, as Polygraphy's ``--load-inputs`` gives them), one iteration
     each; else one set of seeded random data (``seed``; hetero benchmark's: images 0..255, other floats
-    0..1, integers 0..9) of ``shapes``: {input: shape}, or a -data_shape string (``[1,3,96,96]`` or
+    0..1, integers within what the graph bounds them to, else 0..9; ``int_ranges``: {input: (low, high)}
+    over those) of ``shapes``: {input: shape}, or a -data_shape string (``[1,3,96,96]`` or
     ``x[1,3,96,96],y[1,4]``), needed for each dynamic dimension. ``tolerances``: Polygraphy's (default:
     atol 1e-5, rtol 1e-5, elemwise). ``bisect``: on a failure, narrow the first differing subgraph down to
     a node (localise.bisect_subgraph).
@@ -58,7 +60,7 @@ def validate_model(
     tolerances = tolerances if tolerances is not None else Tolerances()
     check_tolerances(model, tolerances)
     output_names = [o.name for o in model.outputs]
-    feeds_list = input_sets_of(model, inputs, shapes, seed)
+    feeds_list = input_sets_of(model, inputs, shapes, seed, int_ranges)
     # the reference first: where .dot files are asked for, the split's are the ones left (same model name)
     whole = core.compile_model(model, reference, NO_DOT_FILES)
     split = core.compile_model(model, device, config)
@@ -115,14 +117,17 @@ def input_sets_of(
     inputs: Sequence[Mapping[str, Any]] | None,
     shapes: Mapping[str, Sequence[int]] | str | None,
     seed: int,
+    int_ranges: Mapping[str, tuple[int, int]] | None = None,
 ) -> list[dict[str, Any]]:
     """The input sets a comparison runs on: ``inputs`` checked against the model (check_inputs), else one
-    set of seeded random data of ``shapes`` (random_inputs). ValidationError for an empty list or inputs
-    that do not fit."""
+    set of seeded random data of ``shapes`` and ``int_ranges`` (random_inputs). ValidationError for an
+    empty list, inputs that do not fit, or ``int_ranges`` beside ``inputs`` (they are for random data)."""
+    if inputs is not None and int_ranges:
+        raise ValidationError("int_ranges are the ranges of random inputs: leave them out with given inputs")
     feeds_list = (
         [check_inputs(model, feeds, k) for k, feeds in enumerate(inputs)]
         if inputs is not None
-        else random_inputs(model, shapes, seed)
+        else random_inputs(model, shapes, seed, int_ranges)
     )
     if not feeds_list:
         raise ValidationError("no input sets given: give at least one feed dict, or none for random data")
@@ -149,11 +154,15 @@ def input_shapes(
 
 
 def random_inputs(
-    model: Model, shapes: Mapping[str, Sequence[int]] | str | None, seed: int
+    model: Model,
+    shapes: Mapping[str, Sequence[int]] | str | None,
+    seed: int,
+    int_ranges: Mapping[str, tuple[int, int]] | None = None,
 ) -> list[dict[str, np.ndarray]]:
     """One input set of seeded random data (hetero benchmark's) of ``shapes`` ({input: shape}, or a
-    -data_shape string); ValidationError for a shape that does not fit an input, or a dynamic dimension
-    without one."""
+    -data_shape string), integers within ``int_ranges`` ({input: (low, high)}) or what the graph bounds
+    them to (benchmark.int_ranges); ValidationError for a shape that does not fit an input, a dynamic
+    dimension without one, or a bad range."""
     if isinstance(shapes, str):
         concrete = input_shapes(model, data_shape=shapes)
     else:
@@ -176,7 +185,7 @@ def random_inputs(
             _check_shape(info.name, tuple(int(d) for d in dims), info.shape)
             concrete[info.name] = tuple(int(d) for d in dims)
     try:
-        return input_sets(model, concrete, {}, 1, seed=seed)
+        return input_sets(model, concrete, {}, 1, seed=seed, int_ranges=int_ranges)
     except BenchmarkError as exc:
         raise ValidationError(str(exc)) from None
 

@@ -39,7 +39,7 @@ from ..bench_steps import (
     write_statistics,
 )
 from ..files import check_report_folder, check_writable, write_json
-from ..options import shared, shared_options
+from ..options import int_ranges, shared, shared_options
 from ..output import info, step, warn
 from ..progress import bar, busy
 from ..runner import CONTEXT
@@ -130,6 +130,7 @@ def _run(o: SimpleNamespace) -> dict[str, Any]:
     step(5, "Resizing model to match image sizes and given batch")
     data = None if compile_only else _input_data(setup.model, o, mode.nireq or 1)
     if compile_only:
+        int_ranges(setup.model, o.int_range)  # refused as they would be with data
         info("-niter 0: the model is compiled and nothing runs, so no data shapes are needed")
         step(6, "Configuring input of the model")
     step(7, "Loading the model to the device")
@@ -265,6 +266,7 @@ def _input_data(model: Model, o: SimpleNamespace, nireq: int) -> SimpleNamespace
     info(f"Model batch size: {batch}")
     step(6, "Configuring input of the model")
     bench.check_random_data(model, files)  # before anything is compiled or written
+    given, ranges = int_ranges(model, o.int_range, files)
     made_as = bench.element_types(model, o.input_precision, o.output_precision, o.input_output_precision)
     mean = bench.per_input_values(o.mean_values, names, "--mean_values")
     scale = bench.per_input_values(o.scale_values, names, "--scale_values")
@@ -273,10 +275,12 @@ def _input_data(model: Model, o: SimpleNamespace, nireq: int) -> SimpleNamespace
     bench.check_image_values(scale, images, "--scale_values")
     for name, dims in shapes.items():
         source = f"{len(files[name])} file(s)" if name in files else "seeded random values"
+        if name in ranges:
+            source += f", {ranges[name]}"
         if name in made_as and name not in files:
             source += f" made as {made_as[name]}, converted to the input's own type"
         info(f"    {name}: data {shape_text(dims)} from {source}")
-    feeding = {"made_as": made_as, "mean": mean, "scale": scale}
+    feeding = {"made_as": made_as, "mean": mean, "scale": scale, "int_ranges": given}
     return SimpleNamespace(files=files, shapes=shapes, batch=batch, feeding=feeding)
 
 

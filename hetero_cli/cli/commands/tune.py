@@ -21,7 +21,7 @@ from ...errors import HeteroError, TuneBudgetError, ValidationError
 from ...graph import Model
 from ...placement import devices as registry
 from ..files import check_writable
-from ..options import named
+from ..options import int_range_option, int_ranges, named
 from ..output import box, console, info
 from ..runner import CONTEXT, running, written
 from ..setup import Setup, prepare
@@ -81,6 +81,7 @@ REPORT_CHART = "tune_chart.png"
 @click.option(
     "--seed", type=int, default=0, show_default=True, help="Seed of the random inputs and the search."
 )
+@int_range_option
 @click.option(
     "--atol",
     multiple=True,
@@ -119,6 +120,7 @@ def tune(
     save: str,
     report_dir: str | None,
     seed: int,
+    int_range: Sequence[str],
     atol: Sequence[str],
     rtol: Sequence[str],
     config: Sequence[str],
@@ -158,11 +160,16 @@ def tune(
             f"{', '.join(o.name for o in setup.model.outputs)}",
             param_hint="--atol/--rtol",
         )
-    feeds, shapes = _inputs(setup.model, inputs, shape, data_shape, seed)
+    names = [i.name for i in setup.model.inputs]
+    with_files = bench_inputs.parse_input_files(inputs, names) if inputs else {}
+    given, ranges = int_ranges(setup.model, int_range, with_files)
+    feeds, shapes = _inputs(setup.model, inputs, shape, data_shape, seed, given)
     _check_devices(setup)
     running()
     info(f"Tuning {setup.request} for {setup.model_path} within {budget_s:g} s")
-    result = _search(setup, feeds, shapes, budget_s, seed, tolerances)
+    for name, text in ranges.items():
+        info(f"    {name}: random {text}")
+    result = _search(setup, feeds, shapes, budget_s, seed, tolerances, given if feeds is None else None)
     report = result.report
     _print_candidates(report)
     _print_verdict(report)
@@ -206,10 +213,16 @@ def _check_devices(setup: Setup) -> None:
 
 
 def _inputs(
-    model: Model, files: Sequence[str], shape: str | None, data_shape: str | None, seed: int
+    model: Model,
+    files: Sequence[str],
+    shape: str | None,
+    data_shape: str | None,
+    seed: int,
+    ranges: Mapping[str, tuple[int, int]] | None = None,
 ) -> tuple[list[dict[str, Any]] | None, dict[str, tuple[int, ...]] | None]:
     """The tuning's inputs: with -i, one input set read from the files (random data for inputs without
-    one), as hetero benchmark reads them; else None and each input's shape for seeded random data. A
+    one, integers within ``ranges``: --int-range's), as hetero benchmark reads them; else None and each
+    input's shape for seeded random data. A
     dynamic dimension that neither -shape, -data_shape nor an image sets is a usage error: its size
     decides which placement is fastest, so the user chooses it. Raises ValidationError or BenchmarkError."""
     if not files:
@@ -224,7 +237,7 @@ def _inputs(
             "or -data_shape"
         )
     bench_inputs.check_random_data(model, given)
-    return bench_inputs.input_sets(model, shapes, given, 1, seed=seed), None
+    return bench_inputs.input_sets(model, shapes, given, 1, seed=seed, int_ranges=ranges), None
 
 
 def _search(
@@ -234,6 +247,7 @@ def _search(
     budget_s: float,
     seed: int,
     tolerances: Tolerances,
+    ranges: Mapping[str, tuple[int, int]] | None = None,
 ) -> Any:
     """tune_model with a progress bar on stderr (where it is no terminal, an ``[ INFO ]`` line per phase on
     stdout, as hetero benchmark prints its steps); a budget
@@ -269,6 +283,7 @@ def _search(
             seed=seed,
             tolerances=tolerances,
             progress=progress,
+            int_ranges=ranges,
         )
     except TuneBudgetError as exc:
         raise click.BadParameter(str(exc), param_hint="-t") from None

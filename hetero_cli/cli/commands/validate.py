@@ -24,7 +24,7 @@ from ...app.validate import (
 from ...errors import DeviceError
 from ...placement import device_string
 from ..files import check_writable
-from ..options import named, shared, shared_options
+from ..options import int_range_option, int_ranges, named, shared, shared_options
 from ..output import box, console, info
 from ..runner import CONTEXT, Command, written
 from ..setup import prepare, report_dots, start_running
@@ -123,6 +123,7 @@ class _Validate(Command):
     help="The one device that runs the whole model in one session.",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@int_range_option
 @click.option("--bisect", is_flag=True, help="On FAILED, narrow the first differing subgraph down to a node.")
 @shared_options
 def validate(
@@ -139,6 +140,7 @@ def validate(
     save_outputs: str | None,
     reference: str,
     seed: int,
+    int_range: Sequence[str],
     bisect: bool,
     **options: Any,
 ) -> int:
@@ -171,17 +173,20 @@ def validate(
             param_hint="--atol/--rtol/--check-error-stat",
         )
     if loaded is not None:
-        if shape or data_shape:
+        if shape or data_shape or int_range:
             raise click.UsageError(
-                "-shape and -data_shape size random inputs: leave them out with --load-inputs"
+                "-shape, -data_shape and --int-range are for random inputs: leave them out with --load-inputs"
             )
         inputs = [check_inputs(m, feeds, k) for k, feeds in enumerate(loaded)]
         shapes = None
     else:
         inputs = None
         shapes = input_shapes(m, shape, data_shape)
+    given, ranges = int_ranges(m, int_range) if loaded is None else ({}, {})
     start_running(setup)
     info(f"Validating {setup.request} against one {reference} session of the whole model")
+    for name, text in ranges.items():
+        info(f"    {name}: random {text}")
     report = validate_model(
         setup.core,
         m,
@@ -192,6 +197,7 @@ def validate(
         reference=reference,
         seed=seed,
         bisect=bisect,
+        int_ranges=given,
     )
     report_dots(report.dot_files, setup.render)
     _print_report(report)
