@@ -33,3 +33,23 @@ def dynamic(tmp_path: Path) -> Path:
     path = tmp_path / "dynamic.onnx"
     onnx.save(proto, str(path))
     return path
+
+
+@pytest.fixture
+def token_model(tmp_path: Path) -> Path:
+    """input_ids int64 [batch,sequence] -> Gather (an embedding of 10 x 8) -> e -> Relu -> y, nodes emb, act:
+    a model whose input only data can size."""
+    rng = np.random.default_rng(0)
+    nodes = [
+        h.make_node("Gather", ["table", "input_ids"], ["e"], name="emb"),
+        h.make_node("Relu", ["e"], ["y"], name="act"),
+    ]
+    proto = make_model(
+        nodes,
+        [vi("input_ids", ["batch", "sequence"], onnx.TensorProto.INT64)],
+        [vi("y", ["batch", "sequence", 8])],
+        [const("table", rng.standard_normal((10, 8)))],
+    )
+    path = tmp_path / "tokens.onnx"
+    onnx.save(proto, str(path))
+    return path

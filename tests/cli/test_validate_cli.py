@@ -83,7 +83,10 @@ def _table_rows(stdout: str) -> list[str]:
 def test_dynamic_dimensions_need_a_shape(dynamic):
     result = invoke(hetero, "validate", "-m", dynamic, "-d", "CPU")
     assert result.exit_code == 2
-    assert "-shape or -data_shape" in one_error_line(result)
+    assert (
+        "input 'x' is [n,16], and neither -shape nor -data_shape gives a size for its dynamic dimension 0: "
+        "give it with -shape or -data_shape (e.g. -data_shape x[1,16])"
+    ) in one_error_line(result)
     ok = invoke(hetero, "validate", "-m", dynamic, "-d", "CPU", "-data_shape", "[3,16]")
     assert ok.exit_code == 0 and last_line(ok) == "PASSED", ok.output
     ok = invoke(hetero, "validate", "-m", dynamic, "-d", "CPU", "-shape", "x[2,16]")

@@ -16,7 +16,7 @@ from ...core import Core
 from ...errors import BenchmarkError, ValidationError
 from ...graph import Model, shape_text
 from ..benchmark.inputs import input_sets
-from ..benchmark.shapes import data_shapes, is_fixed
+from ..benchmark.shapes import FilledDims, data_shapes, is_fixed
 from .compare import compare_outputs
 from .localise import localise
 from .reference import NO_DOT_FILES
@@ -136,16 +136,28 @@ def input_shapes(
     grammar); ValidationError for a bad option, or a dynamic dimension neither option sets (random data of
     size 1 there would validate little: the user chooses)."""
     try:
-        shapes, notes = data_shapes(model, shape, data_shape)
+        shapes, filled = data_shapes(model, shape, data_shape)
     except BenchmarkError as exc:
         raise ValidationError(str(exc)) from None
-    if notes:
-        raise ValidationError(
-            f"{notes[0].split(':')[0].replace(' is ', ' ', 1)} has dynamic dimensions: give their sizes with "
-            "-shape or -data_shape "
-            f"(e.g. -data_shape {_example(model)})"
-        )
+    check_sized(filled)
     return shapes
+
+
+def check_sized(filled: Sequence[FilledDims], *, files: bool = False) -> None:
+    """ValidationError naming the first input of ``filled`` (data_shapes' account) with dynamic dimensions
+    that nothing gave a size (set to 1), and the -data_shape that would: a size of 1 there would check
+    little, so the user chooses. ``files``: -i files were read too (they can size an input)."""
+    for f in filled:
+        if not f.set_to_one:
+            continue
+        axes = ", ".join(map(str, f.set_to_one))
+        what = f"dimension {axes}" if len(f.set_to_one) == 1 else f"dimensions {axes}"
+        by = "-shape, -data_shape nor an -i file" if files else "-shape nor -data_shape"
+        raise ValidationError(
+            f"input {f.input!r} is {f.shown()}, and neither {by} gives a size for its dynamic {what}: give "
+            f"{'it' if len(f.set_to_one) == 1 else 'them'} with -shape or -data_shape (e.g. -data_shape "
+            f"{f.input}{shape_text(f.shape)})"
+        )
 
 
 def random_inputs(
