@@ -193,3 +193,19 @@ def test_a_dynamic_dimension_no_file_sizes_is_refused_in_one_line(token_model, t
         "for its dynamic dimensions 0, 1: give them with -shape or -data_shape (e.g. -data_shape "
         "input_ids[1,1])"
     ) in line
+
+
+@needs_openvino
+def test_a_model_whose_outputs_hold_infinities_and_nans_passes_validation(nonfinite, tmp_path):
+    saved, report = tmp_path / "tuned.onnx", tmp_path / "report"
+    result = invoke(
+        hetero, "tune", "-m", nonfinite, "-d", "HETERO:OPENVINO,CPU", "-t", "3", "--save", saved,
+        "--report", report,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "Validation of the winner against one session of the whole model: PASSED" in result.stdout
+    outputs = json.loads((report / "tune_report.json").read_text())["validation"]["outputs"]
+    assert [(o["name"], o["passed"], o["max_abs"]) for o in outputs] == [
+        ("logp", True, 0.0),
+        ("ratio", True, 0.0),
+    ]

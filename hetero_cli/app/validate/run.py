@@ -49,7 +49,8 @@ def validate_model(
     a node (localise.bisect_subgraph).
 
     Returns a ValidationReport: passed or not, the comparisons, the inputs, both sides' outputs, the .dot
-    files the split's compile wrote (where asked for), and on a failure where the split starts to differ
+    files the split's compile wrote (where asked for), and on a failure (but one of the same infinities or
+    NaNs on both sides only, ValidationReport.only_matching) where the split starts to differ
     (localise.localise; it compiles the split again for that, see there). The reference's compiles write
     no .dot files (but under OPENVINO_HETERO_VISUALIZE, which asks for every compile's). Raises ValidationError for inputs that do not fit the model, a dynamic dimension with no
     shape, or tolerances naming outputs the model lacks; as compile_model and infer otherwise
@@ -82,7 +83,7 @@ def validate_model(
         reference_outputs=reference_outputs,
         dot_files=split.dot_files,
     )
-    if not passed:
+    if not passed and not report.only_matching:  # the split gives what the whole model gives: no culprit
         failed = report.failed_iteration or 0
         report.localisation = localise(
             core,

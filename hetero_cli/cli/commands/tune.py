@@ -178,9 +178,15 @@ def tune(
 
 def _tolerances(atol: Sequence[str], rtol: Sequence[str]) -> Tolerances:
     """--atol and --rtol over tune's defaults (looser than validate's: OpenVINO's float arithmetic is not
-    the CPU EP's), later values winning. Raises ValidationError for a bad value."""
-    default = DEFAULT_TOLERANCES.default
-    return Tolerances.parse([f"{default.atol:g}", *atol], [f"{default.rtol:g}", *rtol])
+    the CPU EP's; the same infinity or NaN on both sides equal), later values winning. Raises
+    ValidationError for a bad value."""
+    default = DEFAULT_TOLERANCES
+    return Tolerances.parse(
+        [f"{default.default.atol:g}", *atol],
+        [f"{default.default.rtol:g}", *rtol],
+        infinities_compare_equal=default.infinities_compare_equal,
+        nans_compare_equal=default.nans_compare_equal,
+    )
 
 
 def _check_devices(setup: Setup) -> None:
