@@ -198,7 +198,7 @@ def test_the_same_infinities_and_nans_on_both_sides_are_counted_and_the_others_m
     assert ours.reason == (
         "1 element is -inf on both sides, which Polygraphy counts as NaN differences (inf - inf): "
         "--infinities-compare-equal compares them as equal; 1 element is NaN on both sides, which "
-        "Polygraphy fails as every NaN; the other elements are within tolerance"
+        "Polygraphy fails (it fails every NaN); the other elements are within tolerance"
     )
     # Polygraphy's flag takes the infinities out; the NaN still fails, as in Polygraphy
     flagged = compare_output("o", got, want, OutputTolerance(), True)

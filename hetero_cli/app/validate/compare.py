@@ -255,7 +255,7 @@ class _NanDifferences:
                 f"{self.infinities} on both sides, which Polygraphy counts as NaN differences (inf - inf): "
                 "--infinities-compare-equal compares them as equal",
             ),
-            (self.same_nan, "NaN on both sides, which Polygraphy fails as every NaN"),
+            (self.same_nan, "NaN on both sides, which Polygraphy fails (it fails every NaN)"),
             (self.one_sided, "NaN on one side only"),
         ):
             count = int(np.count_nonzero(mask))
