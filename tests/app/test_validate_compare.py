@@ -47,12 +47,25 @@ def polygraphy_result(got, want, *, atol, rtol, stat, quantile=0.99, infinities_
     return results["o"]
 
 
-def assert_same_as_polygraphy(ours: OutputComparison, theirs) -> None:
+def assert_same_as_polygraphy(ours: OutputComparison, theirs, numeric=False) -> None:
+    """Polygraphy's verdict, and its statistics; where some differences are NaN (Polygraphy's statistics
+    all NaN then), those of the elements whose difference is a number: ``numeric``, Polygraphy's result on
+    them alone (None where there are none), checked where given (False: not given)."""
     assert ours.passed == bool(theirs), ours.reason
     assert ours.passed == (ours.reason == "")
     if theirs is False:  # shapes differ: Polygraphy returns a bare False and computes nothing
         assert ours.max_abs is None
         return
+    nan_differences = ours.same_infinities + ours.same_nans + ours.one_sided_nans
+    assert math.isnan(theirs.max_absdiff) == bool(nan_differences)
+    if nan_differences:
+        assert not ours.passed and not (ours.only_matching and ours.one_sided_nans)
+        if numeric is False:
+            return
+        if numeric is None:
+            assert ours.max_abs is None and ours.mean_rel is None
+            return
+        theirs = numeric
     for mine, polygraphy in [
         ("max_abs", "max_absdiff"),
         ("mean_abs", "mean_absdiff"),
@@ -76,6 +89,22 @@ def _array(draw, dtype: str, shape) -> np.ndarray:
     values = st.one_of(st.sampled_from(SPECIAL), st.floats(-10, 10))
     with np.errstate(all="ignore"):
         return draw(hnp.arrays(np.float64, shape, elements=values)).astype(dtype)
+
+
+def _numeric(got: np.ndarray, want: np.ndarray, infinities_equal: bool) -> np.ndarray:
+    """Where Polygraphy's absolute difference is a number, not NaN: neither side NaN, nor (unless
+    ``infinities_equal``) the same infinity on both."""
+
+    def inexact(a: np.ndarray) -> bool:
+        return a.dtype.kind in "fc"
+
+    nan = np.zeros(np.broadcast_shapes(got.shape, want.shape), dtype=bool)
+    for side in (got, want):
+        if inexact(side):
+            nan = nan | np.isnan(side)
+    if inexact(got) and inexact(want) and not infinities_equal:
+        nan = nan | (np.isinf(got) & (got == want))
+    return ~nan
 
 
 @st.composite
@@ -110,22 +139,21 @@ def output_pairs(draw):
 def test_verdict_and_statistics_are_polygraphys(pair, atol, rtol, stat, quantile, infinities_equal):
     got, want = pair
     tolerance = OutputTolerance(atol, rtol, stat, quantile)
+    options = dict(
+        atol=atol, rtol=rtol, stat=stat, quantile=quantile, infinities_compare_equal=infinities_equal
+    )
     try:
-        theirs = polygraphy_result(
-            got,
-            want,
-            atol=atol,
-            rtol=rtol,
-            stat=stat,
-            quantile=quantile,
-            infinities_compare_equal=infinities_equal,
-        )
+        theirs = polygraphy_result(got, want, **options)
     except TypeError:  # values Polygraphy cannot compare (isinf or quantile of bools): ours fails them
         ours = compare_output("o", got, want, tolerance, infinities_equal)
         assert not ours.passed and "cannot be c" in ours.reason
         return
     ours = compare_output("o", got, want, tolerance, infinities_equal)
-    assert_same_as_polygraphy(ours, theirs)
+    numeric = _numeric(got, want, infinities_equal) if got.shape == want.shape else None
+    subset = None
+    if numeric is not None and numeric.any():
+        subset = polygraphy_result(got[numeric], want[numeric], **options)
+    assert_same_as_polygraphy(ours, theirs, subset)
     assert ours.tolerance == tolerance
     assert (ours.got_shape, ours.want_shape) == (got.shape, want.shape)
     assert (ours.got_dtype, ours.want_dtype) == (str(got.dtype), str(want.dtype))
@@ -145,8 +173,9 @@ def test_verdict_and_statistics_are_polygraphys(pair, atol, rtol, stat, quantile
         ([], [], "elemwise", True, ""),
         ([], [], "quantile", False, "quantile of an empty output is inf"),
         # NaN never matches, not even NaN
-        ([math.nan], [math.nan], "elemwise", False, "1 NaN differences"),
-        ([math.nan, 1.0], [math.nan, 1.0], "median", False, "median abs error nan"),
+        ([math.nan], [math.nan], "elemwise", False, "1 element is NaN on both sides"),
+        ([math.nan, 1.0], [math.nan, 1.0], "median", False, "1 element is NaN on both sides"),
+        ([math.inf, 1.0], [math.inf, 1.0], "max", False, "1 element is inf on both sides"),
     ],
 )
 def test_polygraphys_edge_cases(got, want, stat, passed, reason):
@@ -156,6 +185,75 @@ def test_polygraphys_edge_cases(got, want, stat, passed, reason):
     assert_same_as_polygraphy(ours, polygraphy_result(got, want, atol=0.1, rtol=0.5, stat=stat))
     assert ours.passed is passed
     assert reason in ours.reason
+
+
+def test_the_same_infinities_and_nans_on_both_sides_are_counted_and_the_others_measured():
+    want = np.array([[-np.inf, 1.0], [np.nan, 2.0]], np.float32)
+    got = want + np.array([[0, 2**-20], [0, 0]], np.float32)
+    ours = compare_output("o", got, want, OutputTolerance())
+    assert not ours.passed and ours.only_matching
+    assert (ours.same_infinities, ours.same_nans, ours.one_sided_nans) == (1, 1, 0)
+    assert ours.max_abs == 2**-20 and ours.median_abs is not None and ours.mean_rel is not None
+    assert ours.worst_index == (0, 1)
+    assert ours.reason == (
+        "1 element is -inf on both sides, which Polygraphy counts as NaN differences (inf - inf): "
+        "--infinities-compare-equal compares them as equal; 1 element is NaN on both sides, which "
+        "Polygraphy fails (it fails every NaN); the other elements are within tolerance"
+    )
+    # Polygraphy's flag takes the infinities out; the NaN still fails, as in Polygraphy
+    flagged = compare_output("o", got, want, OutputTolerance(), True)
+    assert not flagged.passed and (flagged.same_infinities, flagged.same_nans) == (0, 1)
+    assert (
+        bool(
+            polygraphy_result(got, want, atol=1e-5, rtol=1e-5, stat="elemwise", infinities_compare_equal=True)
+        )
+        is False
+    )
+    both = compare_output("o", got, want, OutputTolerance(), True, nans_compare_equal=True)
+    assert both.passed and both.reason == "" and both.max_abs == 2**-20
+    everywhere = compare_outputs(
+        {"o": got}, {"o": want}, Tolerances(infinities_compare_equal=True, nans_compare_equal=True)
+    )
+    assert everywhere[0].passed
+
+
+@pytest.mark.parametrize("stat", CHECK_ERROR_STATS)
+def test_only_matching_says_whether_the_output_passes_with_them_equal(stat):
+    want = np.array([-np.inf, 1.0, 2.0, np.inf], np.float32)
+    close = compare_output("o", want.copy(), want, OutputTolerance(check_error_stat=stat))
+    assert not close.passed and close.only_matching and close.same_infinities == 2
+    assert close.reason.startswith("2 elements are inf and -inf on both sides")
+    far = compare_output("o", want + np.float32(1), want, OutputTolerance(check_error_stat=stat))
+    assert not far.passed and not far.only_matching and far.same_infinities == 2
+    assert "atol=1e-05" in far.reason and "inf and -inf on both sides" in far.reason
+    one_sided = compare_output(
+        "o",
+        np.array([np.nan, 1.0], np.float32),
+        np.array([0.0, 1.0], np.float32),
+        OutputTolerance(check_error_stat=stat),
+    )
+    assert not one_sided.passed and not one_sided.only_matching
+    assert one_sided.one_sided_nans == 1 and "1 element is NaN on one side only" in one_sided.reason
+    assert one_sided.worst_index == (0,) and one_sided.max_abs == 0.0
+
+
+def test_every_difference_nan_leaves_no_statistics():
+    want = np.array([np.nan, -np.inf], np.float64)
+    ours = compare_output("o", want.copy(), want, OutputTolerance())
+    assert ours.only_matching and ours.max_abs is None and ours.median_rel is None
+    assert ours.worst_index == (0,)
+    assert not ours.reason.endswith("within tolerance")
+
+
+def test_nans_compare_equal_has_no_polygraphy_option():
+    tolerances = Tolerances.parse(infinities_compare_equal=True, nans_compare_equal=True)
+    assert tolerances.polygraphy_args() == [
+        "--atol",
+        "1e-05",
+        "--rtol",
+        "1e-05",
+        "--infinities-compare-equal",
+    ]
 
 
 def test_reference_is_the_divisor_and_worst_index_points_at_the_largest_error():

@@ -33,3 +33,53 @@ def dynamic(tmp_path: Path) -> Path:
     path = tmp_path / "dynamic.onnx"
     onnx.save(proto, str(path))
     return path
+
+
+@pytest.fixture
+def token_model(tmp_path: Path) -> Path:
+    """input_ids int64 [batch,sequence] -> Gather (an embedding of 10 x 8) -> e -> Relu -> y, nodes emb, act:
+    a model whose input only data can size."""
+    rng = np.random.default_rng(0)
+    nodes = [
+        h.make_node("Gather", ["table", "input_ids"], ["e"], name="emb"),
+        h.make_node("Relu", ["e"], ["y"], name="act"),
+    ]
+    proto = make_model(
+        nodes,
+        [vi("input_ids", ["batch", "sequence"], onnx.TensorProto.INT64)],
+        [vi("y", ["batch", "sequence", 8])],
+        [const("table", rng.standard_normal((10, 8)))],
+    )
+    path = tmp_path / "tokens.onnx"
+    onnx.save(proto, str(path))
+    return path
+
+
+def _nonfinite_model(path: Path, outputs: tuple[str, ...]) -> Path:
+    """x[2,3] -> Mul by a 0/1 mask (n0) -> y; Log(y) (n1) -> logp, -inf where the mask is 0; Div(y, y) (n2)
+    -> ratio, NaN there: outputs that hold the same infinities and NaNs, whatever device runs what."""
+    nodes = [
+        h.make_node("Mul", ["x", "mask"], ["y"], name="n0"),
+        h.make_node("Log", ["y"], ["logp"], name="n1"),
+        h.make_node("Div", ["y", "y"], ["ratio"], name="n2"),
+    ]
+    proto = make_model(
+        [n for n in nodes if n.output[0] in ("y", *outputs)],
+        [vi("x", [2, 3])],
+        [vi(name, [2, 3]) for name in outputs],
+        [const("mask", [[0, 1, 1], [1, 0, 1]])],
+    )
+    onnx.save(proto, str(path))
+    return path
+
+
+@pytest.fixture
+def infinities(tmp_path: Path) -> Path:
+    """The nonfinite model with its output logp alone: -inf in 2 of its 6 elements, on any device."""
+    return _nonfinite_model(tmp_path / "infinities.onnx", ("logp",))
+
+
+@pytest.fixture
+def nonfinite(tmp_path: Path) -> Path:
+    """The nonfinite model: logp (-inf in 2 elements) and ratio (NaN in the same 2), on any device."""
+    return _nonfinite_model(tmp_path / "nonfinite.onnx", ("logp", "ratio"))

@@ -156,3 +156,56 @@ def test_inputs_from_a_file_are_tuned_on(chain, tmp_path):
     )
     assert result.exit_code == 0, result.output
     assert saved.exists()
+
+
+@needs_openvino
+def test_dynamic_dimensions_are_sized_from_an_npy_file_as_benchmark_sizes_them(token_model, tmp_path):
+    data = tmp_path / "ids.npy"
+    np.save(data, np.arange(6, dtype=np.int64).reshape(2, 3))
+    saved, report = tmp_path / "tuned.onnx", tmp_path / "report"
+    bench = invoke(
+        hetero, "benchmark", "-m", token_model, "-d", "CPU", "-i", f"input_ids:{data}", "-niter", "2"
+    )
+    assert bench.exit_code == 0, bench.output
+    result = invoke(
+        hetero, "tune", "-m", token_model, "-d", "HETERO:OPENVINO,CPU", "-t", "3", "-i", f"input_ids:{data}",
+        "--save", saved, "--report", report,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert saved.exists()
+    doc = json.loads((report / "tune_report.json").read_text())
+    assert doc["validation"]["passed"] is True
+
+
+def test_a_dynamic_dimension_no_file_sizes_is_refused_in_one_line(token_model, tmp_path):
+    raw = tmp_path / "ids.raw"
+    np.arange(6, dtype=np.int64).tofile(raw)
+    out = tmp_path / "out"
+    with nothing_left_behind(tmp_path):
+        result = invoke(
+            hetero, "tune", "-m", token_model, "-d", "HETERO:OPENVINO,CPU", "-i", f"input_ids:{raw}",
+            "--save", out / "t.onnx",
+        )  # fmt: skip
+        assert result.exit_code == 2, result.output
+        line = one_error_line(result)
+    assert (
+        "input 'input_ids' is [batch,sequence], and neither -shape, -data_shape nor an -i file gives a size "
+        "for its dynamic dimensions 0, 1: give them with -shape or -data_shape (e.g. -data_shape "
+        "input_ids[1,1])"
+    ) in line
+
+
+@needs_openvino
+def test_a_model_whose_outputs_hold_infinities_and_nans_passes_validation(nonfinite, tmp_path):
+    saved, report = tmp_path / "tuned.onnx", tmp_path / "report"
+    result = invoke(
+        hetero, "tune", "-m", nonfinite, "-d", "HETERO:OPENVINO,CPU", "-t", "3", "--save", saved,
+        "--report", report,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "Validation of the winner against one session of the whole model: PASSED" in result.stdout
+    outputs = json.loads((report / "tune_report.json").read_text())["validation"]["outputs"]
+    assert [(o["name"], o["passed"], o["max_abs"]) for o in outputs] == [
+        ("logp", True, 0.0),
+        ("ratio", True, 0.0),
+    ]

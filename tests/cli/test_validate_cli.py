@@ -7,8 +7,10 @@ import json
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
-from support.helpers import needs_openvino
+from onnx import helper as h
+from support.helpers import const, make_model, needs_openvino, vi
 from support.robust import invoke, nothing_left_behind, one_error_line
 
 from hetero_cli.app.validate import polygraphy_json
@@ -83,7 +85,10 @@ def _table_rows(stdout: str) -> list[str]:
 def test_dynamic_dimensions_need_a_shape(dynamic):
     result = invoke(hetero, "validate", "-m", dynamic, "-d", "CPU")
     assert result.exit_code == 2
-    assert "-shape or -data_shape" in one_error_line(result)
+    assert (
+        "input 'x' is [n,16], and neither -shape nor -data_shape gives a size for its dynamic dimension 0: "
+        "give it with -shape or -data_shape (e.g. -data_shape x[1,16])"
+    ) in one_error_line(result)
     ok = invoke(hetero, "validate", "-m", dynamic, "-d", "CPU", "-data_shape", "[3,16]")
     assert ok.exit_code == 0 and last_line(ok) == "PASSED", ok.output
     ok = invoke(hetero, "validate", "-m", dynamic, "-d", "CPU", "-shape", "x[2,16]")
@@ -180,3 +185,67 @@ def test_several_values_per_tolerance_option_as_polygraphy_takes_them(chain):
     assert loose.exit_code == 0 and loose.stdout.strip().endswith("PASSED"), loose.output
     unknown = invoke(hetero, *base, "--atol", "1e-5", "logits:1e-3")
     assert unknown.exit_code == 2 and "'logits'" in one_error_line(unknown)
+
+
+ON_BOTH = ["--affinity", "n0=OPENVINO", "--affinity", "n1=CPU", "--affinity", "n2=CPU"]
+
+
+@needs_openvino
+def test_the_same_infinities_and_nans_on_both_sides_are_named_not_printed_as_nan(nonfinite):
+    result = invoke(hetero, "validate", "-m", nonfinite, "-d", "HETERO:OPENVINO,CPU", *ON_BOTH)
+    assert result.exit_code == 1, result.output
+    assert last_line(result) == (
+        "FAILED: the outputs differ only where both runs give the same infinities and NaNs "
+        "(--infinities-compare-equal compares the infinities as equal; Polygraphy fails every NaN)"
+    )
+    rows = [
+        line.split() for line in result.stdout.splitlines() if line.strip().startswith(("logp ", "ratio "))
+    ]
+    assert [row[0] for row in rows] == ["logp", "ratio"]
+    for row in rows:
+        assert row[1:7] == ["0"] * 6  # the statistics of the other elements, not nan
+    assert rows[0][-3:] == ["FAILED:", "same", "inf"] and rows[1][-3:] == ["FAILED:", "same", "NaN"]
+    assert "logp: 2 elements are -inf on both sides" in result.stdout
+    assert "ratio: 2 elements are NaN on both sides" in result.stdout
+    # nothing to localise: the split gives what the whole model gives
+    assert "subgraph that differs" not in result.stdout
+
+
+@needs_openvino
+def test_infinities_compare_equal_passes_a_split_that_gives_the_same_infinities(infinities, tmp_path):
+    args = ["validate", "-m", infinities, "-d", "HETERO:OPENVINO,CPU", *ON_BOTH[:4]]
+    strict = invoke(hetero, *args)
+    assert strict.exit_code == 1, strict.output
+    assert last_line(strict) == (
+        "FAILED: the outputs differ only where both runs give the same infinities "
+        "(--infinities-compare-equal compares the infinities as equal)"
+    )
+    inputs, outputs = tmp_path / "in.json", tmp_path / "out.json"
+    equal = invoke(
+        hetero, *args, "--infinities-compare-equal", "--save-inputs", inputs, "--save-outputs", outputs
+    )
+    assert equal.exit_code == 0 and last_line(equal) == "PASSED", equal.output
+    assert "out.json --atol 1e-05 --rtol 1e-05 --infinities-compare-equal\n" in equal.stdout
+    runs = polygraphy_json.load_outputs(outputs)
+    assert np.count_nonzero(np.isneginf(runs["hetero[HETERO:OPENVINO,CPU]"][0]["logp"])) == 2
+
+
+@needs_openvino
+def test_a_subgraph_that_hands_on_the_same_infinities_is_no_culprit(tmp_path):
+    """Log of a masked input on CPU hands -inf on to an Exp on OPENVINO, which differs in the last bit: the
+    localisation names the OPENVINO subgraph, not the CPU one whose -inf the reference gives too."""
+    mask = (np.arange(256).reshape(4, 64) % 3 != 0).astype(np.float32)
+    nodes = [
+        h.make_node("Mul", ["x", "mask"], ["y"], name="n0"),
+        h.make_node("Log", ["y"], ["l"], name="n1"),
+        h.make_node("Exp", ["l"], ["e"], name="n2"),
+    ]
+    path = tmp_path / "log_exp.onnx"
+    onnx.save(make_model(nodes, [vi("x", [4, 64])], [vi("e", [4, 64])], [const("mask", mask)]), str(path))
+    result = invoke(
+        hetero, "validate", "-m", path, "-d", "HETERO:OPENVINO,CPU", "--affinity", "n0=CPU", "--affinity",
+        "n1=CPU", "--affinity", "n2=OPENVINO", "--atol", "0", "--rtol", "0",
+    )  # fmt: skip
+    assert result.exit_code == 1 and last_line(result) == "FAILED", result.output
+    assert "subgraph1 on CPU: within tolerance" in result.stdout
+    assert "The first subgraph that differs: subgraph2 on OPENVINO, 1 node(s): n2" in result.stdout

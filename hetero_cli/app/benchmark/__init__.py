@@ -1,6 +1,6 @@
 """Benchmark: what ``hetero benchmark`` measures and writes, in benchmark_app's conventions.
 
-    shapes, notes = benchmark.data_shapes(model, shape="[1,1,32,32]")
+    shapes, filled = benchmark.data_shapes(model, shape="[1,1,32,32]")
     feeds = benchmark.input_sets(model, shapes, files={}, count=4)        # seeded random data
     result = benchmark.measure(compiled, feeds, nireq=4, api="async", niter=None, duration_s=10)
     print(result.latency_median_ms, result.throughput_fps)
@@ -17,18 +17,26 @@ from __future__ import annotations
 
 from ...errors import BenchmarkError
 from .counters import SORT_MODES, average_counters, sorted_counters
-from .inputs import check_random_data, data_dims, image_dims, input_sets, parse_input_files
+from .inputs import (
+    check_random_data,
+    data_dims,
+    file_data_shapes,
+    image_dims,
+    input_sets,
+    parse_input_files,
+)
 from .int_ranges import IntRange, integer_ranges, parse_int_ranges, range_text
 from .measure import Measurement, measure, planned_iterations
 from .reports import REPORT_TYPES, config_document, configuration_setup, write_reports
 from .settings import RunMode, check_image_values, element_types, per_device, per_input_values, run_mode
-from .shapes import batch_size, data_shapes
+from .shapes import FilledDims, batch_size, data_shapes
 from .summary import compile_summary, exec_graph, summary
 
 __all__ = [
     "REPORT_TYPES",
     "SORT_MODES",
     "BenchmarkError",
+    "FilledDims",
     "IntRange",
     "Measurement",
     "RunMode",
@@ -43,6 +51,7 @@ __all__ = [
     "data_shapes",
     "element_types",
     "exec_graph",
+    "file_data_shapes",
     "image_dims",
     "input_sets",
     "integer_ranges",

@@ -20,7 +20,7 @@ from ...graph import Model, shape_text
 from .. import image, limits
 from ..limits import data_bytes, size_text
 from .int_ranges import DEFAULT_RANGE, UINT8_RANGE, integer_ranges
-from .shapes import check_data_size, element_type, is_fixed
+from .shapes import FilledDims, check_data_size, data_shapes, element_type, is_fixed
 
 DATA_SUFFIXES = frozenset({".npy", ".bin", ".raw"})
 IMAGE_SUFFIXES = frozenset(
@@ -146,6 +146,27 @@ def data_dims(
         if info.shape is not None and len(shape) == len(info.shape):
             out[info.name] = dict(enumerate(int(d) for d in shape))
     return out
+
+
+def file_data_shapes(
+    model: Model,
+    files: Mapping[str, Sequence[Path]],
+    shape: str | None = None,
+    data_shape: str | None = None,
+    requests: int = 1,
+    *,
+    layout: str | None = None,
+    batch: int | None = None,
+    fill_dynamic: bool = True,
+) -> tuple[dict[str, tuple[int, ...]], list[FilledDims]]:
+    """Every input's data shape where ``files`` ({input: -i files}, from parse_input_files) are read: the
+    dynamic dimensions -shape, -b and -data_shape leave are sized from each input's first file (data_dims),
+    the rest as data_shapes fills them (an input with files counts as given data). Returns data_shapes'
+    (shapes, what was filled); raises BenchmarkError as data_dims and data_shapes do."""
+    return data_shapes(
+        model, shape, data_shape, requests, data_dims(model, files, layout), batch=batch,
+        fill_dynamic=fill_dynamic, with_files=list(files),
+    )  # fmt: skip
 
 
 def _image_axes(spec: image.ImageInput) -> tuple[int, int, int]:

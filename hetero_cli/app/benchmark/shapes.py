@@ -1,14 +1,16 @@
 """The shapes of the benchmark's input data: benchmark_app's -shape / -data_shape grammar, each input's
 concrete shape (dynamic dimensions filled), the size that data takes, and the batch counted as frames.
 
-    shapes, notes = data_shapes(model, shape="[1,1,32,32]", requests=4)
+    shapes, filled = data_shapes(model, shape="[1,1,32,32]", requests=4)
     frames_per_inference = batch_size(shapes)
+    unsized = [f.input for f in filled if f.set_to_one]     # dynamic dimensions nothing gave a size
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -75,6 +77,44 @@ def _parse_dims(dims_text: str, text: str, option: str) -> list[int | None]:
     return dims
 
 
+@dataclass(frozen=True)
+class FilledDims:
+    """One input whose dynamic dimensions data_shapes filled: ``input`` (its name), ``declared`` (its shape
+    as the model gives it, names or None for dynamic dimensions), ``given`` (that shape after -shape, -b and
+    -data_shape; ``declared`` where they set nothing), ``shape`` (the concrete shape of its data), the axes
+    the input's first -i file sized (``from_file``) and the axes nothing sized, set to 1 (``set_to_one``).
+    ``text`` is the note hetero benchmark prints."""
+
+    input: str
+    declared: tuple[Any, ...]
+    given: tuple[Any, ...]
+    shape: tuple[int, ...]
+    from_file: tuple[int, ...]
+    set_to_one: tuple[int, ...]
+
+    def shown(self) -> str:
+        """The input's shape for a message: ``[n,16]``, or ``[n,16] ([n,8] as given)`` where -shape,
+        -b or -data_shape set some of its dimensions."""
+        text = shape_text(self.declared)
+        return text if self.given == self.declared else f"{text} ({shape_text(self.given)} as given)"
+
+    @property
+    def text(self) -> str:
+        """``input 'x' is [n,16]: dynamic dimensions set to 1 (-data_shape x[1,16] to choose)``."""
+        if not self.from_file:
+            what = "dynamic dimensions set to 1"
+        elif not self.set_to_one:
+            what = "dynamic dimensions taken from its first image"
+        else:
+            what = "image dimensions taken from its first image, the others set to 1"
+        if self.given != self.declared:
+            what = what.replace("dynamic dimensions", "dimensions still dynamic")
+        return (
+            f"input {self.input!r} is {self.shown()}: {what} (-data_shape {self.input}{shape_text(self.shape)} "
+            "to choose)"
+        )
+
+
 def is_fixed(dim: Any) -> bool:
     """Whether a model dimension is fixed: a whole number, 0 included (ONNX Runtime takes dim_value 0 as a
     fixed 0, an empty tensor); names, None and negative values are dynamic."""
@@ -91,8 +131,9 @@ def data_shapes(
     batch: int | None = None,
     fill_dynamic: bool = True,
     with_files: Collection[str] = (),
-) -> tuple[dict[str, tuple[int, ...]], list[str]]:
-    """The concrete shape of every input's data, and notes on dynamic dimensions filled in.
+) -> tuple[dict[str, tuple[int, ...]], list[FilledDims]]:
+    """The concrete shape of every input's data, and what was filled in each input with dynamic dimensions
+    (FilledDims, in the model's input order; its ``text`` the note to print).
 
     ``shape`` (-shape) fills the model's dynamic dimensions (hetero-cli does not reshape static ones);
     ``batch`` (-b) sets dimension 0 of every input of rank >= 2 as -shape would; ``data_shape``
@@ -115,7 +156,7 @@ def data_shapes(
         ("-data_shape", parse_shapes(data_shape, names, "-data_shape") if data_shape else {}),
     ]
     out: dict[str, tuple[int, ...]] = {}
-    notes: list[str] = []
+    filled: list[FilledDims] = []
     for info in model.inputs:
         dims = list(info.shape) if info.shape is not None else None
         set_by: list[str | None] = [None] * len(dims or ())
@@ -130,9 +171,9 @@ def data_shapes(
         if not fill_dynamic and info.name not in with_files:
             _check_static(info, dims, from_file)
         out[info.name], note = _concrete(info, dims, from_file)
-        notes += [note] if note else []
+        filled += [note] if note else []
     check_data_size(model, out, requests)
-    return out, notes
+    return out, filled
 
 
 def _check_static(info: TensorInfo, dims: Sequence[Any], from_file: Mapping[int, int]) -> None:
@@ -186,28 +227,22 @@ def _merge_dims(
 
 
 def _concrete(
-    info: TensorInfo, dims: Sequence[Any], from_image: Mapping[int, int]
-) -> tuple[tuple[int, ...], str | None]:
-    """``dims`` with their dynamic dimensions filled: from the input's first image where it gives them
-    (``from_image``: {axis: size}), else 1; and a note saying what was filled (None if nothing was)."""
+    info: TensorInfo, dims: Sequence[Any], from_file: Mapping[int, int]
+) -> tuple[tuple[int, ...], FilledDims | None]:
+    """``dims`` with their dynamic dimensions filled: from the input's first -i file where it gives them
+    (``from_file``: {axis: size}), else 1; and what was filled (None if nothing was)."""
     dynamic = [k for k, d in enumerate(dims) if not is_fixed(d)]
     if not dynamic:
         return tuple(dims), None
-    concrete = tuple(from_image.get(k, 1) if k in dynamic else d for k, d in enumerate(dims))
-    sized = [k for k in dynamic if k in from_image]
-    if not sized:
-        what = "dynamic dimensions set to 1"
-    elif len(sized) == len(dynamic):
-        what = "dynamic dimensions taken from its first image"
-    else:
-        what = "image dimensions taken from its first image, the others set to 1"
-    shown = shape_text(info.shape or dims)
-    if info.shape is not None and list(dims) != list(info.shape):  # -shape / -data_shape set some
-        shown += f" ({shape_text(dims)} as given)"
-        what = what.replace("dynamic dimensions", "dimensions still dynamic")
-    return (
-        concrete,
-        f"input {info.name!r} is {shown}: {what} (-data_shape {info.name}{shape_text(concrete)} to choose)",
+    concrete = tuple(from_file.get(k, 1) if k in dynamic else d for k, d in enumerate(dims))
+    declared = tuple(info.shape) if info.shape is not None else tuple(dims)
+    return concrete, FilledDims(
+        input=info.name,
+        declared=declared,
+        given=tuple(dims),
+        shape=concrete,
+        from_file=tuple(k for k in dynamic if k in from_file),
+        set_to_one=tuple(k for k in dynamic if k not in from_file),
     )
 
 

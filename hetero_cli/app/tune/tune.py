@@ -35,8 +35,11 @@ from . import costs, regions, runs, search
 from .measure import Clock, Timer, block_size, interleaved, median, wall_timer
 from .report import AUTOMATIC, COST_MODEL, SINGLE, Candidate, TuneReport, TuneResult, machine_info
 
-#: tune's default tolerances: OpenVINO's float32 arithmetic differs slightly from the CPU EP's
-DEFAULT_TOLERANCES = Tolerances(default=OutputTolerance(atol=1e-3, rtol=1e-3))
+#: tune's default tolerances: OpenVINO's float32 arithmetic differs slightly from the CPU EP's; the check asks
+#: whether a placement gives what the whole model gives, so the same infinity or NaN on both sides is equal
+DEFAULT_TOLERANCES = Tolerances(
+    default=OutputTolerance(atol=1e-3, rtol=1e-3), infinities_compare_equal=True, nans_compare_equal=True
+)
 #: the budget's shares: the cost model may spend until COST_MODEL_END, measuring until MEASURE_END, the
 #: rest is left for the validation and the counters per subgraph
 COST_MODEL_END = 0.45
@@ -79,8 +82,9 @@ def tune_model(
     ``config``: as compile_model takes it, for every compile; ``inputs``: input sets (feed dicts), the
     first one timed, all validated; else one seeded (``seed``) random set of ``shapes`` ({input: shape} or
     a -data_shape string, needed for dynamic dimensions), integers within ``int_ranges`` ({input: (low,
-    high)}) or what the graph bounds them to. ``tolerances``: the validation's (default atol
-    1e-3, rtol 1e-3). ``progress(text, fraction)`` is called as the search goes. ``timer``: what times
+    high)}) or what the graph bounds them to. ``tolerances``: the validation's (default DEFAULT_TOLERANCES:
+    atol 1e-3, rtol 1e-3, the same infinity or NaN on both sides equal). ``progress(text, fraction)`` is
+    called as the search goes. ``timer``: what times
     inferences (measure.Timer; wall_timer by default; tests inject one).
 
     Returns TuneResult: the model (the one ``core.read_model(model)`` gives, so a Model passed in is the

@@ -11,6 +11,7 @@ tensors added as graph outputs (reference.tapped_model); the split's from its ow
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from ...core import Core
@@ -43,12 +44,15 @@ def localise(
 
     Every subgraph's outputs (runtime.tap) are compared with the reference's values of the same tensors
     (reference.reference_values on ``reference``), each with ``tolerances.of(tensor)``: a model output's own, the
-    default for a tensor between subgraphs. The first subgraph in execution order that differs is named;
+    default for a tensor between subgraphs; the same infinity or NaN on both sides counts as equal there
+    (the split gives what the reference gives: a -inf a subgraph hands on is no culprit, whatever the
+    verdict on the outputs). The first subgraph in execution order that differs is named;
     with ``bisect``, bisect_subgraph narrows it down to a node. Where ``split``'s subgraphs run in one ONNX
     Runtime session (``one_session``, under PERFORMANCE_HINT=LATENCY), there are no boundaries to tap: the
     split is compiled once more with PERFORMANCE_HINT=THROUGHPUT over ``config`` (a session per subgraph,
     the same plan), for the localisation only. Raises as compile_model and infer.
     """
+    tolerances = replace(tolerances, infinities_compare_equal=True, nans_compare_equal=True)
     notes: list[str] = []
     if split.one_session:
         split = core.compile_model(model, device, {**(config or {}), PERFORMANCE_HINT: THROUGHPUT})

@@ -78,7 +78,8 @@ class ValidationReport:
     ``iterations``: per input set, every output's comparison (compare.OutputComparison); ``passed``: all
     within tolerance; ``inputs``: the feeds used (given, or the seeded random ones); ``outputs`` /
     ``reference_outputs``: per input set, {output: value} of the split and of the reference (what
-    ``--save-outputs`` writes); ``localisation``: where it starts to differ, on a failure (None on a pass);
+    ``--save-outputs`` writes); ``localisation``: where it starts to differ, on a failure (None on a pass,
+    and where only the same infinities or NaNs on both sides failed: ``only_matching``);
     ``dot_files``: the .dot files the split's compile wrote (HETERO_DUMP_GRAPH_DOT), as CompiledModel's.
     """
 
@@ -91,6 +92,18 @@ class ValidationReport:
     reference_outputs: list[dict[str, Any]]
     localisation: Localisation | None = None
     dot_files: tuple[Path, ...] = ()
+
+    @property
+    def failing(self) -> list[OutputComparison]:
+        """The comparisons over their tolerance, of every input set, in order."""
+        return [c for comparisons in self.iterations for c in comparisons if not c.passed]
+
+    @property
+    def only_matching(self) -> bool:
+        """Whether it failed only because of the same infinities or NaNs on both sides (the split gives
+        what the reference gives: OutputComparison.only_matching)."""
+        failing = self.failing
+        return bool(failing) and all(c.only_matching for c in failing)
 
     @property
     def failed_iteration(self) -> int | None:

@@ -16,7 +16,7 @@ from ...core import Core
 from ...errors import BenchmarkError, ValidationError
 from ...graph import Model, shape_text
 from ..benchmark.inputs import input_sets
-from ..benchmark.shapes import data_shapes, is_fixed
+from ..benchmark.shapes import FilledDims, data_shapes, is_fixed
 from .compare import compare_outputs
 from .localise import localise
 from .reference import NO_DOT_FILES
@@ -51,7 +51,8 @@ def validate_model(
     a node (localise.bisect_subgraph).
 
     Returns a ValidationReport: passed or not, the comparisons, the inputs, both sides' outputs, the .dot
-    files the split's compile wrote (where asked for), and on a failure where the split starts to differ
+    files the split's compile wrote (where asked for), and on a failure (but one of the same infinities or
+    NaNs on both sides only, ValidationReport.only_matching) where the split starts to differ
     (localise.localise; it compiles the split again for that, see there). The reference's compiles write
     no .dot files (but under OPENVINO_HETERO_VISUALIZE, which asks for every compile's). Raises ValidationError for inputs that do not fit the model, a dynamic dimension with no
     shape, or tolerances naming outputs the model lacks; as compile_model and infer otherwise
@@ -84,7 +85,7 @@ def validate_model(
         reference_outputs=reference_outputs,
         dot_files=split.dot_files,
     )
-    if not passed:
+    if not passed and not report.only_matching:  # the split gives what the whole model gives: no culprit
         failed = report.failed_iteration or 0
         report.localisation = localise(
             core,
@@ -141,16 +142,28 @@ def input_shapes(
     grammar); ValidationError for a bad option, or a dynamic dimension neither option sets (random data of
     size 1 there would validate little: the user chooses)."""
     try:
-        shapes, notes = data_shapes(model, shape, data_shape)
+        shapes, filled = data_shapes(model, shape, data_shape)
     except BenchmarkError as exc:
         raise ValidationError(str(exc)) from None
-    if notes:
-        raise ValidationError(
-            f"{notes[0].split(':')[0].replace(' is ', ' ', 1)} has dynamic dimensions: give their sizes with "
-            "-shape or -data_shape "
-            f"(e.g. -data_shape {_example(model)})"
-        )
+    check_sized(filled)
     return shapes
+
+
+def check_sized(filled: Sequence[FilledDims], *, files: bool = False) -> None:
+    """ValidationError naming the first input of ``filled`` (data_shapes' account) with dynamic dimensions
+    that nothing gave a size (set to 1), and the -data_shape that would: a size of 1 there would check
+    little, so the user chooses. ``files``: -i files were read too (they can size an input)."""
+    for f in filled:
+        if not f.set_to_one:
+            continue
+        axes = ", ".join(map(str, f.set_to_one))
+        what = f"dimension {axes}" if len(f.set_to_one) == 1 else f"dimensions {axes}"
+        by = "-shape, -data_shape nor an -i file" if files else "-shape nor -data_shape"
+        raise ValidationError(
+            f"input {f.input!r} is {f.shown()}, and neither {by} gives a size for its dynamic {what}: give "
+            f"{'it' if len(f.set_to_one) == 1 else 'them'} with -shape or -data_shape (e.g. -data_shape "
+            f"{f.input}{shape_text(f.shape)})"
+        )
 
 
 def random_inputs(

@@ -53,9 +53,10 @@ class OutputTolerance:
 class Tolerances:
     """Every output's tolerances: ``default`` for an output not named; ``atol``, ``rtol``,
     ``check_error_stat`` and ``error_quantile`` hold the values given for named outputs (each option resolved
-    on its own: ``--atol x:1`` leaves x's rtol at the default); and Polygraphy's
-    ``--infinities-compare-equal`` (matching +-inf count as equal rather than as a NaN difference).
-    Build it with ``Tolerances.parse`` from the command line's strings."""
+    on its own: ``--atol x:1`` leaves x's rtol at the default); Polygraphy's
+    ``--infinities-compare-equal`` (matching +-inf count as equal rather than as a NaN difference); and
+    ``nans_compare_equal`` (NaN on both sides counts as equal: no Polygraphy option, which fails every NaN;
+    hetero tune's check sets it). Build it with ``Tolerances.parse`` from the command line's strings."""
 
     default: OutputTolerance = OutputTolerance()
     atol: Mapping[str, float] = field(default_factory=dict)
@@ -63,6 +64,7 @@ class Tolerances:
     check_error_stat: Mapping[str, str] = field(default_factory=dict)
     error_quantile: Mapping[str, float] = field(default_factory=dict)
     infinities_compare_equal: bool = False
+    nans_compare_equal: bool = False
 
     @classmethod
     def parse(
@@ -73,9 +75,10 @@ class Tolerances:
         error_quantile: Sequence[str] = (),
         *,
         infinities_compare_equal: bool = False,
+        nans_compare_equal: bool = False,
     ) -> Tolerances:
         """Read Polygraphy's option values (each ``[<output>:]<value>``, as the user typed them after
-        ``--atol`` and so on) into Tolerances; raises ValidationError, naming the option, the value and the
+        ``--atol`` and so on, and its flag ``--infinities-compare-equal``) into Tolerances; raises ValidationError, naming the option, the value and the
         syntax, for a value that is not a non-negative number (atol, rtol), not in [0, 1] (error-quantile)
         or not one of CHECK_ERROR_STATS (check-error-stat)."""
         atols = _parse_option("--atol", atol, _tolerance)
@@ -88,7 +91,7 @@ class Tolerances:
             check_error_stat=stats.pop("", DEFAULT_CHECK_ERROR_STAT),
             error_quantile=quantiles.pop("", DEFAULT_ERROR_QUANTILE),
         )
-        return cls(default, atols, rtols, stats, quantiles, infinities_compare_equal)
+        return cls(default, atols, rtols, stats, quantiles, infinities_compare_equal, nans_compare_equal)
 
     def of(self, output_name: str) -> OutputTolerance:
         """The tolerances that apply to ``output_name``: its own value for each option given for it, the
@@ -114,7 +117,8 @@ class Tolerances:
     def polygraphy_args(self) -> list[str]:
         """The ``polygraphy run`` options that give these tolerances (``--atol 1e-05 logits:0.001 --rtol
         ...``), so a user can check a verdict with Polygraphy itself; ``Tolerances.parse`` reads them back
-        equal. Values are written with repr, which float() reads back exactly."""
+        equal. Values are written with repr, which float() reads back exactly. ``nans_compare_equal`` has
+        no Polygraphy option: it is left out (Polygraphy fails every NaN)."""
         d = self.default
         args = ["--atol", repr(d.atol), *_named(self.atol), "--rtol", repr(d.rtol), *_named(self.rtol)]
         if self.check_error_stat or d.check_error_stat != DEFAULT_CHECK_ERROR_STAT:

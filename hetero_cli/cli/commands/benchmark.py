@@ -255,13 +255,18 @@ def _input_data(model: Model, o: SimpleNamespace, nireq: int) -> SimpleNamespace
     Returns files, shapes, batch and feeding (input_sets' keywords)."""
     names = [i.name for i in model.inputs]
     files = bench.parse_input_files(o.inputs, names)
-    sizes = bench.data_dims(model, files, o.layout)
-    shapes, notes = bench.data_shapes(
-        model, o.shape, o.data_shape, nireq, sizes, batch=o.batch, fill_dynamic=o.fill_dynamic,
-        with_files=list(files),
-    )  # fmt: skip
-    for note in notes:
-        info(note)
+    shapes, filled = bench.file_data_shapes(
+        model,
+        files,
+        o.shape,
+        o.data_shape,
+        nireq,
+        layout=o.layout,
+        batch=o.batch,
+        fill_dynamic=o.fill_dynamic,
+    )
+    for note in filled:
+        info(note.text)
     batch = bench.batch_size(shapes)
     info(f"Model batch size: {batch}")
     step(6, "Configuring input of the model")

@@ -12,12 +12,11 @@ from typing import Any
 
 import click
 
-from ...app.benchmark import inputs as bench_inputs
-from ...app.benchmark.shapes import data_shapes
+from ...app import benchmark as bench
 from ...app.tune import DEFAULT_TOLERANCES, tune_model
 from ...app.tune.chart import write_chart
-from ...app.validate import Tolerances, input_shapes
-from ...errors import HeteroError, TuneBudgetError, ValidationError
+from ...app.validate import Tolerances, check_sized, input_shapes
+from ...errors import HeteroError, TuneBudgetError
 from ...graph import Model
 from ...placement import devices as registry
 from ..files import check_writable
@@ -161,7 +160,7 @@ def tune(
             param_hint="--atol/--rtol",
         )
     names = [i.name for i in setup.model.inputs]
-    with_files = bench_inputs.parse_input_files(inputs, names) if inputs else {}
+    with_files = bench.parse_input_files(inputs, names) if inputs else {}
     given, ranges = int_ranges(setup.model, int_range, with_files)
     feeds, shapes = _inputs(setup.model, inputs, shape, data_shape, seed, given)
     _check_devices(setup)
@@ -186,9 +185,15 @@ def tune(
 
 def _tolerances(atol: Sequence[str], rtol: Sequence[str]) -> Tolerances:
     """--atol and --rtol over tune's defaults (looser than validate's: OpenVINO's float arithmetic is not
-    the CPU EP's), later values winning. Raises ValidationError for a bad value."""
-    default = DEFAULT_TOLERANCES.default
-    return Tolerances.parse([f"{default.atol:g}", *atol], [f"{default.rtol:g}", *rtol])
+    the CPU EP's; the same infinity or NaN on both sides equal), later values winning. Raises
+    ValidationError for a bad value."""
+    default = DEFAULT_TOLERANCES
+    return Tolerances.parse(
+        [f"{default.default.atol:g}", *atol],
+        [f"{default.default.rtol:g}", *rtol],
+        infinities_compare_equal=default.infinities_compare_equal,
+        nans_compare_equal=default.nans_compare_equal,
+    )
 
 
 def _check_devices(setup: Setup) -> None:
@@ -221,23 +226,17 @@ def _inputs(
     ranges: Mapping[str, tuple[int, int]] | None = None,
 ) -> tuple[list[dict[str, Any]] | None, dict[str, tuple[int, ...]] | None]:
     """The tuning's inputs: with -i, one input set read from the files (random data for inputs without
-    one, integers within ``ranges``: --int-range's), as hetero benchmark reads them; else None and each
-    input's shape for seeded random data. A
-    dynamic dimension that neither -shape, -data_shape nor an image sets is a usage error: its size
-    decides which placement is fastest, so the user chooses it. Raises ValidationError or BenchmarkError."""
+    one, integers within ``ranges``: --int-range's), as hetero benchmark reads them and sizes their
+    dynamic dimensions; else None and each input's shape for seeded random data. A dynamic dimension that
+    neither -shape, -data_shape nor an -i file sizes is a usage error: its size decides which placement is
+    fastest, so the user chooses it. Raises ValidationError or BenchmarkError."""
     if not files:
         return None, input_shapes(model, shape, data_shape)
-    given = bench_inputs.parse_input_files(files, [i.name for i in model.inputs])
-    sizes = bench_inputs.image_dims(model, given, None)
-    shapes, notes = data_shapes(model, shape, data_shape, 1, sizes)
-    unset = [note for note in notes if "set to 1" in note]
-    if unset:
-        raise ValidationError(
-            f"{unset[0].split(':')[0]} has dynamic dimensions no image sets: give their sizes with -shape "
-            "or -data_shape"
-        )
-    bench_inputs.check_random_data(model, given)
-    return bench_inputs.input_sets(model, shapes, given, 1, seed=seed, int_ranges=ranges), None
+    given = bench.parse_input_files(files, [i.name for i in model.inputs])
+    shapes, filled = bench.file_data_shapes(model, given, shape, data_shape)
+    check_sized(filled, files=True)
+    bench.check_random_data(model, given)
+    return bench.input_sets(model, shapes, given, 1, seed=seed, int_ranges=ranges), None
 
 
 def _search(

@@ -98,6 +98,11 @@ class _Validate(Command):
     help="The quantile of --check-error-stat quantile.",
 )
 @click.option(
+    "--infinities-compare-equal",
+    is_flag=True,
+    help="The same +-inf on both sides is equal (Polygraphy's; without it inf - inf is a NaN difference).",
+)
+@click.option(
     "--load-inputs",
     metavar="FILE.json",
     callback=named,
@@ -135,6 +140,7 @@ def validate(
     rtol: Sequence[str],
     check_error_stat: Sequence[str],
     error_quantile: Sequence[str],
+    infinities_compare_equal: bool,
     load_inputs: str | None,
     save_inputs: str | None,
     save_outputs: str | None,
@@ -161,7 +167,9 @@ def validate(
     check_writable(save_inputs, "--save-inputs", folder=False)
     check_writable(save_outputs, "--save-outputs", folder=False)
     _check_reference(reference)
-    tolerances = Tolerances.parse(atol, rtol, check_error_stat, error_quantile)
+    tolerances = Tolerances.parse(
+        atol, rtol, check_error_stat, error_quantile, infinities_compare_equal=infinities_compare_equal
+    )
     loaded = polygraphy_json.load_inputs(load_inputs) if load_inputs else None
     setup = prepare(model, device, **shared(options))
     m = setup.model
@@ -206,12 +214,25 @@ def validate(
         check = ["polygraphy", "run", str(setup.model_path), "--onnxrt", "--load-inputs", save_inputs]
         check += ["--load-outputs", save_outputs, *tolerances.polygraphy_args()]
         info(f"Polygraphy compares the same: {shlex.join(check)}")
-    click.echo("PASSED" if report.passed else "FAILED")
+    click.echo("PASSED" if report.passed else failed_line(report))
     if report.passed:
         return 0
     # FAILED is the command's answer, not an error: the files it wrote stay
     written().keep()
     return 1
+
+
+def failed_line(report: ValidationReport) -> str:
+    """The last line of a failed validation: ``FAILED``, and where only the same infinities or NaNs on
+    both sides failed (ValidationReport.only_matching), that said, with what compares them as equal."""
+    if not report.only_matching:
+        return "FAILED"
+    infinities = any(c.same_infinities for c in report.failing)
+    nans = any(c.same_nans for c in report.failing)
+    what = " and ".join(w for w, on in (("infinities", infinities), ("NaNs", nans)) if on)
+    why = ["--infinities-compare-equal compares the infinities as equal"] if infinities else []
+    why += ["Polygraphy fails every NaN"] if nans else []
+    return f"FAILED: the outputs differ only where both runs give the same {what} ({'; '.join(why)})"
 
 
 def _check_reference(reference: str) -> None:
@@ -256,6 +277,17 @@ def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
+def _verdict(c: OutputComparison) -> str:
+    """``passed``, ``FAILED``, or ``FAILED: same inf`` / ``same NaN`` / ``same inf, NaN`` where only the
+    same infinities or NaNs on both sides failed it."""
+    if c.passed:
+        return "passed"
+    if not c.only_matching:
+        return "FAILED"
+    same = [w for w, n in (("inf", c.same_infinities), ("NaN", c.same_nans)) if n]
+    return f"FAILED: same {', '.join(same)}"
+
+
 def _comparison_table(
     title: str, comparisons: Sequence[OutputComparison], first_column: str = "output"
 ) -> None:
@@ -288,7 +320,7 @@ def _comparison_table(
             _number(c.median_rel),
             "-" if c.worst_index is None else str(list(c.worst_index)),
             c.tolerance.describe(),
-            "passed" if c.passed else "FAILED",
+            _verdict(c),
         )
     console().print(table)
     for c in comparisons:
