@@ -2,12 +2,23 @@
 
 Model (the OpenVINO-shaped node API over a ModelProto, model.py; its node index in index.py, its weights
 in weights.py, the types of its tensors in types.py), reading a model from a file or bytes (reading.py),
-and extracting a set of nodes as a standalone model (extract.py). Layers above import these names from
-here, not from the modules inside.
+extracting a set of nodes as a standalone model (extract.py), and the memory one inference's tensors
+take at given shapes (footprint.py). Layers above import these names from here, not from the modules
+inside.
 """
 
+from .footprint import activation_peak
 from .model import Model, Node, TensorInfo
 from .reading import ModelCheck, read_model
 from .types import shape_text, type_shape
 
-__all__ = ["Model", "ModelCheck", "Node", "TensorInfo", "read_model", "shape_text", "type_shape"]
+__all__ = [
+    "Model",
+    "ModelCheck",
+    "Node",
+    "TensorInfo",
+    "activation_peak",
+    "read_model",
+    "shape_text",
+    "type_shape",
+]

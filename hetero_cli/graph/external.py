@@ -20,7 +20,7 @@ from ..errors import ModelError
 from .shared import SCALAR_ATTRIBUTES
 
 INLINE_BYTES = 4096  # external tensors up to this size (shapes, axes, scales) are read in at read time
-_PACKED = {  # element types stored several to a byte
+PACKED = {  # element types stored several to a byte
     onnx.TensorProto.INT4: 2,
     onnx.TensorProto.UINT4: 2,
     **{getattr(onnx.TensorProto, n): 2 for n in ("FLOAT4E2M1",) if hasattr(onnx.TensorProto, n)},
@@ -85,7 +85,7 @@ def elements(tensor: onnx.TensorProto) -> int:
 def tensor_nbytes(tensor: onnx.TensorProto) -> int | None:
     """Bytes of the tensor's data as stored (None for strings and unknown element types)."""
     count = elements(tensor)
-    per_byte = _PACKED.get(tensor.data_type)
+    per_byte = PACKED.get(tensor.data_type)
     if per_byte is not None:
         return -(-count // per_byte)
     if tensor.data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):

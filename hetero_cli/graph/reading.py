@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +15,11 @@ from ..errors import HeteroError, ModelError
 from .external import all_tensors, check_external, inline_if_small, is_external
 from .index import graph_outer_refs
 from .model import Model
+from .operators import check_operators
 from .shared import SCALAR_ATTRIBUTES, field_kind, short_reason
+from .tensor_sizes import check_tensor_sizes
 from .weights import SMALL_INITIALIZER
-from .wire import skeleton_bytes
+from .wire import skeleton
 
 # read_model skips the weights' bytes of files from this size on (smaller ones are parsed whole)
 SKELETON_MIN_BYTES = 1 << 20
@@ -66,19 +68,20 @@ def read_model(
             f"{path} is not a regular file (a pipe or a device): save the model to a file and give its path"
         )
     try:
-        proto = _load_skeleton(path) or onnx.load(str(path), load_external_data=False)
+        proto, left_out = _load_skeleton(path) or (onnx.load(str(path), load_external_data=False), {})
     except PermissionError:
         raise ModelError(f"cannot read {path}: permission denied") from None
     except Exception as exc:
         raise ModelError(
             f"{path} is not a readable ONNX model ({short_reason(exc)}): is the file truncated or of another format?"
         ) from None
-    return _checked(proto, path, str(path), check)
+    return _checked(proto, path, str(path), check, left_out)
 
 
-def _load_skeleton(path: Path) -> onnx.ModelProto | None:
+def _load_skeleton(path: Path) -> tuple[onnx.ModelProto, dict[int, int]] | None:
     """The model in a binary .onnx file parsed without the data of its large weights (Model leaves those
-    in the file anyway: this spares reading them at all); None where onnx.load must read the file."""
+    in the file anyway: this spares reading them at all), and {initializer index: bytes of raw_data left
+    out} (wire.skeleton); None where onnx.load must read the file."""
     ext = os.path.splitext(path)[1]
     if onnx.serialization.registry.get_format_from_file_extension(ext) not in (None, "protobuf"):
         return None
@@ -87,21 +90,28 @@ def _load_skeleton(path: Path) -> onnx.ModelProto | None:
             return None  # the walk, in Python, costs more than reading a small file's weights
     except OSError:
         return None
-    data = skeleton_bytes(path, SMALL_INITIALIZER)
-    if data is None:
+    found = skeleton(path, SMALL_INITIALIZER)
+    if found is None:
         return None
     try:
-        return onnx.load_from_string(data)
+        return onnx.load_from_string(found[0]), found[1]
     except Exception:
         return None  # onnx.load tells what is wrong with the file
 
 
-def _checked(proto: onnx.ModelProto, path: Path | None, where: str, check: ModelCheck | None) -> Model:
+def _checked(
+    proto: onnx.ModelProto,
+    path: Path | None,
+    where: str,
+    check: ModelCheck | None,
+    left_out: Mapping[int, int] | None = None,
+) -> Model:
     """``proto`` as a Model once it passed the structural checks and ``check``; ModelError saying what is
-    wrong if not."""
+    wrong if not. ``left_out``: the raw_data lengths of the initializers read without their data."""
     if not proto.graph.node and not proto.graph.output:
         raise ModelError(f"{where} holds no ONNX graph: is it an ONNX model file?")
     check_structure(proto, where)
+    check_tensor_sizes(proto, where, left_out or {})
     if check is not None:
         check(proto, where)
     external = [t for t in all_tensors(proto) if is_external(t)]
@@ -126,7 +136,8 @@ def _checked(proto: onnx.ModelProto, path: Path | None, where: str, check: Model
 
 def check_structure(proto: onnx.ModelProto, where: str) -> None:
     """Refuse what protobuf parses but no ONNX writer produces: a file cut after its graph, text that is
-    not UTF-8, nodes reading tensors nothing defines, outputs nothing produces."""
+    not UTF-8, nodes reading tensors nothing defines, outputs nothing produces, ops ONNX does not define
+    in the model's opset (operators.check_operators)."""
     if proto.ir_version <= 0:
         raise ModelError(f"{where} has no IR version: it is not an ONNX model, or the file is damaged")
     if not proto.opset_import:
@@ -158,6 +169,7 @@ def check_structure(proto: onnx.ModelProto, where: str) -> None:
             f"{where} has output(s) {', '.join(map(repr, missing[:5]))} that no node, input or initializer "
             "produces: the model is incomplete or corrupt"
         )
+    check_operators(proto, where)
 
 
 def _invalid_text(message: Any) -> str | None:

@@ -7,7 +7,7 @@ floats. Pure onnx: ONNX Runtime's own inference is hetero_cli.ort.types.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -48,6 +48,7 @@ class TypeTable:
         self._declared: dict[str, onnx.TypeProto] | None = None
         self._inferred: dict[str, onnx.TypeProto] | None = None
         self._corrected: dict[str, onnx.TypeProto] = {}
+        self._at_shapes: tuple[tuple, dict[str, onnx.TypeProto]] | None = None  # (shapes, types)
 
     def value_type(self, name: str) -> onnx.TypeProto | None:
         """The tensor's type (element type and, where known, shape): its correction, else as the model
@@ -108,23 +109,43 @@ class TypeTable:
                 return True
         return False
 
-    def _inferred_alone(self, size: int | None) -> dict[str, onnx.TypeProto]:
+    def at_shapes(self, shapes: Mapping[str, Sequence[int]]) -> dict[str, onnx.TypeProto]:
+        """What onnx's shape inference (with data propagation) gives each tensor, the model's value_info
+        left out, once the inputs named in ``shapes`` have those concrete shapes (the data a run feeds).
+        Empty where inference fails. The last answer is kept for the same shapes."""
+        key = tuple(sorted((name, tuple(int(d) for d in dims)) for name, dims in shapes.items()))
+        if self._at_shapes is None or self._at_shapes[0] != key:
+            self._at_shapes = (key, self._inferred_alone(None, dict(key)))
+        return self._at_shapes[1]
+
+    def _inferred_alone(
+        self, size: int | None, shapes: Mapping[str, Sequence[int]] | None = None
+    ) -> dict[str, onnx.TypeProto]:
         """{tensor: type} from onnx's shape inference without the model's value_info; with ``size``, every
-        dynamic input dimension set to it first (and data propagated)."""
+        dynamic input dimension set to it first; with ``shapes``, the inputs it names given those shapes,
+        and the graph outputs' types included (data propagated in both cases)."""
         copy = _negative_dims_unknown(self._weightless_copy())
         del copy.graph.value_info[:]
-        if size is not None:
-            for vi in copy.graph.input:
-                for d in vi.type.tensor_type.shape.dim if vi.type.HasField("tensor_type") else ():
-                    if not d.HasField("dim_value"):
-                        d.dim_value = size
+        for vi in copy.graph.input:
+            if not vi.type.HasField("tensor_type"):
+                continue
+            if shapes is not None and vi.name in shapes:
+                vi.type.tensor_type.shape.Clear()
+                for d in shapes[vi.name]:
+                    vi.type.tensor_type.shape.dim.add().dim_value = int(d)
+            for d in vi.type.tensor_type.shape.dim if size is not None else ():
+                if not d.HasField("dim_value"):
+                    d.dim_value = size
         try:
             result = onnx.shape_inference.infer_shapes(
-                copy, check_type=False, strict_mode=False, data_prop=size is not None
+                copy, check_type=False, strict_mode=False, data_prop=size is not None or shapes is not None
             )
         except Exception:
             return {}
-        return {vi.name: vi.type for vi in result.graph.value_info}
+        types = {vi.name: vi.type for vi in result.graph.value_info}
+        if shapes is not None:
+            types.update((o.name, o.type) for o in result.graph.output)
+        return types
 
     def _collect(self, *, inferred: bool) -> dict[str, onnx.TypeProto]:
         """Types the model declares, and with ``inferred`` what onnx's shape inference adds to them."""

@@ -44,27 +44,38 @@ def skeleton_bytes(path: str | os.PathLike[str], more_than: int) -> bytes | None
     """The serialized model in ``path`` without the raw_data of its top-level graph initializers of more
     than ``more_than`` elements stored inline (their name, type and dims kept), or None when the file
     cannot be read or walked (callers then parse the whole file)."""
+    found = skeleton(path, more_than)
+    return None if found is None else found[0]
+
+
+def skeleton(path: str | os.PathLike[str], more_than: int) -> tuple[bytes, dict[int, int]] | None:
+    """skeleton_bytes' model, and {index in graph.initializer: bytes of the raw_data left out} of the
+    initializers it holds without their data (so their size can still be checked against their shape);
+    None as for skeleton_bytes."""
     try:
         with open(path, "rb") as f:
             if os.fstat(f.fileno()).st_size == 0:
                 return None
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-                return bytes(_without_weights(buf, more_than))
+                left_out: dict[int, int] = {}
+                return bytes(_without_weights(buf, more_than, left_out)), left_out
     except (OSError, ValueError, IndexError):
         return None
 
 
-def _without_weights(buf: mmap.mmap, more_than: int) -> bytearray:
+def _without_weights(buf: mmap.mmap, more_than: int, left_out: dict[int, int]) -> bytearray:
     out = bytearray()
     for number, wire, key_start, start, end in _all_fields(buf, 0, len(buf)):
         if number != _MODEL_GRAPH or wire != _LEN:
             out += buf[key_start:end]
             continue
-        graph = bytearray()
+        graph, index = bytearray(), 0
         for inner, inner_wire, inner_key, tensor_start, tensor_end in _all_fields(buf, start, end):
             if inner == _GRAPH_INITIALIZER and inner_wire == _LEN:
-                tensor = _tensor_without_data(buf, tensor_start, tensor_end, more_than)
-                if tensor is not None:
+                index += 1
+                stripped = _tensor_without_data(buf, tensor_start, tensor_end, more_than)
+                if stripped is not None:
+                    tensor, left_out[index - 1] = stripped
                     graph += _key(inner, _LEN) + _encode_varint(len(tensor)) + tensor
                     continue
             graph += buf[inner_key:tensor_end]
@@ -72,9 +83,12 @@ def _without_weights(buf: mmap.mmap, more_than: int) -> bytearray:
     return out
 
 
-def _tensor_without_data(buf: mmap.mmap, start: int, end: int, more_than: int) -> bytearray | None:
-    """The TensorProto in buf[start:end] without its raw_data when it is large and inline; else None."""
-    elements, external, has_raw = 1, False, False
+def _tensor_without_data(
+    buf: mmap.mmap, start: int, end: int, more_than: int
+) -> tuple[bytearray, int] | None:
+    """The TensorProto in buf[start:end] without its raw_data, and that raw_data's length, when it is
+    large and inline; else None."""
+    elements, external, has_raw, raw_length = 1, False, False, 0
     for number, wire, _, begin, finish in _all_fields(buf, start, end):
         if number == _TENSOR_DIMS and wire == 0:
             elements *= _varint(buf, begin)[0]
@@ -86,14 +100,14 @@ def _tensor_without_data(buf: mmap.mmap, start: int, end: int, more_than: int) -
         elif number == _TENSOR_DATA_LOCATION and wire == 0:
             external = _varint(buf, begin)[0] == _EXTERNAL
         elif number == _TENSOR_RAW_DATA and wire == _LEN:
-            has_raw = True
+            has_raw, raw_length = True, finish - begin
     if not has_raw or external or elements <= more_than:
         return None
     kept = bytearray()
     for number, _, key_start, _, finish in _all_fields(buf, start, end):
         if number != _TENSOR_RAW_DATA:
             kept += buf[key_start:finish]
-    return kept
+    return kept, raw_length
 
 
 def _all_fields(buf: mmap.mmap, start: int, end: int) -> Iterator[tuple[int, int, int, int, int]]:

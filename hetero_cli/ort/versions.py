@@ -11,6 +11,10 @@ from .session import ort
 
 # the ONNX Runtime wheels that install the onnxruntime module (one at a time)
 FLAVOURS = ("onnxruntime-openvino", "onnxruntime-gpu", "onnxruntime")
+# The oldest default-domain opset every ONNX Runtime release supports (its versioning policy,
+# docs/Versioning.md in microsoft/onnxruntime): an op of an older opset runs only where it is the same
+# version as in this one (Relu-6 at opset 6 does; Add-6 has no kernel).
+OLDEST_OPSET = 7
 _OPENVINO_LIBRARY = re.compile(r"libopenvino\.so\.(\d+\.\d+\.\d+)$")
 
 

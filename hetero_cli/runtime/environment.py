@@ -6,8 +6,9 @@ from __future__ import annotations
 import onnx
 
 from ..errors import ModelError
+from ..graph.operators import older_than, since_version
 from ..ort.session import QUIET, ort, unloadable
-from ..ort.versions import runtime_versions
+from ..ort.versions import OLDEST_OPSET, runtime_versions
 
 __all__ = ["check_loadable", "runtime_versions", "set_log_level"]
 
@@ -18,7 +19,9 @@ def set_log_level(debug: bool) -> None:
 
 
 def check_loadable(proto: onnx.ModelProto, where: str) -> None:
-    """Raise ModelError if this ONNX Runtime loads no model of ``proto``'s IR version and default opset.
+    """Raise ModelError if this ONNX Runtime loads no model of ``proto``'s IR version and default opset,
+    or if a node is an op version older than the oldest opset ONNX Runtime supports (no EP has a kernel
+    for it: Add at opset 1).
 
     ``where`` names the model in the message (its path, "these bytes"). Why: a model ORT cannot load is
     refused when it is read, with the way out, rather than at the first session.
@@ -30,4 +33,13 @@ def check_loadable(proto: onnx.ModelProto, where: str) -> None:
             f"{where}: ONNX Runtime {ort.__version__} loads no model of IR version {proto.ir_version} and "
             f"opset {opset} ({refused}): convert it to an IR version and opset this ONNX Runtime supports "
             "(onnx.version_converter), or re-export it"
+        )
+    legacy = older_than(proto, OLDEST_OPSET)
+    if legacy:
+        use, op = legacy[0], legacy[0].node.op_type
+        raise ModelError(
+            f"{where}: {use.label} is {op}-{since_version(use)} (the model's {use.opset_text}), older than "
+            f"ONNX Runtime supports (opset {OLDEST_OPSET} and later, where {op} is "
+            f"{op}-{since_version(use, OLDEST_OPSET)}): convert the model to opset {OLDEST_OPSET} or later "
+            "(onnx.version_converter.convert_version), or re-export it"
         )

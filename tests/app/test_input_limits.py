@@ -30,6 +30,7 @@ import hetero_cli as hc
 from hetero_cli import cli
 from hetero_cli.app import benchmark as bench
 from hetero_cli.app import image, limits
+from hetero_cli.app.benchmark import shapes as bench_shapes
 from hetero_cli.app.benchmark.inputs import random_tensor
 from hetero_cli.app.benchmark.shapes import parse_shapes
 
@@ -215,6 +216,8 @@ def test_input_sets_refuses_the_data_of_every_request_together(monkeypatch):
     model = hc.Core().read_model(DIGITS)
     shapes = {"image": (4, 1, 32, 32)}  # 16 KiB a request
     monkeypatch.setattr(limits, "memory_limit", lambda: 40 * 1024)
+    monkeypatch.setattr(limits, "available_memory", lambda: None)
+    monkeypatch.setattr(bench_shapes, "activation_peak", lambda model, shapes: 0)  # the input data alone
     assert len(bench.input_sets(model, shapes, {}, 2)) == 2
     with pytest.raises(bench.BenchmarkError, match=r"3 infer requests .*\(-nireq\)"):
         bench.input_sets(model, shapes, {}, 3)

@@ -19,6 +19,7 @@ from ...errors import BenchmarkError
 from ...graph import Model, shape_text
 from .. import image, limits
 from ..limits import data_bytes, size_text
+from ..npy import NpyError, load_npy, npy_header
 from .int_ranges import DEFAULT_RANGE, UINT8_RANGE, integer_ranges
 from .shapes import FilledDims, check_data_size, data_shapes, element_type, is_fixed
 
@@ -140,9 +141,9 @@ def data_dims(
         if not given or Path(given[0]).suffix.lower() != ".npy" or info.name in out:
             continue
         try:
-            shape = np.load(given[0], mmap_mode="r", allow_pickle=False).shape
-        except Exception as exc:
-            raise BenchmarkError(f"-i {given[0]}: not a readable .npy file ({exc})") from None
+            shape = npy_header(given[0])[0]
+        except (NpyError, OSError) as exc:
+            raise _npy_error(given[0], exc) from None
         if info.shape is not None and len(shape) == len(info.shape):
             out[info.name] = dict(enumerate(int(d) for d in shape))
     return out
@@ -260,9 +261,9 @@ def _file_tensor(
 def _npy_tensor(model: Model, name: str, path: Path, dtype: np.dtype, shape: Sequence[int]) -> np.ndarray:
     """A .npy file's array, cast (same kind only) and reshaped (same size only) to the input's."""
     try:
-        arr = np.load(path, allow_pickle=False)
-    except Exception as exc:
-        raise BenchmarkError(f"-i {path}: not a readable .npy file ({exc})") from None
+        arr = load_npy(path)
+    except (NpyError, OSError) as exc:
+        raise _npy_error(path, exc) from None
     if arr.dtype != dtype:
         if not np.can_cast(arr.dtype, dtype, casting="same_kind"):
             raise BenchmarkError(f"-i {path}: holds {arr.dtype} but input {name!r} takes {dtype}")
@@ -275,6 +276,14 @@ def _npy_tensor(model: Model, name: str, path: Path, dtype: np.dtype, shape: Seq
             )
         arr = arr.reshape(shape)
     return arr
+
+
+def _npy_error(path: Path, exc: Exception) -> BenchmarkError:
+    """The error for an -i .npy file that is not read: what is wrong with its data (npy.NpyError), or why
+    the file cannot be read."""
+    if isinstance(exc, NpyError):
+        return BenchmarkError(f"-i {path} {exc}")
+    return BenchmarkError(f"-i {path}: not a readable .npy file ({getattr(exc, 'strerror', None) or exc})")
 
 
 def _image_tensor(

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import BenchmarkError
-from ...graph import Model, TensorInfo, shape_text
+from ...graph import Model, TensorInfo, activation_peak, shape_text
 from .. import limits
 from ..limits import data_bytes, size_text
 
@@ -263,7 +263,8 @@ def _smaller(info: TensorInfo) -> str:
 
 def check_data_size(model: Model, shapes: Mapping[str, Sequence[int]], count: int = 1) -> None:
     """BenchmarkError, before anything is allocated, if the inputs' data (``count`` sets of it, one per infer
-    request) would take more than limits.memory_limit() bytes."""
+    request), or that data and the tensors one inference makes at these shapes (graph.activation_peak:
+    the most alive at once), would not fit in memory (limits.over_limit)."""
     infos = [i for i in model.inputs if i.name in shapes]
     sizes = {i.name: data_bytes(element_type(i), shapes[i.name]) for i in infos}
     for info in infos:
@@ -287,6 +288,16 @@ def check_data_size(model: Model, shapes: Mapping[str, Sequence[int]], count: in
             f"the data for {count} infer requests would take {count} x {size_text(total)} = "
             f"{size_text(total * count)}, {over}: give fewer requests (-nireq) or a smaller -shape "
             f"or -data_shape"
+        )
+    peak = activation_peak(model, shapes)
+    over = limits.over_limit(total * count + peak)
+    if over is not None:
+        fixed = all(info.shape is not None and all(is_fixed(d) for d in info.shape) for info in infos)
+        raise BenchmarkError(
+            f"one inference at these shapes makes about {size_text(peak)} of tensors alive at once "
+            f"(estimated from the model's shapes), {size_text(total * count + peak)} with the input data, "
+            f"{over}: "
+            + ("use a model with smaller inputs" if fixed else "give a smaller -b, -shape or -data_shape")
         )
 
 

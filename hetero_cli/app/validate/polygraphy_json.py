@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ValidationError
+from ..npy import NpyError, load_npy
 
 TYPE_MARKER = "polygraphy_class"
 _LEGACY_MARKER = "polygraphy_serialized_json_type"
@@ -154,7 +155,7 @@ def _encode_array(array: Any, name: Any) -> dict[str, str]:
 
 def _decode_array(dct: Mapping[str, Any]) -> np.ndarray:
     """Polygraphy's ndarray decoder: base64 .npy bytes, or latin-1 text for old files; an .npz's first
-    array. Raises _BadArray."""
+    array; never a pickle (npy.load_npy). Raises _BadArray."""
     payload = dct.get("array")
     if not isinstance(payload, str):
         raise _BadArray("an encoded array without its 'array' text")
@@ -166,16 +167,9 @@ def _decode_array(dct: Mapping[str, Any]) -> np.ndarray:
         except UnicodeEncodeError:
             raise _BadArray("an array that is neither base64 nor latin-1 .npy bytes") from None
     try:
-        loaded = np.load(io.BytesIO(data), allow_pickle=False)
-    except Exception as err:  # np.load raises many kinds (ValueError, OSError, EOFError, BadZipFile...)
-        raise _BadArray(f"an array whose .npy bytes cannot be read ({err})") from None
-    if isinstance(loaded, np.ndarray):
-        return loaded
-    with loaded:
-        arrays = [loaded[key] for key in loaded.files]
-    if not arrays:
-        raise _BadArray("an .npz array payload holding no array")
-    return arrays[0]
+        return load_npy(data, npz=True)
+    except NpyError as err:
+        raise _BadArray(f"an array payload that {err}, where Polygraphy stores np.save's bytes") from None
 
 
 def _hook(pairs: list[tuple[str, Any]]) -> Any:
