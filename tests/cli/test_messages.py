@@ -8,7 +8,7 @@ from pathlib import Path
 import onnx
 import pytest
 from support.helpers import chain_model
-from support.robust import invoke, one_error_line
+from support.robust import external_model, invoke, nothing_left_behind, one_error_line
 
 from hetero_cli import cli
 
@@ -29,3 +29,24 @@ def test_a_long_device_string_is_echoed_once_and_shortened(chain, device):
     assert "bad device string" in line
     assert line.count("XXXXXXXXXX") <= 6 and "X" * 61 not in line  # 60 characters at most, once
     assert f"({len(device)} characters)" in line
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "words"),
+    [("offset", "-16", "negative offset (-16)"), ("length", "-8", "negative length (-8)")],
+)
+def test_a_negative_external_data_offset_is_called_invalid(tmp_path, key, value, words):
+    path = external_model(tmp_path / "ext")
+    proto = onnx.load(str(path), load_external_data=False)
+    entries = {e.key: e for e in proto.graph.initializer[0].external_data}
+    if key in entries:
+        entries[key].value = value
+    else:
+        proto.graph.initializer[0].external_data.add(key=key, value=value)
+    onnx.save(proto, str(path))
+    with nothing_left_behind(tmp_path):
+        result = invoke(cli.query, "-m", path, "-d", "CPU")
+    assert result.exit_code == 2
+    line = one_error_line(result)
+    assert words in line and "invalid" in line
+    assert "truncated" not in line and "needs bytes" not in line
