@@ -87,11 +87,8 @@ def apply_config(
     device goes to ``device`` unless it is one of HETERO's own. Raises ConfigError for a bad key or value."""
     plain_device = None if is_hetero(device) else device.strip()
     for name, values in loaded.items():
-        if is_hetero_name(name.strip()) and not isinstance(values, Mapping):
-            raise ConfigError(
-                f'-load_config: "HETERO" takes an object of HETERO\'s own keys, such as '
-                f'{{"HETERO": {{"PERF_COUNT": "YES"}}}}, not {values!r:.40}'
-            )
+        if not isinstance(values, Mapping):
+            _check_not_a_device(name, values)
         if isinstance(values, Mapping) and name.strip().upper() not in cfg.HETERO_KEYS:
             if is_hetero_name(name.strip()):
                 core.set_property(HETERO, dict(values))
@@ -101,6 +98,21 @@ def apply_config(
             _set_one(core, plain_device, None, name, values)
     for dev, key, value in options:
         _set_one(core, plain_device, dev, key, value)
+
+
+def _check_not_a_device(name: str, value: Any) -> None:
+    """ConfigError where -load_config gives a device (HETERO or any known one) a value that is no object
+    of key/values (``{"OPENVINO": null}``): a device's configuration is such an object."""
+    if is_hetero_name(name.strip()):
+        raise ConfigError(
+            f'-load_config: "HETERO" takes an object of HETERO\'s own keys, such as '
+            f'{{"HETERO": {{"PERF_COUNT": "YES"}}}}, not {json.dumps(value)[:40]}'
+        )
+    if registry.canonical_name(name) is not None:
+        raise ConfigError(
+            f'-load_config: "{name.strip()}" is a device, so its configuration must be an object of '
+            f'key/values, such as {{"{name.strip()}": {{"KEY": "VALUE"}}}}, not {json.dumps(value)[:40]}'
+        )
 
 
 def ep_spelling(device: str, key: str) -> str:

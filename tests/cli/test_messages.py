@@ -50,3 +50,14 @@ def test_a_negative_external_data_offset_is_called_invalid(tmp_path, key, value,
     line = one_error_line(result)
     assert words in line and "invalid" in line
     assert "truncated" not in line and "needs bytes" not in line
+
+
+@pytest.mark.parametrize(("device", "value"), [("OPENVINO", "null"), ("CPU", "3"), ("cpu", '"YES"')])
+def test_load_config_says_a_devices_configuration_is_an_object(chain, tmp_path, device, value):
+    config = tmp_path / "config.json"
+    config.write_text(f'{{"{device}": {value}}}')
+    result = invoke(cli.query, "-m", chain, "-d", "CPU", "-load_config", config)
+    assert result.exit_code == 2
+    line = one_error_line(result)
+    assert f'"{device}" is a device, so its configuration must be an object of key/values' in line
+    assert f"not {value}" in line and "unknown HETERO config key" not in line
