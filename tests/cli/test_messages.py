@@ -61,3 +61,58 @@ def test_load_config_says_a_devices_configuration_is_an_object(chain, tmp_path, 
     line = one_error_line(result)
     assert f'"{device}" is a device, so its configuration must be an object of key/values' in line
     assert f"not {value}" in line and "unknown HETERO config key" not in line
+
+
+def test_an_affinity_file_nested_too_deep_is_no_valid_affinity_file(chain, tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    result = invoke(cli.query, "-m", chain, "-d", "HETERO:CPU", "--affinity-file", deep)
+    assert result.exit_code == 2
+    line = one_error_line(result)
+    assert "is not valid for --affinity-file (its JSON nests too deep to read)" in line
+    assert "{node name: device}" in line and "RecursionError" not in line
+
+
+IMAGE = Path(__file__).resolve().parents[2] / "samples" / "images" / "digit_3.png"
+DIGITS = Path(__file__).resolve().parents[2] / "models" / "digits.onnx"
+
+
+#: Each command's options that read a file, as (command, arguments with PATH where the path goes, what the
+#: line says for a folder: the options that take a folder of files say it holds none)
+FILE_OPTIONS = [
+    ("query", ["-m", DIGITS, "-d", "HETERO:CPU", "--affinity-file", "PATH"], "is a folder"),
+    ("query", ["-m", DIGITS, "-d", "CPU", "-load_config", "PATH"], "is a folder"),
+    ("benchmark", ["-m", DIGITS, "-d", "CPU", "-load_config", "PATH", "-niter", "1"], "is a folder"),
+    ("validate", ["-m", DIGITS, "-d", "CPU", "--affinity-file", "PATH"], "is a folder"),
+    ("validate", ["-m", DIGITS, "-d", "CPU", "--load-inputs", "PATH"], "without Polygraphy .json files"),
+    ("classify", ["-m", DIGITS, "-d", "CPU", "-i", IMAGE, "--labels", "PATH"], "is a folder"),
+    ("classify", ["-m", DIGITS, "-d", "CPU", "-i", "PATH"], "is a folder"),
+    ("benchmark", ["-m", DIGITS, "-d", "CPU", "-i", "PATH", "-niter", "1"], "holds no images"),
+    (
+        "tune",
+        ["-m", DIGITS, "-d", "HETERO:CPU,OPENVINO", "-i", "PATH", "--save", "t.onnx"],
+        "holds no images",
+    ),
+    ("query", ["-m", "PATH", "-d", "CPU"], "is a directory"),
+]
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "folder_words"),
+    FILE_OPTIONS,
+    ids=[f"{c} {a[a.index('PATH') - 1]}" for c, a, _ in FILE_OPTIONS],
+)
+@pytest.mark.parametrize("target", ["/dev/zero", "folder"])
+def test_every_file_option_names_a_folder_or_device_as_what_it_is(
+    tmp_path, monkeypatch, command, args, folder_words, target
+):
+    monkeypatch.chdir(tmp_path)
+    path = Path(target) if target.startswith("/") else tmp_path / target
+    if target == "folder":
+        path.mkdir()
+    with nothing_left_behind(tmp_path):
+        result = invoke(cli.hetero, command, *[path if a == "PATH" else a for a in args])
+    assert result.exit_code == 2, result.output
+    line = one_error_line(result)
+    assert (folder_words if target == "folder" else "is not a regular file") in line
+    assert "no such file" not in line

@@ -19,6 +19,7 @@ from ...errors import BenchmarkError
 from ...graph import Model, shape_text
 from .. import image, limits
 from ..limits import data_bytes, size_text
+from ..paths import file_problem
 from .shapes import check_data_size, element_type, is_fixed
 
 DATA_SUFFIXES = frozenset({".npy", ".bin", ".raw"})
@@ -81,9 +82,10 @@ def _listed(text: str) -> list[Path]:
                 f"nor data files (.npy, .bin, .raw)"
             )
         return files
-    if p.exists():
-        return [p]
-    raise BenchmarkError(f"-i {text}: no such file or folder")
+    problem = file_problem(p, folder=True)
+    if problem:
+        raise BenchmarkError(f"-i {problem}: give an image, .npy, .bin or .raw file, or a folder of them")
+    return [p]
 
 
 def _npy_fix(name: str, given: Sequence[int], declared: Sequence[Any] | None) -> str:
