@@ -7,7 +7,8 @@ from pathlib import Path
 
 import onnx
 import pytest
-from support.helpers import chain_model
+from onnx import helper as h
+from support.helpers import chain_model, make_model, vi
 from support.robust import external_model, invoke, nothing_left_behind, one_error_line
 
 from hetero_cli import cli
@@ -116,3 +117,53 @@ def test_every_file_option_names_a_folder_or_device_as_what_it_is(
     line = one_error_line(result)
     assert (folder_words if target == "folder" else "is not a regular file") in line
     assert "no such file" not in line
+
+
+TEXT_MODEL = Path(__file__).resolve().parents[1] / "data" / "skl2onnx" / "tfidf_text.onnx"
+
+
+def test_validate_on_string_inputs_names_load_inputs_not_an_option_it_lacks():
+    result = invoke(cli.hetero, "validate", "-m", TEXT_MODEL, "-d", "CPU", "-shape", "[1,1]")
+    assert result.exit_code == 2
+    line = one_error_line(result)
+    assert "cannot make random data of strings for input 'text'" in line
+    assert "--load-inputs FILE.json" in line and " -i " not in line
+
+
+def test_tune_on_string_inputs_names_its_own_i_option(tmp_path):
+    with nothing_left_behind(tmp_path):
+        result = invoke(cli.hetero, "tune", "-m", TEXT_MODEL, "-d", "HETERO:CPU,OPENVINO", "-shape", "[1,1]",
+                        "--save", tmp_path / "t.onnx")  # fmt: skip
+    assert result.exit_code == 2
+    assert "give its data with -i text:FILE.npy" in one_error_line(result)
+
+
+@pytest.mark.parametrize(
+    "elem", [onnx.TensorProto.BFLOAT16, onnx.TensorProto.FLOAT8E4M3FN], ids=["bf16", "f8"]
+)
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["benchmark", "-niter", "1", "-i", "DATA.npy"],
+        ["benchmark", "-niter", "1"],
+        ["validate", "--load-inputs", "DATA.json"],
+        ["validate"],
+        ["tune", "-i", "DATA.npy", "--save", "t.onnx"],
+        ["classify", "-i", "DATA.png"],
+    ],
+    ids=["benchmark -i", "benchmark", "validate --load-inputs", "validate", "tune -i", "classify"],
+)
+def test_inputs_no_data_can_be_fed_to_are_refused_before_any_data_is_read(tmp_path, monkeypatch, elem, args):
+    monkeypatch.chdir(tmp_path)
+    node = h.make_node("Cast", ["x"], ["y"], name="cast", to=onnx.TensorProto.FLOAT)
+    model = tmp_path / "m.onnx"
+    onnx.save(make_model([node], [vi("x", [2], elem)], [vi("y", [2])], opsets={"": 19}), str(model))
+    for name in ("DATA.npy", "DATA.json", "DATA.png"):
+        (tmp_path / name).write_bytes(b"damaged: reading this file fails")  # the check comes first
+    device = "HETERO:CPU,OPENVINO" if args[0] == "tune" else "CPU"
+    with nothing_left_behind(tmp_path):
+        result = invoke(cli.hetero, args[0], "-m", model, "-d", device, *args[1:])
+    assert result.exit_code == 2
+    line = one_error_line(result)
+    assert "which ONNX Runtime's Python API cannot take from numpy" in line
+    assert "a Cast to" in line

@@ -161,14 +161,17 @@ def _random_kind(dtype: np.dtype) -> bool:
     return dtype == np.bool_ or np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating)
 
 
-def check_random_data(model: Model, files: Mapping[str, Sequence[Path]]) -> None:
+def check_random_data(
+    model: Model, files: Mapping[str, Sequence[Path]], fix: str = "give its data with -i {name}:FILE.npy"
+) -> None:
     """BenchmarkError now, before anything is compiled or written, for an input -i gives no files for
-    and whose type random data cannot be made of (strings, for one)."""
+    and whose type random data cannot be made of (strings, for one); ``fix`` ends the message, with the
+    input's name for ``{name}`` (a command without -i names its own way to give data)."""
     for info in model.inputs:
         if not files.get(info.name) and not _random_kind(element_type(info)):
+            kind = "strings" if element_type(info).hasobject else f"type {element_type(info)}"
             raise BenchmarkError(
-                f"cannot make random data of type {element_type(info)} for input {info.name!r}: "
-                f"give its data with -i {info.name}:FILE.npy"
+                f"cannot make random data of {kind} for input {info.name!r}: {fix.format(name=info.name)}"
             )
 
 

@@ -79,7 +79,7 @@ def query(
       hetero query -m densenet.onnx -d HETERO:OPENVINO,CPU --summary
     """
     check_writable(save, "--save", folder=False)
-    setup = prepare(model, device, announce=not as_json, **shared(options))
+    setup = prepare(model, device, announce=not as_json, feeds=False, **shared(options))
     running()
     m = setup.model
     if not as_json:

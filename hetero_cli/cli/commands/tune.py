@@ -213,6 +213,7 @@ def _inputs(
     dynamic dimension that neither -shape, -data_shape nor an image sets is a usage error: its size
     decides which placement is fastest, so the user chooses it. Raises ValidationError or BenchmarkError."""
     if not files:
+        bench_inputs.check_random_data(model, {})  # strings: -i gives them, before anything runs
         return None, input_shapes(model, shape, data_shape)
     given = bench_inputs.parse_input_files(files, [i.name for i in model.inputs])
     sizes = bench_inputs.image_dims(model, given, None)
