@@ -3,12 +3,13 @@ run through the CLI and checked for its one error line and its exit status."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import onnx
 import pytest
 from onnx import helper as h
-from support.helpers import chain_model, make_model, vi
+from support.helpers import chain_model, make_model, needs_openvino, vi
 from support.robust import external_model, invoke, nothing_left_behind, one_error_line
 
 from hetero_cli import cli
@@ -167,3 +168,43 @@ def test_inputs_no_data_can_be_fed_to_are_refused_before_any_data_is_read(tmp_pa
     line = one_error_line(result)
     assert "which ONNX Runtime's Python API cannot take from numpy" in line
     assert "a Cast to" in line
+
+
+@pytest.fixture
+def dup(tmp_path: Path) -> Path:
+    """x -> Relu (named dup) -> a -> Neg (named dup too) -> b -> Abs (last) -> y: the two dup nodes are
+    known as a and b (friendly names must be unique)."""
+    nodes = [
+        h.make_node("Relu", ["x"], ["a"], name="dup"),
+        h.make_node("Neg", ["a"], ["b"], name="dup"),
+        h.make_node("Abs", ["b"], ["y"], name="last"),
+    ]
+    path = tmp_path / "dup.onnx"
+    onnx.save(make_model(nodes, [vi("x", [2])], [vi("y", [2])]), str(path))
+    return path
+
+
+@needs_openvino
+@pytest.mark.parametrize("how", ["--affinity", "--affinity-file"])
+def test_a_name_two_nodes_share_pins_them_both(dup, tmp_path, how):
+    given = ["--affinity", "dup=CPU", "--affinity", "last=CPU"]
+    if how == "--affinity-file":
+        (tmp_path / "aff.json").write_text('{"dup": "CPU", "last": "CPU", "b": "OPENVINO"}')
+        given = ["--affinity-file", tmp_path / "aff.json"]
+    result = invoke(cli.query, "-m", dup, "-d", "HETERO:OPENVINO,CPU", "--json", *given)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    want = {
+        "a": "CPU",
+        "b": "CPU" if how == "--affinity" else "OPENVINO",
+        "last": "CPU",
+    }  # a friendly name wins
+    assert doc["affinities"] == want
+    assert set(doc["set_by"].values()) == {"option"}
+
+
+def test_query_shows_the_names_duplicated_nodes_go_by(dup):
+    result = invoke(cli.query, "-m", dup, "-d", "HETERO:CPU")
+    assert result.exit_code == 0, result.output
+    assert "2 nodes named 'dup' in the model are shown as a, b" in result.output
+    assert "--affinity dup=DEVICE sets them all" in result.output
