@@ -18,7 +18,7 @@ from ..placement import affinities as placed
 from ..placement import config as cfg
 from ..placement import device_string, visualize
 from ..runtime import CompiledModel, unfeedable
-from .files import check_current_directory, check_writable
+from .files import check_current_directory, check_writable, unwritable
 from .options import apply_config, parse_config_options, read_affinities, read_config_file
 from .output import info, warn
 from .runner import running, written
@@ -78,6 +78,8 @@ def prepare(
     model = core.read_model(path)
     if feeds:
         check_feedable(model)
+    if dots is not None:
+        check_dot_files(model, dots, render)
     affinities = placed.check_affinities(model, affinities_given)
     return Setup(core, model, path, device, request, affinities, dots, render)
 
@@ -133,6 +135,19 @@ def dot_folder(core: Core, dot_dir: str | None, render: str | None) -> Path | No
     why = "--render" if render else (cfg.DUMP_GRAPH_DOT if asked else visualize.ENV)
     check_current_directory(f".dot files ({why})", "--dot-dir")
     return Path.cwd()
+
+
+def check_dot_files(model: Model, folder: Path, render: str | None) -> None:
+    """Refuse now (a usage error) .dot files, or their renderings, that could only fail to be written after
+    the compile: a folder in a file's place, a file this user cannot write."""
+    for dot in visualize.dot_paths(model, folder):
+        for path in (dot, dot.with_suffix(f".{render}")) if render else (dot,):
+            if path.is_dir():
+                problem = f"{path} is a folder, where the command writes a file: remove it, or give another"
+                raise click.UsageError(f"{problem} --dot-dir")
+            problem = unwritable(path, folder=False, fix="give another --dot-dir")
+            if problem:
+                raise click.UsageError(problem)
 
 
 def affinities_with_sources(setup: Setup) -> tuple[dict[str, str], dict[str, str]]:

@@ -12,6 +12,7 @@ from onnx import helper as h
 from support.helpers import chain_model, make_model, needs_openvino, vi
 from support.robust import external_model, invoke, nothing_left_behind, one_error_line
 
+import hetero_cli as hc
 from hetero_cli import cli
 
 
@@ -208,3 +209,26 @@ def test_query_shows_the_names_duplicated_nodes_go_by(dup):
     assert result.exit_code == 0, result.output
     assert "2 nodes named 'dup' in the model are shown as a, b" in result.output
     assert "--affinity dup=DEVICE sets them all" in result.output
+
+
+@pytest.mark.parametrize("blocked", ["hetero_affinity_chain.dot", "hetero_subgraphs_chain.dot"])
+def test_a_dot_file_that_cannot_be_written_is_refused_before_the_compile(chain, tmp_path, blocked):
+    dots = tmp_path / "d"
+    (dots / blocked).mkdir(parents=True)
+    with nothing_left_behind(tmp_path):
+        result = invoke(cli.hetero, "validate", "-m", chain, "-d", "HETERO:CPU", "--dot-dir", dots)
+    assert result.exit_code == 2
+    line = one_error_line(result)
+    assert f"{dots / blocked} is a folder, where the command writes a file" in line
+    assert "Validating" not in result.output  # refused before the run
+
+
+def test_the_dot_files_are_written_both_or_neither(tmp_path):
+    (tmp_path / "hetero_subgraphs_chain.dot").mkdir()
+    config = {"HETERO_DUMP_GRAPH_DOT": "YES", "HETERO_DOT_DIR": str(tmp_path)}
+    with nothing_left_behind(tmp_path), pytest.raises(hc.HeteroError) as err:
+        hc.Core().compile_model(chain_model(), "HETERO:CPU", config)
+    assert (
+        str(err.value)
+        == f"cannot write {tmp_path / 'hetero_subgraphs_chain.dot'}: it is a folder, not a file"
+    )
