@@ -34,6 +34,7 @@ import numpy as np
 from ..errors import ImageError
 from ..graph import Model, TensorInfo, shape_text
 from . import limits
+from .paths import file_problem
 
 LAYOUTS = ("NCHW", "NHWC")
 COLORS = ("GRAY", "RGB", "BGR")
@@ -328,8 +329,9 @@ def read(path: str | os.PathLike[str]):
     p = Path(path)
     if not p.exists():
         raise ImageError(f"image file not found: {p}: check the path")
-    if p.is_dir():
-        raise ImageError(f"{p} is a directory: give the path of an image file (JPEG, PNG, BMP...)")
+    problem = file_problem(p)
+    if problem:
+        raise ImageError(f"{problem}: give the path of an image file (JPEG, PNG, BMP...)")
     if p.stat().st_size == 0:
         raise ImageError(f"{p} is empty (0 bytes): give an image file (JPEG, PNG, BMP...)")
     try:

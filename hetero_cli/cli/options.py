@@ -14,12 +14,17 @@ from typing import Any
 import click
 
 from ..app import benchmark as bench
+from ..app.paths import file_problem
 from ..core import Core
 from ..errors import AffinityError, BenchmarkError, ConfigError
 from ..graph import Model
 from ..placement import config as cfg
 from ..placement import devices as registry
 from ..placement.device_string import HETERO, is_hetero, is_hetero_name
+
+#: What -load_config and --affinity-file take, in messages.
+_CONFIG_FILE = 'a JSON object {device: {key: value}}, e.g. {"CPU": {"INFERENCE_NUM_THREADS": 2}}'
+_AFFINITY_FILE = 'a JSON object {node name: device}, e.g. {"conv1": "CPU"}'
 
 #: The keywords of the shared options that ``setup.prepare`` takes (the rest, --debug, the runner reads).
 SHARED = ("config", "load_config", "affinity", "affinity_file", "dot_dir", "render")
@@ -33,14 +38,15 @@ def named(ctx: click.Context, param: click.Parameter, value: str | None) -> str 
     return value
 
 
-def read_json(path: str, option: str) -> Any:
-    """The JSON document in the file ``path`` that ``option`` names; click.BadParameter (a usage error)
-    when it is missing, unreadable, not UTF-8 or not JSON."""
-    p = Path(path)
-    if not p.is_file():
-        raise click.BadParameter(f"{path}: no such file", param_hint=option)
+def read_json(path: str, option: str, expected: str) -> Any:
+    """The JSON document in the file ``path`` that ``option`` names, which should be ``expected`` (the
+    words for a message: 'a JSON object {node name: device}'); click.BadParameter (a usage error) when it
+    is missing, a folder, no regular file, unreadable, not UTF-8, not JSON or nested too deep to read."""
+    problem = file_problem(path)
+    if problem:
+        raise click.BadParameter(f"{problem}: give a file holding {expected}", param_hint=option)
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
+        return json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise click.BadParameter(f"cannot read {path}: {exc.strerror or exc}", param_hint=option) from None
     except UnicodeDecodeError:
@@ -48,6 +54,11 @@ def read_json(path: str, option: str) -> Any:
     except json.JSONDecodeError as exc:
         raise click.BadParameter(
             f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})", param_hint=option
+        ) from None
+    except (RecursionError, ValueError) as exc:  # nesting Python's parser cannot follow, a 5000-digit int
+        why = "its JSON nests too deep to read" if isinstance(exc, RecursionError) else "a number too long"
+        raise click.BadParameter(
+            f"{path} is not valid for {option} ({why}): it should hold {expected}", param_hint=option
         ) from None
 
 
@@ -73,12 +84,9 @@ def parse_config_options(values: Iterable[str]) -> list[tuple[str | None, str, s
 def read_config_file(path: str) -> dict[str, Any]:
     """-load_config: JSON ``{device: {key: value}}`` (``HETERO`` for HETERO's own keys); ConfigError for
     JSON of another shape."""
-    doc = read_json(path, "-load_config")
+    doc = read_json(path, "-load_config", _CONFIG_FILE)
     if not isinstance(doc, dict) or not all(isinstance(k, str) for k in doc):
-        raise ConfigError(
-            f"-load_config {path}: expected a JSON object {{device: {{key: value}}}}, e.g. "
-            f'{{"CPU": {{"INFERENCE_NUM_THREADS": 2}}}}'
-        )
+        raise ConfigError(f"-load_config {path}: expected {_CONFIG_FILE}")
     return doc
 
 
@@ -89,11 +97,8 @@ def apply_config(
     device goes to ``device`` unless it is one of HETERO's own. Raises ConfigError for a bad key or value."""
     plain_device = None if is_hetero(device) else device.strip()
     for name, values in loaded.items():
-        if is_hetero_name(name.strip()) and not isinstance(values, Mapping):
-            raise ConfigError(
-                f'-load_config: "HETERO" takes an object of HETERO\'s own keys, such as '
-                f'{{"HETERO": {{"PERF_COUNT": "YES"}}}}, not {values!r:.40}'
-            )
+        if not isinstance(values, Mapping):
+            _check_not_a_device(name, values)
         if isinstance(values, Mapping) and name.strip().upper() not in cfg.HETERO_KEYS:
             if is_hetero_name(name.strip()):
                 core.set_property(HETERO, dict(values))
@@ -103,6 +108,21 @@ def apply_config(
             _set_one(core, plain_device, None, name, values)
     for dev, key, value in options:
         _set_one(core, plain_device, dev, key, value)
+
+
+def _check_not_a_device(name: str, value: Any) -> None:
+    """ConfigError where -load_config gives a device (HETERO or any known one) a value that is no object
+    of key/values (``{"OPENVINO": null}``): a device's configuration is such an object."""
+    if is_hetero_name(name.strip()):
+        raise ConfigError(
+            f'-load_config: "HETERO" takes an object of HETERO\'s own keys, such as '
+            f'{{"HETERO": {{"PERF_COUNT": "YES"}}}}, not {json.dumps(value)[:40]}'
+        )
+    if registry.canonical_name(name) is not None:
+        raise ConfigError(
+            f'-load_config: "{name.strip()}" is a device, so its configuration must be an object of '
+            f'key/values, such as {{"{name.strip()}": {{"KEY": "VALUE"}}}}, not {json.dumps(value)[:40]}'
+        )
 
 
 def ep_spelling(device: str, key: str) -> str:
@@ -132,13 +152,13 @@ def read_affinities(values: Iterable[str], path: str | None) -> dict[str, str]:
     against the model; AffinityError for a file of another shape, click.BadParameter for a bad option."""
     out: dict[str, str] = {}
     if path:
-        doc = read_json(path, "--affinity-file")
+        doc = read_json(path, "--affinity-file", _AFFINITY_FILE)
         if not isinstance(doc, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in doc.items()
         ):
             raise AffinityError(
-                f"--affinity-file {path}: expected a JSON object {{node name: device}}, "
-                f'e.g. {{"conv1": "CPU"}} (hetero query --save writes a model with them instead)'
+                f"--affinity-file {path}: expected {_AFFINITY_FILE} (hetero query --save writes a model with "
+                "them instead)"
             )
         out.update(doc)
     for text in values:

@@ -13,12 +13,13 @@ import click
 
 from .. import data
 from ..core import Core
+from ..errors import ModelError
 from ..graph import Model
 from ..placement import affinities as placed
 from ..placement import config as cfg
 from ..placement import device_string, visualize
-from ..runtime import CompiledModel
-from .files import check_current_directory, check_writable
+from ..runtime import CompiledModel, unfeedable
+from .files import check_current_directory, check_writable, unwritable
 from .options import apply_config, parse_config_options, read_affinities, read_config_file
 from .output import info, warn
 from .runner import running, written
@@ -52,10 +53,12 @@ def prepare(
     render: str | None,
     perf_count: bool = False,
     announce: bool = True,
+    feeds: bool = True,
 ) -> Setup:
     """Everything a command reads from the user, checked before anything runs (errors here exit with 2):
     the model at ``model_path`` (default: models/digits.onnx) for ``device``, the shared options' values.
-    Prints the model read unless ``announce`` is off."""
+    Prints the model read unless ``announce`` is off. With ``feeds`` (a command that runs inferences) a
+    model input no data can be fed to (bfloat16, float8) is a ModelError, before any data is read."""
     options = parse_config_options(config)
     loaded = read_config_file(load_config) if load_config else {}
     affinities_given = read_affinities(affinity, affinity_file)
@@ -73,8 +76,21 @@ def prepare(
     if announce:
         info(f"Reading the model: {path}")
     model = core.read_model(path)
+    if feeds:
+        check_feedable(model)
+    if dots is not None:
+        check_dot_files(model, dots, render)
     affinities = placed.check_affinities(model, affinities_given)
     return Setup(core, model, path, device, request, affinities, dots, render)
+
+
+def check_feedable(model: Model) -> None:
+    """ModelError for an input of ``model`` no data can be fed to (runtime.unfeedable): the command would
+    otherwise read its data, compile and fail at the first inference."""
+    for tensor in model.inputs:
+        reason = unfeedable(tensor.name, tensor.dtype)
+        if reason:
+            raise ModelError(reason)
 
 
 def parse_device(core: Core, device: str) -> device_string.DeviceRequest:
@@ -121,6 +137,19 @@ def dot_folder(core: Core, dot_dir: str | None, render: str | None) -> Path | No
     why = "--render" if render else (cfg.DUMP_GRAPH_DOT if asked else visualize.ENV)
     check_current_directory(f".dot files ({why})", "--dot-dir")
     return Path.cwd()
+
+
+def check_dot_files(model: Model, folder: Path, render: str | None) -> None:
+    """Refuse now (a usage error) .dot files, or their renderings, that could only fail to be written after
+    the compile: a folder in a file's place, a file this user cannot write."""
+    for dot in visualize.dot_paths(model, folder):
+        for path in (dot, dot.with_suffix(f".{render}")) if render else (dot,):
+            if path.is_dir():
+                problem = f"{path} is a folder, where the command writes a file: remove it, or give another"
+                raise click.UsageError(f"{problem} --dot-dir")
+            problem = unwritable(path, folder=False, fix="give another --dot-dir")
+            if problem:
+                raise click.UsageError(problem)
 
 
 def affinities_with_sources(setup: Setup) -> tuple[dict[str, str], dict[str, str]]:

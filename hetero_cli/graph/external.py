@@ -137,6 +137,11 @@ def check_external(tensor: onnx.TensorProto, folder: Path, model_path: Path) -> 
         raise ModelError(
             f"{where} has a bad offset or length for {location!r}: the model is corrupt"
         ) from None
+    if offset < 0 or (length is not None and length < 0):
+        what = f"offset ({offset})" if offset < 0 else f"length ({length})"
+        raise ModelError(
+            f"{where} has a negative {what} into {location!r}, which is invalid: the model is corrupt"
+        )
     expected = tensor_nbytes(tensor)
     if expected is None:
         if tensor.data_type == onnx.TensorProto.STRING:
@@ -148,7 +153,7 @@ def check_external(tensor: onnx.TensorProto, folder: Path, model_path: Path) -> 
         )
     need = offset + (length if length is not None else expected or 0)
     size = target.stat().st_size
-    if offset < 0 or need > size:
+    if need > size:
         raise ModelError(
             f"{where} needs bytes {offset}..{need} of {location!r}, which has only {size} bytes: the data "
             "file is truncated or belongs to another model"

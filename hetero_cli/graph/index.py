@@ -41,6 +41,9 @@ class GraphIndex:
         self.output_names = tuple(o.name for o in graph.output)
         self.ops = _sorted_ops(graph)
         self.by_name = {n.friendly_name: n for n in self.ops}
+        # a name the file gives several nodes is none of theirs: a {name: device} map, and ORT's record of
+        # which EP ran which node (the exported nodes carry their friendly names), must name one node each
+        self.renamed = _renamed(self.ops)
         self.constant_tensors = self._mark_constants()
         self.producer = {out: n for n in self.ops for out in n.outputs}
 
@@ -158,6 +161,15 @@ def _friendly_names(nodes: list[onnx.NodeProto]) -> list[str]:
         taken.add(candidate)
         names.append(candidate)
     return names
+
+
+def _renamed(ops: list[Node]) -> dict[str, tuple[str, ...]]:
+    """{a name the file gives several nodes: their friendly names, in topological order}."""
+    shared: dict[str, list[str]] = {}
+    for node in ops:
+        if node.proto.name and node.proto.name != node.friendly_name:
+            shared.setdefault(node.proto.name, []).append(node.friendly_name)
+    return {name: tuple(names) for name, names in shared.items()}
 
 
 def _topological(deps: list[list[int]]) -> list[int] | None:

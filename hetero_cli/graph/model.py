@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import onnx
@@ -30,6 +30,8 @@ from .saving import write_model
 from .shape_values import shape_values
 from .types import TypeTable, has_half_floats, type_shape
 from .weights import Weights
+
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -157,8 +159,23 @@ class Model:
         """{friendly name: affinity} for nodes whose rt_info has one."""
         return {n.friendly_name: n.affinity for n in self._ops if n.affinity is not None}
 
+    def by_friendly_name(self, values: Mapping[str, V]) -> dict[str, V]:
+        """``values`` ({node name: value}) keyed by friendly names: a name the file gives several nodes
+        (each known by a friendly name of its own: GraphIndex.renamed) stands for all of them, as a
+        {friendly name: device} map applies to every node of that name in OpenVINO; a friendly name
+        given too wins. Names of no node stay as they are."""
+        out = {n: v for name, v in values.items() if name not in self._by_name for n in self.renamed(name)}
+        out.update((name, v) for name, v in values.items() if name in self._by_name or not self.renamed(name))
+        return out
+
+    def renamed(self, name: str) -> tuple[str, ...]:
+        """The friendly names of the nodes the file names ``name`` where several share it, else ()."""
+        return self.index.renamed.get(name, ())
+
     def set_affinities(self, affinities: dict[str, str]) -> None:
-        """Set rt_info["affinity"] from a {friendly name: device} map (unknown names: AffinityError)."""
+        """Set rt_info["affinity"] from a {node name: device} map, by friendly name or by a name several
+        nodes share in the file (by_friendly_name); unknown names: AffinityError."""
+        affinities = self.by_friendly_name(affinities)
         unknown = [name for name in affinities if not self.has_node(name)]
         if unknown:
             raise AffinityError(

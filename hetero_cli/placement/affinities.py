@@ -36,21 +36,22 @@ def marked_automatic(model: Model) -> bool:
 
 
 def check_affinities(model: Model, affinities: Mapping[str, str]) -> dict[str, str]:
-    """``affinities`` ({node friendly name: device}) with canonical device names; AffinityError for a node
-    ``model`` lacks or a device nobody knows, before anything is compiled."""
+    """``affinities`` ({node name: device}) by friendly name (a name the file gives several nodes sets them
+    all: Model.by_friendly_name) with canonical device names; AffinityError for a node ``model`` lacks or
+    a device nobody knows, before anything is compiled."""
     out = {}
-    for node, dev in affinities.items():
+    for node, dev in model.by_friendly_name(affinities).items():
         if not model.has_node(node):
             sample = ", ".join(n.get_friendly_name() for n in model.get_ops()[:4])
             raise AffinityError(
-                f"affinity {node}={dev} names no node of {model.name}: node names are friendly names such as "
-                f"{sample} (`hetero query -m MODEL -d DEVICE` lists them all)"
+                f"affinity for {registry.shown(node)} names no node of {model.name}: node names are friendly "
+                f"names such as {sample} (`hetero query -m MODEL -d DEVICE` lists them all)"
             )
         name = registry.canonical_name(dev)
         if name is None:
             raise AffinityError(
-                f"affinity {node}={dev} names unknown device {dev!r}: known devices are "
-                f"{registry.known_names_text()}"
+                f"affinity for {registry.shown(node)} names unknown device {registry.shown(str(dev))}: known "
+                f"devices are {registry.known_names_text()}"
             )
         out[node] = name
     return out

@@ -51,14 +51,14 @@ class DeviceRequest:
 
 def _fail(text: str, why: str) -> DeviceError:
     return DeviceError(
-        f"bad device string {text!r}: {why}. Write HETERO:<device>,<device>,... (highest priority first) "
+        f"bad device string {registry.shown(text)}: {why}. Write HETERO:<device>,<device>,... (highest priority first) "
         f"or one device name; known devices are {registry.known_names_text()}"
     )
 
 
 def _bad_priorities(text: str, why: str) -> DeviceError:
     return DeviceError(
-        f"bad MULTI_DEVICE_PRIORITIES {text!r} (the devices HETERO alone runs on): {why}. Set it to device "
+        f"bad MULTI_DEVICE_PRIORITIES {registry.shown(text)} (the devices HETERO alone runs on): {why}. Set it to device "
         f"names, highest priority first, such as OPENVINO,CPU; known devices are {registry.known_names_text()}"
     )
 
@@ -79,7 +79,10 @@ def parse_priorities(
         try:
             device = registry.lookup(part)
         except DeviceError:
-            raise fail(whole, f"unknown device {part!r}") from None
+            # the one device of the list is the string itself: named once, in ``fail``'s words
+            raise fail(
+                whole, f"unknown device {registry.shown(part)}" if len(parts) > 1 else "unknown device"
+            ) from None
         if device in devices:
             raise fail(whole, f"{device.name} is listed twice")
         devices.append(device)
@@ -112,7 +115,7 @@ def parse(text: str, default_priorities: str | None = None) -> DeviceRequest:
     try:
         return DeviceRequest(False, (registry.lookup(stripped),))
     except DeviceError:
-        raise _fail(text, f"unknown device {stripped!r}") from None
+        raise _fail(text, "unknown device") from None
 
 
 def available_priorities(request: DeviceRequest) -> tuple[Device, ...]:

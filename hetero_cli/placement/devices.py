@@ -262,6 +262,16 @@ def check_name(name: object) -> str:
     return name.strip()
 
 
+def shown(text: str, limit: int = 60) -> str:
+    """``text`` quoted for a message, once: as given up to ``limit`` characters, else its first ``limit``
+    and "..." with its length (a 10,000-character device string is not echoed whole).
+
+    >>> shown("CPU"), shown("X" * 100, 4)
+    ("'CPU'", "'XXXX...' (100 characters)")
+    """
+    return repr(text) if len(text) <= limit else f"{text[:limit] + '...'!r} ({len(text)} characters)"
+
+
 def lookup(name: str) -> Device:
     """The device a (case-insensitive) name stands for; DeviceError naming the known names if none."""
     key = check_name(name).upper()
@@ -269,7 +279,7 @@ def lookup(name: str) -> Device:
         device = kind.parse(key)
         if device is not None:
             return device
-    raise DeviceError(f"unknown device {name.strip()!r}: known devices are {known_names_text()}")
+    raise DeviceError(f"unknown device {shown(name.strip())}: known devices are {known_names_text()}")
 
 
 def canonical_name(name: object) -> str | None:

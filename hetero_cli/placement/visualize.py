@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -209,8 +210,15 @@ def dot_stem(model: Model) -> str:
     return safe_name(stem if safe_name(graph) == safe_name(stem) else f"{stem}_{graph}")
 
 
+def dot_paths(model: Model, folder: Path) -> tuple[Path, Path]:
+    """The two .dot files ``dump`` writes for ``model`` into ``folder``: the affinities', the subgraphs'."""
+    stem = dot_stem(model)
+    return folder / f"hetero_affinity_{stem}.dot", folder / f"hetero_subgraphs_{stem}.dot"
+
+
 def dump(model: Model, plan: Plan, directory: str | os.PathLike[str] | None = None) -> tuple[Path, Path]:
-    """Write both .dot files into ``directory`` (default: the current directory); returns their paths."""
+    """Write both .dot files into ``directory`` (default: the current directory), both or neither; returns
+    their paths. Raises HeteroError naming the folder or the file that cannot be written."""
     folder = Path(directory) if directory is not None else Path.cwd()
     if directory is not None and not str(directory):
         raise HeteroError("the folder for .dot files is empty: give a folder name, or leave it out for here")
@@ -218,14 +226,40 @@ def dump(model: Model, plan: Plan, directory: str | os.PathLike[str] | None = No
         raise HeteroError(f"cannot write .dot files into {folder}: it is a file, not a folder")
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        stem = dot_stem(model)
-        affinity = folder / f"hetero_affinity_{stem}.dot"
-        subgraphs = folder / f"hetero_subgraphs_{stem}.dot"
-        affinity.write_text(affinity_dot(model, plan.affinities), encoding="utf-8")
-        subgraphs.write_text(subgraphs_dot(model, plan), encoding="utf-8")
     except OSError as exc:
         raise HeteroError(f"cannot write .dot files into {folder}: {exc.strerror or exc}") from None
+    affinity, subgraphs = dot_paths(model, folder)
+    write_all({affinity: affinity_dot(model, plan.affinities), subgraphs: subgraphs_dot(model, plan)})
     return affinity, subgraphs
+
+
+def write_all(texts: Mapping[Path, str]) -> None:
+    """Write each text to its file, all or none: each goes to a new file beside its target first, renamed
+    over it once every one is written; the new files are removed on a failure. Raises HeteroError naming
+    the file that cannot be written (a folder in its place, say)."""
+    done: dict[Path, Path] = {}
+    target = next(iter(texts), Path())
+    try:
+        for target, text in texts.items():
+            if target.is_dir():
+                raise IsADirectoryError(0, "it is a folder, not a file")
+            part = target.with_name(f".{target.name}.{os.getpid()}-{threading.get_ident()}.part")
+            with open(part, "x", encoding="utf-8") as handle:  # "x": the umask's mode, as a plain write has
+                done[target] = part
+                handle.write(text)
+        for target, part in done.items():
+            os.replace(part, target)
+    except OSError as exc:
+        raise HeteroError(f"cannot write {target}: {_reason(exc)}") from None
+    finally:
+        for part in done.values():
+            part.unlink(missing_ok=True)
+
+
+def _reason(exc: OSError) -> str:
+    """An OSError's reason as the end of a sentence ("permission denied", "it is a folder, not a file")."""
+    reason = exc.strerror or str(exc)
+    return reason[:1].lower() + reason[1:]
 
 
 def render(path: str | os.PathLike[str], fmt: str = "svg") -> Path:

@@ -8,6 +8,7 @@ from .compiler import compile_plan, compile_with_fallback
 from .environment import check_loadable, runtime_versions, set_log_level
 from .fallback import Fallback, Move
 from .infer_request import InferRequest
+from .inputs import unfeedable
 from .pipeline import AsyncInferQueue, Pipeline, pipeline_of
 from .profiling import (
     NOT_RUN,
@@ -40,4 +41,5 @@ __all__ = [
     "set_log_level",
     "subgraph_summaries",
     "tap",
+    "unfeedable",
 ]

@@ -162,12 +162,22 @@ def _input_name(key: Any, names: Sequence[str]) -> str:
     return name if name is not None else str(key)
 
 
+def unfeedable(name: str, dtype: np.dtype | None) -> str | None:
+    """Why no caller can feed the input ``name`` of ``dtype`` (a message), None where one can: a type ONNX
+    Runtime's Python API cannot take from numpy (bfloat16, float8, int4: numpy_native). A command that
+    feeds the model refuses it before reading any data; an inference refuses it (InferenceError)."""
+    if dtype is None or numpy_native(dtype):
+        return None
+    return (
+        f"input {name!r} is {dtype}, which ONNX Runtime's Python API cannot take from numpy: give the "
+        f"model a float32 (or other numpy type) input and a Cast to {dtype} inside it"
+    )
+
+
 def _check_tensor(name: str, arr: np.ndarray, dtype: np.dtype | None, shape: Any) -> None:
-    if dtype is not None and not numpy_native(dtype):
-        raise InferenceError(
-            f"input {name!r} is {dtype}, which ONNX Runtime's Python API cannot take from numpy: give the "
-            f"model a float32 (or other numpy type) input and a Cast to {dtype} inside it"
-        )
+    reason = unfeedable(name, dtype)
+    if reason:
+        raise InferenceError(reason)
     if dtype is not None and arr.dtype != dtype:
         if dtype == np.dtype(object):
             raise InferenceError(

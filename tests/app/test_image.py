@@ -217,7 +217,7 @@ def test_unreadable_images(tmp_path):
         with pytest.raises(image.ImageError) as info:
             image.read(path)
         assert name in str(info.value)
-    with pytest.raises(image.ImageError, match="directory"):
+    with pytest.raises(image.ImageError, match="is a folder, not a file"):
         image.read(tmp_path)
 
 

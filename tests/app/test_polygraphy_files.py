@@ -313,7 +313,7 @@ def test_a_runner_twice_and_no_runs_are_refused(tmp_path):
 
 def test_missing_files_and_empty_folders_are_refused(tmp_path):
     for load in (load_inputs, load_outputs):
-        with pytest.raises(ValidationError, match=r"nope\.json does not exist"):
+        with pytest.raises(ValidationError, match=r"nope\.json: no such file"):
             load(tmp_path / "nope.json")
         with pytest.raises(ValidationError, match=r"is a folder without Polygraphy \.json files"):
             load(tmp_path)

@@ -384,7 +384,7 @@ def test_benchmark_refuses_random_strings_before_it_writes_anything(tmp_path):
             "-dump_config", tmp_path / "c" / "config.json",
         )  # fmt: skip
     assert result.exit_code == 2
-    assert "cannot make random data of type object for input 's'" in one_error_line(result)
+    assert "cannot make random data of strings for input 's'" in one_error_line(result)
     assert "Step 7/11" not in result.stdout
 
 

@@ -20,6 +20,7 @@ from ...graph import Model, shape_text
 from .. import image, limits
 from ..limits import data_bytes, size_text
 from ..npy import NpyError, load_npy, npy_header
+from ..paths import file_problem
 from .int_ranges import DEFAULT_RANGE, UINT8_RANGE, integer_ranges
 from .shapes import FilledDims, check_data_size, data_shapes, element_type, is_fixed
 
@@ -83,9 +84,10 @@ def _listed(text: str) -> list[Path]:
                 f"nor data files (.npy, .bin, .raw)"
             )
         return files
-    if p.exists():
-        return [p]
-    raise BenchmarkError(f"-i {text}: no such file or folder")
+    problem = file_problem(p, folder=True)
+    if problem:
+        raise BenchmarkError(f"-i {problem}: give an image, .npy, .bin or .raw file, or a folder of them")
+    return [p]
 
 
 def _npy_fix(name: str, given: Sequence[int], declared: Sequence[Any] | None) -> str:
@@ -182,14 +184,17 @@ def _random_kind(dtype: np.dtype) -> bool:
     return dtype == np.bool_ or np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating)
 
 
-def check_random_data(model: Model, files: Mapping[str, Sequence[Path]]) -> None:
+def check_random_data(
+    model: Model, files: Mapping[str, Sequence[Path]], fix: str = "give its data with -i {name}:FILE.npy"
+) -> None:
     """BenchmarkError now, before anything is compiled or written, for an input -i gives no files for
-    and whose type random data cannot be made of (strings, for one)."""
+    and whose type random data cannot be made of (strings, for one); ``fix`` ends the message, with the
+    input's name for ``{name}`` (a command without -i names its own way to give data)."""
     for info in model.inputs:
         if not files.get(info.name) and not _random_kind(element_type(info)):
+            kind = "strings" if element_type(info).hasobject else f"type {element_type(info)}"
             raise BenchmarkError(
-                f"cannot make random data of type {element_type(info)} for input {info.name!r}: "
-                f"give its data with -i {info.name}:FILE.npy"
+                f"cannot make random data of {kind} for input {info.name!r}: {fix.format(name=info.name)}"
             )
 
 

@@ -34,6 +34,7 @@ import numpy as np
 
 from ...errors import ValidationError
 from ..npy import NpyError, load_npy
+from ..paths import file_problem
 
 TYPE_MARKER = "polygraphy_class"
 _LEGACY_MARKER = "polygraphy_serialized_json_type"
@@ -232,8 +233,9 @@ def _files(path: Path) -> list[Path]:
         if not files:
             raise ValidationError(f"{path} is a folder without Polygraphy .json files in it")
         return files
-    if not path.exists():
-        raise ValidationError(f"{path} does not exist")
+    problem = file_problem(path, folder=True)
+    if problem:
+        raise ValidationError(f"{problem}: give a Polygraphy .json file, or a folder of them")
     return [path]
 
 

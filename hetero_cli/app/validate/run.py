@@ -15,7 +15,7 @@ import numpy as np
 from ...core import Core
 from ...errors import BenchmarkError, ValidationError
 from ...graph import Model, shape_text
-from ..benchmark.inputs import input_sets
+from ..benchmark.inputs import check_random_data, input_sets
 from ..benchmark.shapes import FilledDims, data_shapes, is_fixed
 from .compare import compare_outputs
 from .localise import localise
@@ -166,6 +166,15 @@ def check_sized(filled: Sequence[FilledDims], *, files: bool = False) -> None:
         )
 
 
+def check_random_inputs(model: Model, fix: str = "give the inputs (inputs=: a list of feed dicts)") -> None:
+    """ValidationError where random data cannot be made for an input of ``model`` (strings, for one): its
+    inputs must be given then, as ``fix`` (the end of the message) says."""
+    try:
+        check_random_data(model, {}, fix=fix)
+    except BenchmarkError as exc:
+        raise ValidationError(str(exc)) from None
+
+
 def random_inputs(
     model: Model,
     shapes: Mapping[str, Sequence[int]] | str | None,
@@ -174,8 +183,9 @@ def random_inputs(
 ) -> list[dict[str, np.ndarray]]:
     """One input set of seeded random data (hetero benchmark's) of ``shapes`` ({input: shape}, or a
     -data_shape string), integers within ``int_ranges`` ({input: (low, high)}) or what the graph bounds
-    them to (benchmark.int_ranges); ValidationError for a shape that does not fit an input, a dynamic
-    dimension without one, or a bad range."""
+    them to (benchmark.int_ranges); ValidationError for an input random data cannot be made for, a shape
+    that does not fit an input, a dynamic dimension without one, or a bad range."""
+    check_random_inputs(model)
     if isinstance(shapes, str):
         concrete = input_shapes(model, data_shape=shapes)
     else:

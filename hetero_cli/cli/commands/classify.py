@@ -12,6 +12,7 @@ import numpy as np
 
 from ... import data
 from ...app import image
+from ...app.paths import file_problem
 from ...errors import NotClassScoresError
 from ...graph import Model, TensorInfo, shape_text
 from ...runtime import counter_tables, format_counters, subgraph_summaries
@@ -48,9 +49,12 @@ def read_labels(path: str | None, model: Model, model_path: Path) -> list[str] |
     """--labels FILE, else <model stem>.labels beside the model, else the metadata's "labels", else none;
     click.BadParameter for a --labels file that is missing or unreadable."""
     candidate = Path(path) if path else model_path.with_suffix(".labels")
-    if path and not candidate.is_file():
-        raise click.BadParameter(f"{path}: no such file", param_hint="--labels")
-    if candidate.is_file():
+    problem = file_problem(candidate)
+    if path and problem:
+        raise click.BadParameter(
+            f"{problem}: give a text file of class names, one a line", param_hint="--labels"
+        )
+    if not problem:
         try:
             return [line.strip() for line in candidate.read_text(encoding="utf-8").splitlines()]
         except (OSError, UnicodeDecodeError) as exc:

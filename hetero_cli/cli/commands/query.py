@@ -79,7 +79,7 @@ def query(
       hetero query -m densenet.onnx -d HETERO:OPENVINO,CPU --summary
     """
     check_writable(save, "--save", folder=False)
-    setup = prepare(model, device, announce=not as_json, **shared(options))
+    setup = prepare(model, device, announce=not as_json, feeds=False, **shared(options))
     running()
     m = setup.model
     if not as_json:
@@ -117,6 +117,11 @@ def query(
             f"{len(plan.subgraphs)} subgraph(s) on {', '.join(plan.devices)}; "
             f"{len(crossing_all)} tensor(s) cross devices{': ' + ', '.join(crossing_all) if crossing_all else ''}"
         )
+        for name, names in m.index.renamed.items():
+            info(
+                f"{len(names)} nodes named {name!r} in the model are shown as {', '.join(names)} (node names "
+                f"must be unique here): --affinity {name}=DEVICE sets them all"
+            )
     if setup.dot_dir is not None:
         written().before_writing(setup.dot_dir, folder=True)
         report_dots(visualize.dump(m, plan, setup.dot_dir), setup.render, err=as_json)

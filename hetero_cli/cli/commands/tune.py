@@ -231,6 +231,7 @@ def _inputs(
     neither -shape, -data_shape nor an -i file sizes is a usage error: its size decides which placement is
     fastest, so the user chooses it. Raises ValidationError or BenchmarkError."""
     if not files:
+        bench.check_random_data(model, {})  # strings: -i gives them, before anything runs
         return None, input_shapes(model, shape, data_shape)
     given = bench.parse_input_files(files, [i.name for i in model.inputs])
     shapes, filled = bench.file_data_shapes(model, given, shape, data_shape)

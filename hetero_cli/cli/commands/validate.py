@@ -17,6 +17,7 @@ from ...app.validate import (
     Tolerances,
     ValidationReport,
     check_inputs,
+    check_random_inputs,
     input_shapes,
     polygraphy_json,
     validate_model,
@@ -29,6 +30,11 @@ from ..output import box, console, info
 from ..runner import CONTEXT, Command, written
 from ..setup import prepare, report_dots, start_running
 
+#: How validate takes inputs it cannot make random data for (validate has no -i)
+_GIVE_INPUTS = (
+    "validate makes random data of numbers and booleans only, so give the inputs in a Polygraphy inputs file "
+    "with --load-inputs FILE.json (polygraphy run --save-inputs or polygraphy data to-input writes one)"
+)
 #: nodes of a subgraph named in full before "and N more"
 SHOWN_NODES = 12
 #: Polygraphy's options that take several values at once (argparse's nargs="+"): ``--atol 1e-5 logits:1e-3``
@@ -170,8 +176,8 @@ def validate(
     tolerances = Tolerances.parse(
         atol, rtol, check_error_stat, error_quantile, infinities_compare_equal=infinities_compare_equal
     )
+    setup = prepare(model, device, **shared(options))  # refuses inputs no data can be fed to first
     loaded = polygraphy_json.load_inputs(load_inputs) if load_inputs else None
-    setup = prepare(model, device, **shared(options))
     m = setup.model
     unknown = tolerances.unknown_outputs(o.name for o in m.outputs)
     if unknown:
@@ -189,6 +195,7 @@ def validate(
         shapes = None
     else:
         inputs = None
+        check_random_inputs(m, fix=_GIVE_INPUTS)
         shapes = input_shapes(m, shape, data_shape)
     given, ranges = int_ranges(m, int_range) if loaded is None else ({}, {})
     start_running(setup)
