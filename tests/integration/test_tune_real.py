@@ -2,9 +2,12 @@
 is timed), so each run is short and its choice fixed.
 
 - ddddocr's older captcha recogniser, dynamically quantized (ConvInteger, DynamicQuantizeLSTM,
-  MatMulInteger): its outputs depend on the CPU EP's thread count, so the tune's reference (the whole
-  model on CPU) must run with the candidates' own config: against a reference with the default threads,
-  the CPU candidate itself failed validation (1.12 on 2 of 262720 elements). The table makes CPU fastest.
+  MatMulInteger): on some CPUs (an Intel one, not an AMD EPYC) its outputs depend on the CPU EP's thread
+  count, so the tune's reference (the whole model on CPU) must run with the candidates' own config:
+  against a reference with the default threads, the CPU candidate itself failed validation there (1.12
+  on 2 of 262720 elements). The table makes CPU fastest, and its candidate must match the reference
+  exactly on any CPU; tests/app/test_tune.py checks the reference's config itself, which holds
+  whatever this CPU does with the thread count.
 - Robust Video Matting (MobileNetV3, ConvGRU decoder, deep guided filter): the table makes the decoder's
   tail fastest on OPENVINO and the rest on CPU, so a split wins; it must give the whole model's outputs,
   and the model saved with its affinities must run as is (manual mode). ``make bench`` times the real
@@ -33,12 +36,6 @@ def test_the_reference_runs_with_the_tunes_config_so_a_quantized_models_cpu_cand
     core = hc.Core()
     path = fetch("ddddocr_common_old")
     feeds = {"input1": np.random.default_rng(0).random(SHAPE, dtype=np.float32)}
-    model = core.read_model(path)
-    one = core.compile_model(model, "CPU", ONE_THREAD)(feeds)
-    two = core.compile_model(model, "CPU", {"CPU": {"INFERENCE_NUM_THREADS": 2}})(feeds)
-    name = model.outputs[0].get_any_name()
-    # what the test rests on: the thread count moves this model's outputs
-    assert not np.array_equal(one[name], two[name])
     result = tune_model(
         core,
         path,
