@@ -160,9 +160,13 @@ def obtain(shipped: Shipped) -> Path:
         data = _download(shipped)
         _check(shipped, data)
         handle, partial = tempfile.mkstemp(prefix=f".{shipped.path.name}.", dir=shipped.path.parent)
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-        os.replace(partial, shipped.path)
+        try:
+            with os.fdopen(handle, "wb") as out:
+                out.write(data)
+            os.replace(partial, shipped.path)
+        except BaseException:
+            Path(partial).unlink(missing_ok=True)
+            raise
     return shipped.path
 
 
