@@ -6,14 +6,10 @@ asserted anywhere; the budget is kept by a clock that moves with the work done: 
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 from onnx import helper as h
-from support.helpers import const, make_model, needs_openvino, vi
+from support.helpers import WorkClock, const, make_model, needs_openvino, vi
 
 import hetero_cli as hc
 from hetero_cli.app.tune import tune_model
@@ -54,40 +50,6 @@ def table_timer(table: dict[str, float]):
         return [1.0] * count
 
     return timer
-
-
-class WorkClock:
-    """A tune's clock (tune_model's ``now``) that moves only as the tune works: ``session_s`` for each
-    session it creates (a compile's price) and the latencies its timer reports. The budget's checks then
-    see the same seconds on any machine under any load, where wall time depends on both."""
-
-    def __init__(self, session_s: float) -> None:
-        self.session_s = session_s
-        self.seconds = 0.0
-        self._lock = threading.Lock()
-
-    def __call__(self) -> float:
-        return self.seconds
-
-    def _add(self, seconds: float) -> None:
-        with self._lock:  # sessions are created on a pool's threads
-            self.seconds += seconds
-
-    @contextlib.contextmanager
-    def counting_sessions(self) -> Iterator[None]:
-        """Within the block, each session hetero-cli creates moves the clock by ``session_s``."""
-        with observe_sessions(lambda _: self._add(self.session_s)):
-            yield
-
-    def timing(self, timer):
-        """``timer`` (measure.Timer), moving the clock by the latencies it reports."""
-
-        def timed(label, run, count):
-            samples = timer(label, run, count)
-            self._add(sum(samples) / 1e3)
-            return samples
-
-        return timed
 
 
 def _feeds():

@@ -16,7 +16,7 @@ is timed), so each run is short and its choice fixed.
 from __future__ import annotations
 
 import numpy as np
-from support.helpers import needs_openvino
+from support.helpers import WorkClock, needs_openvino
 from support.pypi_models import RVM_DOWNSAMPLE_RATIO, RVM_FRAME, fetch
 
 import hetero_cli as hc
@@ -36,15 +36,18 @@ def test_the_reference_runs_with_the_tunes_config_so_a_quantized_models_cpu_cand
     core = hc.Core()
     path = fetch("ddddocr_common_old")
     feeds = {"input1": np.random.default_rng(0).random(SHAPE, dtype=np.float32)}
-    result = tune_model(
-        core,
-        path,
-        "HETERO:OPENVINO,CPU",
-        config=ONE_THREAD,
-        inputs=[feeds],
-        budget_s=30.0,
-        timer=fixed_timer,
-    )
+    clock = WorkClock(session_s=0.1)  # the budget in seconds of work done, not of this machine's speed
+    with clock.counting_sessions():
+        result = tune_model(
+            core,
+            path,
+            "HETERO:OPENVINO,CPU",
+            config=ONE_THREAD,
+            inputs=[feeds],
+            budget_s=30.0,
+            timer=clock.timing(fixed_timer),
+            now=clock,
+        )
     report = result.report
     assert report.winner == "CPU"
     assert report.validation["candidate"] == "CPU" and report.validation["passed"] is True
@@ -70,15 +73,18 @@ def test_a_split_of_robust_video_matting_wins_validates_and_runs_from_its_saved_
     rng = np.random.default_rng(0)
     feeds = {name: rng.random(shape, dtype=np.float32) for name, shape in RVM_FRAME.items()}
     feeds["downsample_ratio"] = np.array([RVM_DOWNSAMPLE_RATIO], np.float32)
-    result = tune_model(
-        core,
-        fetch("rvm_mobilenetv3"),
-        "HETERO:OPENVINO,CPU",
-        config=ONE_THREAD,
-        inputs=[feeds],
-        budget_s=60.0,
-        timer=split_timer,
-    )
+    clock = WorkClock(session_s=0.1)
+    with clock.counting_sessions():
+        result = tune_model(
+            core,
+            fetch("rvm_mobilenetv3"),
+            "HETERO:OPENVINO,CPU",
+            config=ONE_THREAD,
+            inputs=[feeds],
+            budget_s=60.0,
+            timer=clock.timing(split_timer),
+            now=clock,
+        )
     report = result.report
     winner = report.candidate(report.winner)
     assert winner.kind == "cost-model" and set(winner.devices) == {"CPU", "OPENVINO"}, winner
