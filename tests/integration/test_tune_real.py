@@ -26,6 +26,23 @@ ONE_THREAD = {"CPU": {"INFERENCE_NUM_THREADS": 1}, "OPENVINO": {"INFERENCE_NUM_T
 SHAPE = (1, 1, 64, 256)
 
 
+def _tune(core, path, feeds, budget_s, timer):
+    """tune_model on HETERO:OPENVINO,CPU with one thread per device, ``timer`` answering, and the budget
+    kept in seconds of work done (WorkClock: 0.1 s a session), not of this machine's speed."""
+    clock = WorkClock(session_s=0.1)
+    with clock.counting_sessions():
+        return tune_model(
+            core,
+            path,
+            "HETERO:OPENVINO,CPU",
+            config=ONE_THREAD,
+            inputs=[feeds],
+            budget_s=budget_s,
+            timer=clock.timing(timer),
+            now=clock,
+        )
+
+
 def fixed_timer(label, run, count):
     """CPU's candidate takes 1 ms, everything else 5 ms: the search's choices follow this alone."""
     return [1.0 if label in ("candidate:CPU", "probe:CPU") else 5.0] * count
@@ -36,18 +53,7 @@ def test_the_reference_runs_with_the_tunes_config_so_a_quantized_models_cpu_cand
     core = hc.Core()
     path = fetch("ddddocr_common_old")
     feeds = {"input1": np.random.default_rng(0).random(SHAPE, dtype=np.float32)}
-    clock = WorkClock(session_s=0.1)  # the budget in seconds of work done, not of this machine's speed
-    with clock.counting_sessions():
-        result = tune_model(
-            core,
-            path,
-            "HETERO:OPENVINO,CPU",
-            config=ONE_THREAD,
-            inputs=[feeds],
-            budget_s=30.0,
-            timer=clock.timing(fixed_timer),
-            now=clock,
-        )
+    result = _tune(core, path, feeds, 30.0, fixed_timer)
     report = result.report
     assert report.winner == "CPU"
     assert report.validation["candidate"] == "CPU" and report.validation["passed"] is True
@@ -73,18 +79,7 @@ def test_a_split_of_robust_video_matting_wins_validates_and_runs_from_its_saved_
     rng = np.random.default_rng(0)
     feeds = {name: rng.random(shape, dtype=np.float32) for name, shape in RVM_FRAME.items()}
     feeds["downsample_ratio"] = np.array([RVM_DOWNSAMPLE_RATIO], np.float32)
-    clock = WorkClock(session_s=0.1)
-    with clock.counting_sessions():
-        result = tune_model(
-            core,
-            fetch("rvm_mobilenetv3"),
-            "HETERO:OPENVINO,CPU",
-            config=ONE_THREAD,
-            inputs=[feeds],
-            budget_s=60.0,
-            timer=clock.timing(split_timer),
-            now=clock,
-        )
+    result = _tune(core, fetch("rvm_mobilenetv3"), feeds, 60.0, split_timer)
     report = result.report
     winner = report.candidate(report.winner)
     assert winner.kind == "cost-model" and set(winner.devices) == {"CPU", "OPENVINO"}, winner
