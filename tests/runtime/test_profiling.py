@@ -7,7 +7,6 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-import pytest
 from support.helpers import guarded_chain_model, needs_openvino
 
 import hetero_cli as hc
@@ -199,12 +198,15 @@ def test_no_profiler_without_perf_count() -> None:
     assert all(s.profiler is None for s in compiled.subgraphs)
 
 
-def test_profiling_leaves_no_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    before = set(Path(tempfile.gettempdir()).glob("hetero_profile_*"))
+def test_profiling_leaves_no_files(own_places: Path) -> None:
+    """The profiler's folder is made in the temporary folder (the test's own: tests/conftest.py) and goes
+    with the compiled model; nothing lands in the current directory."""
+    temp = Path(tempfile.gettempdir())
+    assert temp == own_places / "temp"
     compiled, infos = _run("CPU", {"PERF_COUNT": "YES"})
     assert infos
+    assert compiled.profile_dir is not None and compiled.profile_dir.parent == temp
     del compiled
     gc.collect()
-    assert set(Path(tempfile.gettempdir()).glob("hetero_profile_*")) == before
-    assert list(tmp_path.iterdir()) == []
+    assert list(temp.iterdir()) == []
+    assert list(Path.cwd().iterdir()) == []

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,8 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, numpy_helper
 from onnx import helper as h
+
+from hetero_cli.ort.session import observe_sessions
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = (
@@ -239,3 +242,37 @@ def reference(model_proto: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> 
     sess = ort.InferenceSession(model_proto.SerializeToString(), so, providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
     return dict(zip(names, sess.run(names, dict(feeds)), strict=True))
+
+
+class WorkClock:
+    """A tune's clock (tune_model's ``now``) that moves only as the tune works: ``session_s`` for each
+    session it creates (a compile's price) and the latencies its timer reports. The budget's checks then
+    see the same seconds on any machine under any load, where wall time depends on both."""
+
+    def __init__(self, session_s: float) -> None:
+        self.session_s = session_s
+        self.seconds = 0.0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        return self.seconds
+
+    def _add(self, seconds: float) -> None:
+        with self._lock:  # sessions are created on a pool's threads
+            self.seconds += seconds
+
+    @contextlib.contextmanager
+    def counting_sessions(self) -> Iterator[None]:
+        """Within the block, each session hetero-cli creates moves the clock by ``session_s``."""
+        with observe_sessions(lambda _: self._add(self.session_s)):
+            yield
+
+    def timing(self, timer):
+        """``timer`` (measure.Timer), moving the clock by the latencies it reports."""
+
+        def timed(label, run, count):
+            samples = timer(label, run, count)
+            self._add(sum(samples) / 1e3)
+            return samples
+
+        return timed

