@@ -21,6 +21,7 @@ from ...errors import HeteroError, TuneBudgetError, ValidationError
 from ...graph import Model
 from ...placement import devices as registry
 from ..files import check_writable
+from ..floats import FiniteFloat
 from ..options import named
 from ..output import box, console, info
 from ..runner import CONTEXT, running, written
@@ -58,7 +59,7 @@ REPORT_CHART = "tune_chart.png"
 @click.option(
     "-t",
     "budget_s",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloat(min=0, min_open=True),
     default=60.0,
     show_default=True,
     metavar="SECONDS",
