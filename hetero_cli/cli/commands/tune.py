@@ -24,6 +24,7 @@ from ..files import check_writable
 from ..floats import FiniteFloat
 from ..options import named
 from ..output import box, console, info
+from ..progress import keep_cursor
 from ..runner import CONTEXT, running, written
 from ..setup import Setup, prepare
 from .validate import _Validate
@@ -260,6 +261,7 @@ def _search(
     try:
         if err.is_terminal:
             bar.start()
+            keep_cursor(err)
         return tune_model(
             setup.core,
             setup.model,
