@@ -21,6 +21,7 @@ from typing import Any
 
 import click
 
+from .floats import FiniteFloat
 from .options import int_range_option, named
 from .runner import Command
 
@@ -221,7 +222,7 @@ def benchmark_app_options(func: Callable[..., Any]) -> Callable[..., Any]:
             "Default: THROUGHPUT on one device, LATENCY on HETERO (as OpenVINO's HETERO, step 3 says)."),
         opt("-niter", "--number_iterations", "niter", type=click.IntRange(min=0),
             help="Number of iterations (0: compile the model and stop, no data shapes needed)."),
-        opt("-max_irate", "--maximum_inference_rate", "max_irate", type=click.FloatRange(min=0),
+        opt("-max_irate", "--maximum_inference_rate", "max_irate", type=FiniteFloat(min=0),
             default=0.0, help="Start at most this many frames per second (0: as fast as the devices go)."),
         opt("-t", "--time", "time_s", type=click.IntRange(min=1),
             help="Seconds to run (default 60 when -niter is not given)."),

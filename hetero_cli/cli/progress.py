@@ -1,6 +1,7 @@
 """Progress on stderr while a command waits: a spinner for work of unknown length (the query, a compile)
 and benchmark_app's progress bar for the measured loop. rich draws them only on a terminal, and they
-vanish when done, so piped output and captured logs keep only the ``[ INFO ]`` lines.
+vanish when done, so piped output and captured logs keep only the ``[ INFO ]`` lines. A session ONNX
+Runtime takes long to create shows on the spinner (``still``), with the way out: Ctrl-C.
 
     with busy("Compiling the model"):
         compiled = core.compile_model(model, device)
@@ -12,6 +13,10 @@ import contextlib
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
+
+from ..runtime import sessions_in_creation
+
+LONG_S = 10.0  # a session being created for longer is named on the spinner
 
 
 def _console() -> Any:
@@ -33,13 +38,21 @@ def busy(text: str) -> Iterator[None]:
         yield
         return
     both = sys.stdout.isatty()
+    spinner = Spinner("dots", text)
+
+    class Waiting:  # the spinner, its text made again at each refresh
+        def __rich__(self) -> Spinner:
+            spinner.update(text=still(text))
+            return spinner
+
     with Live(
-        Spinner("dots", text),
+        Waiting(),
         console=console,
         transient=True,
         redirect_stdout=both,
         redirect_stderr=both,
     ):
+        keep_cursor(console)
         yield
 
 
@@ -70,3 +83,19 @@ def bar(niter: int | None, duration: float | None) -> Iterator[Callable[[int, fl
             progress.update(task, completed=min(fraction, 1.0) * total)
 
         yield update
+
+
+def keep_cursor(console: Any) -> None:
+    """Show the cursor again under a live display (rich hides it while it draws): Ctrl-C while ONNX
+    Runtime compiles ends the process at once (runtime.interrupt_ends_process), which would leave the
+    user's terminal without a cursor."""
+    console.show_cursor(True)
+
+
+def still(text: str) -> str:
+    """``text``, and where ONNX Runtime has been creating a session for LONG_S seconds or more, which and
+    for how long: "Compiling the model: still compiling subgraph2 on OPENVINO (45 s); Ctrl-C stops"."""
+    slow = [c for c in sessions_in_creation() if c.seconds >= LONG_S]
+    if not slow:
+        return text
+    return f"{text}: still {slow[0].doing} ({slow[0].seconds:.0f} s); Ctrl-C stops"

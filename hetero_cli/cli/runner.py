@@ -34,7 +34,7 @@ from ..errors import (
     NotClassScoresError,
     ValidationError,
 )
-from ..runtime import set_log_level
+from ..runtime import interrupt_ends_process, set_log_level
 
 log = logging.getLogger("hetero_cli")
 
@@ -247,6 +247,9 @@ class _Main:
         if debug:  # the library's own debug lines (each QDQ group moved, ...)
             log.setLevel(logging.DEBUG)
         code = 1  # until the command returns: anything escaping below counts as a failure
+        # the process is this command (arguments from sys.argv): Ctrl-C while ONNX Runtime compiles ends
+        # it at once, where a KeyboardInterrupt would wait for the compile (runtime.interrupt_ends_process)
+        interrupt_ends_process(args is None)
         try:
             rv = super().main(  # type: ignore[misc]
                 argv, prog_name, complete_var, standalone_mode=False, obj=run, **extra
@@ -293,6 +296,7 @@ class _Main:
             )
             code = 1
         finally:
+            interrupt_ends_process(False)
             log.removeHandler(handler)
             log.setLevel(level)
             if code != 0:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import signal
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -67,7 +69,8 @@ class SessionRequest:
     ``model``: the path of a model file or a serialized model; ``options`` and ``providers`` as handed to
     ``onnxruntime.InferenceSession``; ``purpose``: one of PROBE, SUBGRAPH, CONSTANTS, TYPING, CHECK;
     ``subject``: what it is made of or for (a device name for a probe, ``subgraph<N>`` for a subgraph);
-    ``session``: the session once created (None before, or where ORT refused it).
+    ``device``: the device it is for, where one is ("" otherwise); ``session``: the session once created
+    (None before, or where ORT refused it).
     """
 
     model: str | bytes
@@ -75,6 +78,7 @@ class SessionRequest:
     providers: tuple[Any, ...]
     purpose: str
     subject: str = ""
+    device: str = ""
     session: ort.InferenceSession | None = None
 
     @property
@@ -95,28 +99,149 @@ def create_session(
     *,
     purpose: str,
     subject: str = "",
+    device: str = "",
     enable_fallback: bool = False,
 ) -> ort.InferenceSession:
     """An ORT InferenceSession of ``model`` (a file's path or a serialized model): every session
-    hetero-cli creates is made here, so that observe_sessions sees them all.
+    hetero-cli creates is made here, so that observe_sessions sees them all, in_creation lists those
+    being made, and the main thread keeps taking Ctrl-C while ORT compiles (on_its_own_thread).
 
-    ``enable_fallback``: let ORT retry on the CPU EP alone after a failure (it prints to stdout when it
-    does); off, the EP's failure is raised. Raises what ORT (or an observer) raises.
+    ``device``: the device the session is for ("" for none); ``enable_fallback``: let ORT retry on the CPU
+    EP alone after a failure (it prints to stdout when it does); off, the EP's failure is raised. Raises
+    what ORT (or an observer) raises, and KeyboardInterrupt where the main thread is interrupted while it
+    waits (the session is then left to finish on its own and dropped).
     """
-    request = SessionRequest(model, options, tuple(providers), purpose, subject)
-    with _observers_lock:
-        observers = tuple(_observers)
-    for observer in observers:
-        observer(request)
+    request = SessionRequest(model, options, tuple(providers), purpose, subject, device)
     fallback = {} if enable_fallback else {"enable_fallback": 0}
-    request.session = ort.InferenceSession(model, options, providers=list(providers), **fallback)
-    return request.session
+
+    def create() -> ort.InferenceSession:
+        started = _Creation(request, time.monotonic())
+        with _creations_lock:
+            _creations.append(started)
+        try:
+            with _observers_lock:
+                observers = tuple(_observers)
+            for observer in observers:
+                observer(request)
+            request.session = ort.InferenceSession(model, options, providers=list(providers), **fallback)
+            return request.session
+        finally:
+            with _creations_lock:
+                _creations.remove(started)
+
+    if threading.current_thread() is threading.main_thread():
+        with native_work():
+            return on_its_own_thread(create)
+    return create()
+
+
+# --- the sessions being created, and Ctrl-C while the main thread waits for one --------------------------
+
+WAIT_SLICE_S = 0.1  # the main thread's waits, so that even a signal that wakes no system call is taken
+
+
+@dataclass(frozen=True)
+class _Creation:
+    request: SessionRequest
+    since: float  # time.monotonic() when it began
+
+
+_creations: list[_Creation] = []
+_creations_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Creating:
+    """A session being created now: what for (``purpose``, ``subject``, ``device`` as in SessionRequest)
+    and for how many ``seconds`` so far."""
+
+    purpose: str
+    subject: str
+    device: str
+    seconds: float
+
+    @property
+    def doing(self) -> str:
+        """What it is, in words: "compiling subgraph2 on OPENVINO", "querying OPENVINO"."""
+        on = f" on {self.device}" if self.device else ""
+        if self.purpose == PROBE:
+            return f"querying {self.device or self.subject}"
+        if self.purpose == SUBGRAPH:
+            return f"compiling {self.subject}{on}"
+        return f"creating ONNX Runtime's session for {self.subject or self.purpose}{on}"
+
+
+def in_creation() -> list[Creating]:
+    """The sessions being created now, on any thread, the longest-running first; those the main thread
+    stopped waiting for (Ctrl-C) included, until ORT is done with them."""
+    now = time.monotonic()
+    with _creations_lock:
+        current = sorted(_creations, key=lambda c: c.since)
+    return [Creating(c.request.purpose, c.request.subject, c.request.device, now - c.since) for c in current]
+
+
+_interrupt_ends_process = False
+
+
+def interrupt_ends_process(on: bool) -> None:
+    """For a program that is the process (the command line), ``on``: while ONNX Runtime creates a session,
+    Ctrl-C ends the process at once, as an unhandled SIGINT does (the shell's status 130). ORT releases
+    such as 1.24 hold Python's GIL for a whole session's creation (minutes for a big model on the OpenVINO
+    EP): no Python code runs until it returns, so a KeyboardInterrupt could not be raised until then, nor
+    any clean-up run. Off (the default, for a library) signals are left as they are."""
+    global _interrupt_ends_process
+    _interrupt_ends_process = on
+
+
+@contextlib.contextmanager
+def native_work() -> Iterator[None]:
+    """Around work that ONNX Runtime does in native code (creating sessions): with interrupt_ends_process
+    on, on the main thread, SIGINT takes its default action (ending the process) within the block, then
+    Python's handler again; otherwise nothing changes."""
+    if (
+        not _interrupt_ends_process
+        or threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def on_its_own_thread(work: Callable[[], Any]) -> Any:
+    """``work()`` on a thread of its own, waited for here in short slices: while ORT compiles (native
+    code, which holds a thread until it returns) this thread still takes a signal, so Ctrl-C raises
+    KeyboardInterrupt here at once. The work then goes on alone (a daemon thread) and its result is
+    dropped: a native compile cannot be stopped. Returns what ``work`` returns; raises what it raises."""
+    outcome: list[Any] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            outcome.append((True, work()))
+        except BaseException as exc:  # handed to the waiting thread, which raises it
+            outcome.append((False, exc))
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="hetero-session", daemon=True).start()
+    while not done.wait(WAIT_SLICE_S):
+        pass
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
 
 
 @contextlib.contextmanager
 def observe_sessions(callback: SessionObserver) -> Iterator[None]:
     """Within the block, ``callback(request)`` is called with a SessionRequest before each session is
-    created, on the thread that creates it (any thread: a compile creates sessions on a pool); the
+    created, on the thread that creates it (any thread: a compile creates sessions on a pool, and a
+    session asked for on the main thread is created on a thread of its own); the
     request's ``session`` is set once ORT created it. An exception the callback raises is raised instead
     of creating the session, as ORT's own error would be (how a test makes a device refuse a model).
 
@@ -180,11 +305,16 @@ __all__ = [
     "QUIET",
     "SUBGRAPH",
     "TYPING",
+    "Creating",
     "SessionObserver",
     "SessionRequest",
     "assignment",
     "create_session",
+    "in_creation",
+    "interrupt_ends_process",
+    "native_work",
     "observe_sessions",
+    "on_its_own_thread",
     "ort",
     "record_assignment",
     "session_options",

@@ -320,7 +320,9 @@ def _probe_session(
     record_assignment(so)
     providers = providers or device.providers(options)
     # create_session keeps ORT's CPU fallback off: it must not quietly retry a failing probe on the CPU EP alone
-    session = create_session(proto.SerializeToString(), so, providers, purpose=PROBE, subject=device.name)
+    session = create_session(
+        proto.SerializeToString(), so, providers, purpose=PROBE, subject=device.name, device=device.name
+    )
     if device.ep not in session.get_providers():
         raise ConfigError(
             f"{device.name} cannot create a session: ONNX Runtime dropped {device.ep}, over a provider option "

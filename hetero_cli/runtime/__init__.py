@@ -9,6 +9,7 @@ from .environment import check_loadable, runtime_versions, set_log_level
 from .fallback import Fallback, Move
 from .infer_request import InferRequest
 from .inputs import unfeedable
+from .native import Creating, interrupt_ends_process, sessions_in_creation
 from .pipeline import AsyncInferQueue, Pipeline, pipeline_of
 from .profiling import (
     NOT_RUN,
@@ -25,6 +26,7 @@ __all__ = [
     "AsyncInferQueue",
     "CompiledModel",
     "CompiledSubgraph",
+    "Creating",
     "Fallback",
     "InferRequest",
     "Move",
@@ -36,8 +38,10 @@ __all__ = [
     "compile_with_fallback",
     "counter_tables",
     "format_counters",
+    "interrupt_ends_process",
     "pipeline_of",
     "runtime_versions",
+    "sessions_in_creation",
     "set_log_level",
     "subgraph_summaries",
     "tap",

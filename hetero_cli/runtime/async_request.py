@@ -36,12 +36,12 @@ if TYPE_CHECKING:
 CompletionHook = Callable[["InferRequest", "InferenceError | None"], None]
 
 
-@dataclass
+@dataclass(eq=False)  # hashed by identity: in_flight counts each run by itself
 class _Run:
     """One asynchronous inference in flight: its inputs, tensors and the next subgraph to run."""
 
     feeds: dict[str, np.ndarray]
-    number: int
+    number: int  # the request's count of runs once accepted (0: not accepted)
     begin: float = 0.0
     position: int = 0
     buffers: Buffers | None = None
@@ -92,20 +92,9 @@ class AsyncRequest:
         AsyncInferQueue), or once the interpreter is exiting; a failure while it runs is raised by wait().
         """
         feeds = self._inputs.owned(inputs, share_inputs)
-        with self._cond:
-            if self._busy:
-                raise InferenceError(
-                    "this request is still running its previous asynchronous inference: call wait() first, "
-                    "or use several requests (an AsyncInferQueue)"
-                )
-            in_flight.begin()  # refused once the interpreter exits; _complete ends it
-            self._busy = True
-            self._error = None
-            self._started += 1
-            if userdata is not None:
-                self._userdata = userdata
-            run = _Run(feeds, self._started, begin=time.perf_counter())
+        run = _Run(feeds, 0, begin=time.perf_counter())
         try:
+            self._accept(run, userdata)
             self._executor.refresh()  # the subgraphs as relax or a fallback left them
             if not self._executor.steps:  # only inputs and constants as outputs: nothing to run
                 results = self._executor.collect({}, feeds, {})
@@ -116,10 +105,38 @@ class AsyncRequest:
                 self._pipeline = pipeline_of(self.compiled)
             self._launch(run)
         except BaseException as exc:
+            if not self._accepted(run):  # refused, or interrupted before: nothing to complete
+                in_flight.end(run)
+                raise
             if not run.queued:  # never reached a lane: the request must not stay busy; wait() re-raises it
                 self._complete(run, exc)
             if not isinstance(exc, Exception):
                 raise  # Ctrl-C and the like still stop the caller
+
+    def _accept(self, run: _Run, userdata: Any) -> None:
+        """Make ``run`` the request's inference in flight: from then on (``_accepted``) it is completed
+        exactly once, by the lanes once its first stage is queued, else by start_async itself, and the
+        completion hook is called then, and only for an accepted run. InferenceError while the previous
+        inference runs, or once the interpreter exits (then nothing is accepted)."""
+        with self._cond:
+            if self._busy:
+                raise InferenceError(
+                    "this request is still running its previous asynchronous inference: call wait() first, "
+                    "or use several requests (an AsyncInferQueue)"
+                )
+            run.number = self._started + 1
+            in_flight.begin(run)  # refused once the interpreter exits; _complete ends it
+            # accepted: this one store is the step (an AsyncInferQueue reads _started too), so a
+            # KeyboardInterrupt lands either before it (nothing started) or after it (the run is completed)
+            self._started = run.number
+            self._busy = True
+            self._error = None
+            if userdata is not None:
+                self._userdata = userdata
+
+    def _accepted(self, run: _Run) -> bool:
+        """Whether start_async accepted ``run`` (the request's ``_started`` counts it)."""
+        return run.number > 0 and self._started >= run.number
 
     def wait(self) -> None:
         """Wait for the asynchronous inference (and its callback); at once if none was started. Re-raises
@@ -234,43 +251,62 @@ class AsyncRequest:
         self, run: _Run, error: BaseException | None, results: dict[str, np.ndarray] | None = None
     ) -> None:
         """Finish an asynchronous inference: results, callback, the completion hook, then wake the waiters.
-        Only once per run: a start_async interrupted right as its job was queued completes it itself."""
-        with self._cond:
-            if run.completed:
-                return
-            run.completed = True
+        Only once per run (a start_async interrupted right as its job was queued completes it itself), and
+        whatever raises on the way (a KeyboardInterrupt where start_async completes a run on the caller's
+        thread): the hook, the waiters and the exit's count are served in ``finally``."""
+        mine = False
         failure: InferenceError | None = None
-        if error is not None:
-            failure = (
-                error
-                if isinstance(error, InferenceError)
-                else InferenceError(f"the asynchronous inference failed: {type(error).__name__}: {error}")
-            )
-        else:
-            assert results is not None
-            self.results = results
-            if self._profiled:
-                self._history.append(run.windows)
-        self._latency_ms = (time.perf_counter() - run.begin) * 1e3
-        with self._cond:
-            self._busy = False
-            self._error = failure
-            callback, userdata = self._callback, self._userdata
         try:
+            with self._cond:
+                if run.completed:
+                    return
+                run.completed = mine = True
+            if error is not None:
+                failure = (
+                    error
+                    if isinstance(error, InferenceError)
+                    else InferenceError(f"the asynchronous inference failed: {type(error).__name__}: {error}")
+                )
+            else:
+                assert results is not None
+                self.results = results
+                if self._profiled:
+                    self._history.append(run.windows)
+            self._latency_ms = (time.perf_counter() - run.begin) * 1e3
+            with self._cond:
+                self._busy = False
+                self._error = failure
+                callback, userdata = self._callback, self._userdata
             if failure is None and callback is not None:
-                try:
-                    callback(userdata)
-                except BaseException as exc:  # SystemExit too: wait() re-raises it, nothing hangs
-                    failure = InferenceError(f"the request's callback raised {type(exc).__name__}: {exc}")
-                    failure.__cause__ = exc
-                    with self._cond:
-                        if self._started == run.number:  # not already started again by the callback
-                            self._error = failure
+                failure = self._call_back(run, callback, userdata)
+        finally:
+            if mine:
+                self._finish(run, failure)
+
+    def _call_back(self, run: _Run, callback: Callable[[Any], None], userdata: Any) -> InferenceError | None:
+        """The user's callback; its failure (None if it returned), recorded for wait() unless the callback
+        started the request again."""
+        try:
+            callback(userdata)
+        except BaseException as exc:  # SystemExit too: wait() re-raises it, nothing hangs
+            failure = InferenceError(f"the request's callback raised {type(exc).__name__}: {exc}")
+            failure.__cause__ = exc
+            with self._cond:
+                if self._started == run.number:  # not already started again by the callback
+                    self._error = failure
+            return failure
+        return None
+
+    def _finish(self, run: _Run, failure: InferenceError | None) -> None:
+        """The end of _complete: the completion hook, then the waiters woken and the run no longer in flight."""
+        try:
             hook = self._completion_hook
             if hook is not None:
                 hook(self, failure)  # type: ignore[arg-type]
         finally:
             with self._cond:
+                if self._started == run.number:  # not started again (by its callback): idle
+                    self._busy = False
                 self._finished += 1
                 self._cond.notify_all()
-            in_flight.end()
+            in_flight.end(run)

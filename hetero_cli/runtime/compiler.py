@@ -101,7 +101,9 @@ def prepare_subgraph(
             # prefixes of their own
             so.profile_file_prefix = str(profile_dir / f"{subgraph.name}_{next(_TRACES)}")
         # no fallback: ORT would otherwise print to stdout and quietly retry on the CPU EP alone
-        return create_session(data, so, providers, purpose=SUBGRAPH, subject=subgraph.name)
+        return create_session(
+            data, so, providers, purpose=SUBGRAPH, subject=subgraph.name, device=device.name
+        )
 
     def finish() -> CompiledSubgraph:
         try:

@@ -9,6 +9,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from ..ort.session import WAIT_SLICE_S, native_work
+
 T = TypeVar("T")
 
 
@@ -29,11 +31,18 @@ def in_parallel(jobs: Sequence[Callable[[], Callable[[], T]]]) -> list[T]:
     malloc arena of its own, and an OpenVINO session made there kept about 4 MiB more resident than one
     made here. At most ``compile_workers`` first-stage results (exported models) exist at once, so a split
     never holds every subgraph's serialized copy. After a failure nothing new starts; the error raised is
-    that of the first failing job in order, whatever finished first.
+    that of the first failing job in order, whatever finished first, but a KeyboardInterrupt, which goes
+    up at once (the sessions being created finish alone; this thread waits for them in short slices).
     """
     width = compile_workers(len(jobs))
     if width == 1:
         return [job()() for job in jobs]
+    with native_work():  # the pool's sessions: Ctrl-C ends a command line at once (ort.session)
+        return _on_a_pool(jobs, width)
+
+
+def _on_a_pool(jobs: Sequence[Callable[[], Callable[[], T]]], width: int) -> list[T]:
+    """in_parallel's work with ``width`` threads: ``width - 1`` on a pool and the calling one."""
     slots = threading.BoundedSemaphore(width - 1)
     futures: list[concurrent.futures.Future[T]] = []
     failed = threading.Event()
@@ -43,13 +52,14 @@ def in_parallel(jobs: Sequence[Callable[[], Callable[[], T]]]) -> list[T]:
             failed.set()
         slots.release()
 
-    with concurrent.futures.ThreadPoolExecutor(width - 1, thread_name_prefix="hetero-compile") as pool:
+    pool = concurrent.futures.ThreadPoolExecutor(width - 1, thread_name_prefix="hetero-compile")
+    try:
         for job in jobs:
             if failed.is_set():
                 break
             try:
                 finish = job()
-            except BaseException as exc:
+            except Exception as exc:
                 futures.append(_settled(exc))
                 break
             if slots.acquire(blocking=False):
@@ -59,14 +69,29 @@ def in_parallel(jobs: Sequence[Callable[[], Callable[[], T]]]) -> list[T]:
                 continue
             try:
                 futures.append(_settled(finish()))
-            except BaseException as exc:
+            except Exception as exc:
                 futures.append(_settled(exc))
                 break
-    for future in futures:
-        exc = future.exception()
-        if exc is not None:
-            raise exc
+        for future in futures:
+            exc = _outcome(future)
+            if exc is not None:
+                raise exc
+    except BaseException as exc:
+        # Ctrl-C (KeyboardInterrupt) goes up at once: sessions being created are left to finish alone
+        pool.shutdown(wait=not isinstance(exc, KeyboardInterrupt), cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
     return [future.result() for future in futures]
+
+
+def _outcome(future: concurrent.futures.Future[T]) -> BaseException | None:
+    """The future's exception once it is done (None for a result), waited for in short slices: the
+    calling thread keeps taking a signal (Ctrl-C) while a pool thread is inside a native compile."""
+    while True:
+        try:
+            return future.exception(timeout=WAIT_SLICE_S)
+        except concurrent.futures.TimeoutError:
+            continue
 
 
 def _settled(outcome: T | BaseException) -> concurrent.futures.Future[T]:

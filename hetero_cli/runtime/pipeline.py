@@ -52,7 +52,11 @@ EXIT_WAIT_S = 10.0  # a longer wait is more likely a stuck callback than an infe
 class _InFlight:
     """The asynchronous inferences running in this process: at exit, new ones are refused and those in
     flight are waited for, so that no lane thread is left inside an ONNX Runtime run while the process
-    tears down (that aborts it: "terminate called without an active exception")."""
+    tears down (that aborts it: "terminate called without an active exception").
+
+    Each inference is counted by its own token (a request's run), so that ending one twice, or one that
+    never began, changes nothing: a start_async interrupted (Ctrl-C) between the two steps cannot leave a
+    count behind for the exit to wait on."""
 
     def __init__(self) -> None:
         self._reset()
@@ -61,27 +65,34 @@ class _InFlight:
 
     def _reset(self) -> None:
         self._cond = threading.Condition()
-        self._count = 0
+        self._tokens: set[object] = set()
         self._exiting = False
 
-    def begin(self) -> None:
-        """One more inference starts; InferenceError once the interpreter is exiting."""
+    @property
+    def count(self) -> int:
+        """The inferences in flight now."""
+        with self._cond:
+            return len(self._tokens)
+
+    def begin(self, token: object) -> None:
+        """The inference ``token`` (hashable by identity) starts; InferenceError once the interpreter is
+        exiting."""
         with self._cond:
             if self._exiting:
                 raise InferenceError("the interpreter is exiting: no new asynchronous inference starts")
-            self._count += 1
+            self._tokens.add(token)
 
-    def end(self) -> None:
-        """An inference begun here has completed (callback included)."""
+    def end(self, token: object) -> None:
+        """The inference ``token`` has completed (callback included), or never started: no longer waited for."""
         with self._cond:
-            self._count -= 1
+            self._tokens.discard(token)
             self._cond.notify_all()
 
     def drain(self, timeout_s: float = EXIT_WAIT_S) -> None:
         """Refuse new inferences and wait up to ``timeout_s`` for those in flight (atexit)."""
         with self._cond:
             self._exiting = True
-            self._cond.wait_for(lambda: self._count == 0, timeout_s)
+            self._cond.wait_for(lambda: not self._tokens, timeout_s)
 
 
 in_flight = _InFlight()
@@ -223,22 +234,26 @@ class AsyncInferQueue:
         ``userdata`` is what the callback receives with the request. Raises InferenceError for inputs the
         model does not take, or for an earlier inference's failure not yet raised (then nothing starts).
         """
-        with self._cond:
-            self._cond.wait_for(lambda: self._idle or self._errors)
-            self._raise_errors()
-            k = self._idle.popleft()
-        request, hook = self._requests[k], self._hooks[k]
-        previous, self._userdata[k] = self._userdata[k], userdata
-        hook.queue = self  # a queue the caller dropped still calls back for the jobs it started
+        k, before = -1, -1
         try:
+            with self._cond:
+                self._cond.wait_for(lambda: self._idle or self._errors)
+                self._raise_errors()
+                k = self._idle[0]
+                self._idle.popleft()  # request k is this call's now (until its job starts)
+            request, hook = self._requests[k], self._hooks[k]
+            hook.userdata = userdata
+            hook.queue = self  # a queue the caller dropped still calls back for the jobs it started
+            before = request._started  # the request counts the runs it accepts
             request.start_async(inputs, share_inputs=share_inputs)
         except BaseException:
-            hook.queue = None
-            self._userdata[k] = previous
-            with self._cond:
-                self._idle.appendleft(k)
-                self._cond.notify_all()
+            # Whoever owns request k gives it back, once: its completion hook if it accepted the job (the
+            # request then completes it, wherever this raised), else this call.
+            if k >= 0 and not (before >= 0 and self._requests[k]._started != before):
+                self._hooks[k].queue = None
+                self._give_back(k, first=True)
             raise
+        self._userdata[k] = userdata
 
     def set_callback(self, callback: Callable[[InferRequest, Any], None] | None) -> None:
         """``callback(request, userdata)`` for every request that completes successfully (None: no callback);
@@ -296,39 +311,52 @@ class AsyncInferQueue:
             first, self._errors = self._errors[0], []
             raise first
 
-    def _completed(self, k: int, request: InferRequest, error: BaseException | None) -> None:
-        """Request ``k`` finished (on a lane's thread): call the user's callback, then mark it idle."""
-        failure: InferenceError | None = None
-        if error is not None:
-            failure = error if isinstance(error, InferenceError) else InferenceError(str(error))
-        elif self._callback is not None:
-            try:
-                self._callback(request, self._userdata[k])
-            except BaseException as exc:  # SystemExit too: the request goes idle, wait_all() re-raises it
-                failure = InferenceError(
-                    f"the AsyncInferQueue callback raised on request {k}: {type(exc).__name__}: {exc}"
-                )
-                failure.__cause__ = exc
+    def _give_back(self, k: int, failure: InferenceError | None = None, *, first: bool = False) -> None:
+        """Request ``k`` is idle again (at the head of the idle list with ``first``: the one a refused job
+        took), at most once in the list however its job ended; ``failure`` is raised by the next call."""
         with self._cond:
             if failure is not None:
                 self._errors.append(failure)
-            self._idle.append(k)
+            if k not in self._idle:
+                if first:
+                    self._idle.appendleft(k)
+                else:
+                    self._idle.append(k)
             self._cond.notify_all()
+
+    def _completed(self, k: int, request: InferRequest, error: BaseException | None, userdata: Any) -> None:
+        """Request ``k`` finished a job the queue started (on a lane's thread, or on start_async's when it
+        completed the job itself): call the user's callback with the job's ``userdata``, then mark it idle."""
+        failure: InferenceError | None = None
+        try:
+            if error is not None:
+                failure = error if isinstance(error, InferenceError) else InferenceError(str(error))
+            elif self._callback is not None:
+                try:
+                    self._callback(request, userdata)
+                except BaseException as exc:  # SystemExit too: the request goes idle, wait_all() re-raises it
+                    failure = InferenceError(
+                        f"the AsyncInferQueue callback raised on request {k}: {type(exc).__name__}: {exc}"
+                    )
+                    failure.__cause__ = exc
+        finally:
+            self._give_back(k, failure)
 
 
 class _Hook:
     """A request's link back to its queue: weak while the request is idle, so that a dropped queue can be
-    collected, and strong (``queue``) while it runs a job the queue started."""
+    collected, and strong (``queue``) while it runs a job the queue started, whose ``userdata`` it holds."""
 
-    __slots__ = ("k", "method", "queue")
+    __slots__ = ("k", "method", "queue", "userdata")
 
     def __init__(self, method: weakref.WeakMethod, k: int):
         self.method = method
         self.k = k
         self.queue: AsyncInferQueue | None = None
+        self.userdata: Any = None
 
     def __call__(self, request: InferRequest, error: BaseException | None) -> None:
         completed = self.method()  # a strong reference first: dropping ``queue`` may free the queue
         self.queue = None
         if completed is not None:
-            completed(self.k, request, error)
+            completed(self.k, request, error, self.userdata)

@@ -222,7 +222,7 @@ def test_ctrl_c_while_start_async_launches_reaches_the_caller_and_frees_the_requ
     monkeypatch.undo()
     req.start_async({"x": inputs(1)[0]})
     req.wait()
-    assert in_flight._count == 0
+    assert in_flight.count == 0
 
 
 def test_a_forked_child_counts_no_inference_of_its_parent_in_flight(cpu_compiled):
@@ -236,7 +236,7 @@ def test_a_forked_child_counts_no_inference_of_its_parent_in_flight(cpu_compiled
         req.start_async({"x": inputs(1)[0]})
         pid = os.fork()
         if pid == 0:
-            os._exit(0 if in_flight._count == 0 else 1)
+            os._exit(0 if in_flight.count == 0 else 1)
         _, status = os.waitpid(pid, 0)
     finally:
         release.set()

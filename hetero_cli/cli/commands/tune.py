@@ -20,8 +20,10 @@ from ...errors import HeteroError, TuneBudgetError
 from ...graph import Model
 from ...placement import devices as registry
 from ..files import check_writable
+from ..floats import FiniteFloat
 from ..options import int_range_option, int_ranges, named
 from ..output import box, console, info
+from ..progress import keep_cursor
 from ..runner import CONTEXT, running, written
 from ..setup import Setup, prepare
 from .validate import _Validate
@@ -57,7 +59,7 @@ REPORT_CHART = "tune_chart.png"
 @click.option(
     "-t",
     "budget_s",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloat(min=0, min_open=True),
     default=60.0,
     show_default=True,
     metavar="SECONDS",
@@ -273,6 +275,7 @@ def _search(
     try:
         if err.is_terminal:
             bar.start()
+            keep_cursor(err)
         return tune_model(
             setup.core,
             setup.model,
