@@ -6,11 +6,15 @@ least one output should be requested"), which HETERO_FALLBACK blamed on every de
 
 from __future__ import annotations
 
+import os
+import subprocess
+
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from onnx import helper as h
+from placement.test_visualize import needs_dot
 from support.graphs import PLAN_ONLY, WITH_SESSIONS, check_plan
 from support.helpers import assert_same, const, cpu_split, make_model, needs_openvino, ort_run, seeded, vi
 from support.shape_chains import cuts, shape_chains, zero_out_model
@@ -18,6 +22,7 @@ from support.shape_chains import cuts, shape_chains, zero_out_model
 import hetero_cli as hc
 from hetero_cli.graph import Model
 from hetero_cli.placement.partition import Subgraph, partition
+from hetero_cli.placement.visualize import dump, subgraphs_dot
 
 ZERO_OUT = ["A", "A", "B", "B", "A", "A", "A"]  # concat and shape apart, as the issue's --affinity put them
 X = seeded((2, 3))
@@ -100,6 +105,32 @@ def test_a_group_making_a_model_output_is_never_folded():
 def test_a_subgraph_with_nothing_to_hand_on_is_refused_as_the_plans_own_defect():
     with pytest.raises(AssertionError, match="internal error: subgraph2 of the plan hands no tensor on"):
         Subgraph(index=1, device="CPU", nodes=("n",), constant_nodes=(), inputs=("x",), outputs=())
+
+
+def test_the_subgraphs_dot_draws_the_folded_nodes_apart_with_no_session():
+    proto = zero_out_model()
+    model = Model(proto)
+    plan = partition(
+        model, dict(zip([n.get_friendly_name() for n in model.get_ops()], ZERO_OUT, strict=True))
+    )
+    dot = subgraphs_dot(model, plan)
+    assert 'label="folded: no session (they only feed static shape values)"' in dot
+    for name in ("sum", "unsq", "concat", "shape"):
+        assert f'"op:{name}" [label="{name}\\n' in dot and f"{name}@" not in dot
+    assert dot.count('\\nfolded"') == 4
+    # the value subgraph1 holds is drawn from where it comes from, dashed
+    assert '"op:shape" -> "value:shp@subgraph1" [label="shp", style=dashed];' in dot
+
+
+@needs_dot
+def test_the_folded_nodes_render(tmp_path):
+    model = Model(zero_out_model())
+    plan = partition(
+        model, dict(zip([n.get_friendly_name() for n in model.get_ops()], ZERO_OUT, strict=True))
+    )
+    for path in dump(model, plan, tmp_path):
+        result = subprocess.run(["dot", "-Tsvg", str(path), "-o", os.devnull], capture_output=True, text=True)
+        assert result.returncode == 0 and "Warning" not in result.stderr, result.stderr
 
 
 @needs_openvino

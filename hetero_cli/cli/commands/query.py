@@ -117,6 +117,8 @@ def query(
             f"{len(plan.subgraphs)} subgraph(s) on {', '.join(plan.devices)}; "
             f"{len(crossing_all)} tensor(s) cross devices{': ' + ', '.join(crossing_all) if crossing_all else ''}"
         )
+        if plan.folded:
+            info(plan.folded_line())
     if setup.dot_dir is not None:
         written().before_writing(setup.dot_dir, folder=True)
         report_dots(visualize.dump(m, plan, setup.dot_dir), setup.render, err=as_json)
