@@ -198,6 +198,8 @@ def compile_setup(setup: Setup) -> CompiledModel:
     compiled = setup.core.compile_model(setup.model, setup.device)
     for sub in compiled.subgraphs:
         info(f"  {sub.description}")
+    if compiled.plan.folded:
+        info(f"  {compiled.plan.folded_line()}")
     if compiled.one_session:
         info(
             f"  the {len(compiled.subgraphs)} subgraphs run in one ONNX Runtime session: the query's, which "

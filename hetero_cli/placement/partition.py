@@ -42,6 +42,12 @@ class Subgraph:
     outputs: tuple[str, ...]
     fixed: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        # a session run must ask for an output ("At least one output should be requested"): a subgraph
+        # with nothing to hand on is the partition's own defect, never a device's (HETERO_FALLBACK)
+        if not self.outputs:
+            raise AssertionError(f"internal error: {self.name} of the plan hands no tensor on")
+
     @property
     def name(self) -> str:
         """``subgraph<N>``, N counted from 1 in execution order (the doc's -pc numbering)."""
@@ -72,7 +78,8 @@ class Plan:
 
     ``output_sources``: {model output: index of the subgraph producing it, or "input" / "constant" for
     one served without a session}; ``affinities``: {friendly name: device} the plan was cut from;
-    ``folded``: nodes no subgraph runs, that make only static shape values the subgraphs hold as constants.
+    ``folded``: nodes no subgraph runs, in model order: their work only feeds static shape values the
+    subgraphs hold as constants (Subgraph.fixed), so no session runs them.
     ``str(plan)`` is a readable summary, ``to_dict()`` its JSON form.
     """
 
@@ -88,6 +95,17 @@ class Plan:
     def devices(self) -> list[str]:
         """Devices that run subgraphs, unique, in execution order (OpenVINO's EXECUTION_DEVICES)."""
         return list(dict.fromkeys(s.device for s in self.subgraphs))
+
+    def folded_line(self, shown: int = 8) -> str:
+        """What the CLI says of the folded nodes, in one line: how many, that no session runs them and why,
+        and the first ``shown`` names; "" where none is folded."""
+        if not self.folded:
+            return ""
+        names = ", ".join(self.folded[:shown]) + (", ..." if len(self.folded) > shown else "")
+        return (
+            f"{len(self.folded)} node(s) folded, no session runs them (they only feed static shape values "
+            f"the subgraphs hold): {names}"
+        )
 
     def links(self) -> list[Link]:
         """Tensors passed into subgraphs from model inputs or other subgraphs, in execution order."""
@@ -165,7 +183,7 @@ class Plan:
                 f"outputs {list(s.outputs)}{fixed}"
             )
         if self.folded:
-            lines.append(f"  folded (static shape values, no session): {list(self.folded)}")
+            lines.append(f"  folded (only feed static shape values, no session): {list(self.folded)}")
         for name, source in self.output_sources.items():
             if not isinstance(source, int):
                 lines.append(f"  output {name!r} is served from the model's {source}, without a session")
@@ -205,20 +223,19 @@ def partition(model: Model, affinities: Mapping[str, str]) -> Plan:
 
 
 def _partition(model: Model, affinities: Mapping[str, str]) -> Plan:
-    ops = model.get_ops()
-    active = [n for n in ops if not n.is_constant]
-    aff = [affinities[n.friendly_name] for n in active]
-    producer: dict[str, int] = {}
-    for k, n in enumerate(active):
-        for t in n.outputs:
-            producer[t] = k
-    preds = [[producer[t] for t in n.inputs if t in producer] for n in active]
-    model_inputs = set(model.input_names)
-
-    group = [0] * len(active) if len(set(aff)) <= 1 else _groups(active, aff, preds, model_inputs)
-
-    ordered = _order_groups(group, preds)
-    subgraphs, folded = _build_subgraphs(model, active, aff, group, ordered)
+    active = [n for n in model.get_ops() if not n.is_constant]
+    values: Mapping[str, Any] | None = None
+    folded: set[str] = set()
+    while True:
+        aff, group, ordered = _cut(model, active, affinities)
+        if values is None:  # nothing crosses a plan of one group
+            values = model.shape_values() if len(ordered) > 1 else {}
+        subgraphs, dropped = _build_subgraphs(model, active, aff, group, ordered, values)
+        if not dropped:
+            break
+        # the nodes that run are cut again without the folded ones: neighbours those kept apart may join
+        folded.update(dropped)
+        active = [n for n in active if n.friendly_name not in folded]
     return Plan(
         model_name=model.name,
         subgraphs=subgraphs,
@@ -226,8 +243,24 @@ def _partition(model: Model, affinities: Mapping[str, str]) -> Plan:
         outputs=model.output_names,
         output_sources=_output_sources(model, subgraphs),
         affinities=dict(affinities),
-        folded=folded,
+        folded=tuple(n.friendly_name for n in model.get_ops() if n.friendly_name in folded),
     )
+
+
+def _cut(
+    model: Model, active: list[Node], affinities: Mapping[str, str]
+) -> tuple[list[str], list[int], list[int]]:
+    """The groups of ``active`` (non-constant nodes): each one's device, its group id, and the group ids
+    in execution order."""
+    aff = [affinities[n.friendly_name] for n in active]
+    producer: dict[str, int] = {}
+    for k, n in enumerate(active):
+        for t in n.outputs:
+            producer[t] = k
+    preds = [[producer[t] for t in n.inputs if t in producer] for n in active]
+    model_inputs = set(model.input_names)
+    group = [0] * len(active) if len(set(aff)) <= 1 else _groups(active, aff, preds, model_inputs)
+    return aff, group, _order_groups(group, preds)
 
 
 def _connect(
@@ -390,64 +423,76 @@ def _order_groups(group: list[int], preds: list[list[int]]) -> list[int]:
 
 
 def _build_subgraphs(
-    model: Model, active: list[Node], aff: list[str], group: list[int], order: list[int]
+    model: Model,
+    active: list[Node],
+    aff: list[str],
+    group: list[int],
+    order: list[int],
+    values: Mapping[str, Any],
 ) -> tuple[tuple[Subgraph, ...], tuple[str, ...]]:
-    """The subgraphs of the ordered groups, and the nodes of groups that make nothing but static shape
-    values other subgraphs read (folded: each reader holds the values, no session runs them)."""
+    """The subgraphs of the ordered groups, and the nodes of the groups with nothing to hand on (folded).
+
+    A group hands on the model outputs it makes and the tensors a later subgraph reads, but never a static
+    shape value (``values``: each reader holds its own). Worked out from the last group back, so that a
+    group read only by folded groups is folded too: a group left with nothing to hand on only feeds
+    values the subgraphs hold, and no session runs it (ORT would refuse a run that asks for no output).
+    A group whose results nobody reads (a dead end of the model) still runs, handing them on.
+    """
     members: dict[int, list[int]] = {g: [] for g in order}
     for k, g in enumerate(group):
         members[g].append(k)
-    reader: dict[str, int] = {}  # a tensor's first reading group
-    elsewhere: set[str] = set()  # tensors read by two groups or more
-    for k, n in enumerate(active):
-        g = group[k]
-        for t in n.inputs:
-            if reader.setdefault(t, g) != g:
-                elsewhere.add(t)
+    read = {t for n in model.get_ops() for t in n.inputs}  # folded nodes' reads too: no dead end
     model_outputs = set(model.output_names)
-    values = model.shape_values() if len(order) > 1 else {}  # nothing crosses a plan of one group
-    out: list[Subgraph] = []
-    folded: list[str] = []
-    for g in order:
+    wanted: set[str] = set()  # tensors the groups that run (so far, from the last) read from others
+    kept: list[tuple[int, list[Node], dict[str, None], dict[str, None], dict[str, None], list[str]]] = []
+    folded: list[list[str]] = []  # per folded group, from the last
+    for g in reversed(order):
         nodes = [active[k] for k in members[g]]
-        produced = {t for n in nodes for t in n.outputs}
-        inputs: dict[str, None] = {}
-        constants: dict[str, None] = {}
-        fixed: dict[str, None] = {}
-        for n in nodes:
-            for t in n.inputs:
-                if t in produced:
-                    continue
-                if model.is_constant(t):
-                    constants[t] = None
-                elif t in values:
-                    fixed[t] = None
-                else:
-                    inputs[t] = None
-        outputs = [
-            t
-            for n in nodes
-            for t in n.outputs
-            if t in model_outputs or (t not in values and (t in elsewhere or reader.get(t, g) != g))
-        ]
+        inputs, constants, fixed = _reads(model, nodes, values)
         made = [t for n in nodes for t in n.outputs]
-        if not outputs and made and all(t in values for t in made):
-            folded.extend(n.friendly_name for n in nodes)
+        outputs = [t for t in made if t in model_outputs or (t not in values and t in wanted)]
+        if not outputs:  # a dead end: its results stay observable, so it runs as in the model
+            outputs = [t for t in made if t not in read and t not in values]
+        if not outputs:
+            folded.append([n.friendly_name for n in nodes])
             continue
-        if not outputs:  # a dead-end group: keep its results observable so it still runs as in the model
-            outputs = [t for t in made if t not in reader]
-        out.append(
-            Subgraph(
-                index=len(out),
-                device=aff[members[g][0]],
-                nodes=tuple(n.friendly_name for n in nodes),
-                constant_nodes=tuple(n.friendly_name for n in model.constant_nodes_for(constants)),
-                inputs=tuple(inputs),
-                outputs=tuple(dict.fromkeys(outputs)),
-                fixed=tuple(fixed),
-            )
+        wanted.update(inputs)
+        kept.append((g, nodes, inputs, constants, fixed, outputs))
+    subgraphs = tuple(
+        Subgraph(
+            index=index,
+            device=aff[members[g][0]],
+            nodes=tuple(n.friendly_name for n in nodes),
+            constant_nodes=tuple(n.friendly_name for n in model.constant_nodes_for(constants)),
+            inputs=tuple(inputs),
+            outputs=tuple(dict.fromkeys(outputs)),
+            fixed=tuple(fixed),
         )
-    return tuple(out), tuple(folded)
+        for index, (g, nodes, inputs, constants, fixed, outputs) in enumerate(reversed(kept))
+    )
+    return subgraphs, tuple(name for names in reversed(folded) for name in names)
+
+
+def _reads(
+    model: Model, nodes: list[Node], values: Mapping[str, Any]
+) -> tuple[dict[str, None], dict[str, None], dict[str, None]]:
+    """What a group of ``nodes`` reads from outside itself, each in order of first read: tensors from model
+    inputs or other groups, constants (it gets its own copy) and static shape values (it holds them)."""
+    produced = {t for n in nodes for t in n.outputs}
+    inputs: dict[str, None] = {}
+    constants: dict[str, None] = {}
+    fixed: dict[str, None] = {}
+    for n in nodes:
+        for t in n.inputs:
+            if t in produced:
+                continue
+            if model.is_constant(t):
+                constants[t] = None
+            elif t in values:
+                fixed[t] = None
+            else:
+                inputs[t] = None
+    return inputs, constants, fixed
 
 
 def _output_sources(model: Model, subgraphs: tuple[Subgraph, ...]) -> dict[str, int | str]:

@@ -141,6 +141,7 @@ def subgraphs_dot(model: Model, plan: Plan) -> str:
     """DOT text: one cluster per subgraph titled ``subgraph<N>: <DEVICE>``, crossing tensors bold red, legend."""
     colours = device_colours(s.device for s in plan.subgraphs)
     owner = {n: s for s in plan.subgraphs for n in s.nodes}
+    folded = set(plan.folded)
     lines = [f"digraph {_label('hetero_subgraphs_' + model.name)} {{", "  rankdir=TB; compound=true;",
              "  node [shape=box, style=filled];"]  # fmt: skip
     for name in model.input_names:
@@ -169,6 +170,7 @@ def subgraphs_dot(model: Model, plan: Plan) -> str:
                 f'fillcolor={quote(colour)}, style="filled,dashed", shape=note];'
             )
         lines.append("  }")
+    lines += _folded(model, plan)
 
     crossing = ', color="#d62728", penwidth=3, fontcolor="#d62728", style=bold'
     for s in plan.subgraphs:
@@ -186,6 +188,10 @@ def subgraphs_dot(model: Model, plan: Plan) -> str:
                     src, extra = node_id("copy", producer.friendly_name + "@" + s.name), ""
                 elif tensor in s.fixed:
                     src, extra = node_id("value", tensor + "@" + s.name), ""
+                    if producer.friendly_name in folded:  # where the value it holds comes from
+                        lines.append(
+                            f"  {node_id('op', producer.friendly_name)} -> {src} [label={_label(tensor)}, style=dashed];"
+                        )
                 else:
                     src = node_id("op", producer.friendly_name)
                     extra = crossing if owner[producer.friendly_name].device != s.device else ""
@@ -198,6 +204,30 @@ def subgraphs_dot(model: Model, plan: Plan) -> str:
     lines.append("  }")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _folded(model: Model, plan: Plan) -> list[str]:
+    """The folded nodes (Plan.folded: no session runs them) in a dashed cluster of their own, with the
+    tensors they read from model inputs and other ops; nothing where none is folded."""
+    if not plan.folded:
+        return []
+    lines = [
+        '  subgraph "cluster_folded" {',
+        '    label="folded: no session (they only feed static shape values)"; style=dashed;',
+    ]
+    for name in plan.folded:
+        node = model.node(name)
+        lines.append(
+            f"    {node_id('op', name)} [label={_label(name, node.get_type_name(), 'folded')}, "
+            'fillcolor="#eeeeee", style="filled,dashed"];'
+        )
+    lines.append("  }")
+    for name in plan.folded:
+        for tensor in model.node(name).inputs:
+            src = _producer_id(model, tensor)
+            if src is not None and not (tensor in model.producer and model.producer[tensor].is_constant):
+                lines.append(f"  {src} -> {node_id('op', name)} [label={_label(tensor)}, style=dashed];")
+    return lines
 
 
 def dot_stem(model: Model) -> str:

@@ -467,21 +467,18 @@ def _one_session(
         for s in plan.subgraphs
     ]
     outputs = tuple(t for t in plan.outputs if plan.output_sources[t] not in (INPUT, CONSTANT))
-    whole = Subgraph(
-        index=0,
-        device=device.name,
-        nodes=tuple(n for s in plan.subgraphs for n in s.nodes),
-        constant_nodes=(),
-        inputs=tuple(i.name for i in session.get_inputs()),
-        outputs=tuple(dict.fromkeys(outputs)),
-    )
-    # model outputs that are all inputs or constants leave the session nothing to compute
-    label = f"the one session of subgraph1-subgraph{len(subgraphs)} ({' and '.join(plan.devices)})"
-    runs = (
-        [CompiledSubgraph(whole, device, session, probe.placement, from_probe=True, label=label)]
-        if outputs
-        else []
-    )
+    runs = []
+    if outputs:  # model outputs that are all inputs or constants leave the session nothing to compute
+        whole = Subgraph(
+            index=0,
+            device=device.name,
+            nodes=tuple(n for s in plan.subgraphs for n in s.nodes),
+            constant_nodes=(),
+            inputs=tuple(i.name for i in session.get_inputs()),
+            outputs=tuple(dict.fromkeys(outputs)),
+        )
+        label = f"the one session of subgraph1-subgraph{len(subgraphs)} ({' and '.join(plan.devices)})"
+        runs.append(CompiledSubgraph(whole, device, session, probe.placement, from_probe=True, label=label))
     log.info(
         "%d subgraphs run in one ONNX Runtime session: the query's, which placed every node as the plan does "
         "(PERFORMANCE_HINT=THROUGHPUT gives each subgraph its own)",

@@ -15,7 +15,7 @@ structure independently of the engine.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -462,11 +462,14 @@ def constant_nodes(model) -> set[str]:
     return out
 
 
-def expected_components(model, affinities: Mapping[str, str]) -> tuple[list[frozenset[str]], bool]:
-    """Connected same-affinity groups of non-constant nodes (edges, or a shared model input) and whether
-    the graph between those groups is acyclic (if so, they must be exactly the plan's subgraphs)."""
+def expected_components(
+    model, affinities: Mapping[str, str], folded: Collection[str] = ()
+) -> tuple[list[frozenset[str]], bool]:
+    """Connected same-affinity groups of the non-constant nodes that run (not ``folded``: edges, or a
+    shared model input) and whether the graph between those groups is acyclic (if so, they must be
+    exactly the plan's subgraphs)."""
     consts = constant_nodes(model)
-    active = [n for n in model.get_ops() if n.get_friendly_name() not in consts]
+    active = [n for n in model.get_ops() if n.get_friendly_name() not in {*consts, *folded}]
     names = [n.get_friendly_name() for n in active]
     producer = {o: n.get_friendly_name() for n in active for o in n.proto.output if o}
     model_inputs = set(model.input_names)
@@ -518,14 +521,18 @@ def check_plan(model, plan, affinities: Mapping[str, str]) -> None:
     constant_tensors = set(initializers) | {o for c in consts for o in ops[c].proto.output}
     node_of = {o: name for name, n in ops.items() for o in n.proto.output if o}
 
-    # every non-constant node in exactly one subgraph; constants only ever copied
+    # every non-constant node in exactly one subgraph or folded; constants only ever copied
     owned = Counter(name for s in plan.subgraphs for name in s.nodes)
-    assert owned == Counter(active), f"owned {sorted(owned)} != non-constant {sorted(active)}"
+    assert owned + Counter(plan.folded) == Counter(active), (
+        f"owned {sorted(owned)} + folded {list(plan.folded)} != non-constant {sorted(active)}"
+    )
     assert not any(s.device is None for s in plan.subgraphs)
+    _check_folded(model, plan, ops, node_of)
 
     readers_outside: dict[str, set[int]] = {}
     owner = {name: s.index for s in plan.subgraphs for name in s.nodes}
-    for name in active:
+    held = {t for s in plan.subgraphs for t in s.fixed}  # static shape values: never handed on
+    for name in owner:
         for t in ops[name].proto.input:
             if t in node_of and node_of[t] in owner and owner[node_of[t]] != owner[name]:
                 readers_outside.setdefault(t, set()).add(owner[name])
@@ -534,6 +541,7 @@ def check_plan(model, plan, affinities: Mapping[str, str]) -> None:
     for position, s in enumerate(plan.subgraphs):
         assert s.index == position
         assert s.nodes, f"{s.name} has no nodes"
+        assert s.outputs, f"{s.name} hands nothing on: no session can run it"
         for name in s.nodes:
             assert affinities[name] == s.device, f"{name} ({affinities[name]}) in {s.name} on {s.device}"
         assert set(s.constant_nodes) <= consts, (
@@ -545,7 +553,7 @@ def check_plan(model, plan, affinities: Mapping[str, str]) -> None:
         for name in inside:
             for t in ops[name].proto.input:
                 if t:
-                    assert t in produced or t in initializers or t in s.inputs, (
+                    assert t in produced or t in initializers or t in s.inputs or t in s.fixed, (
                         f"{s.name}: {name} reads {t!r}, which is neither produced inside, an initializer, "
                         f"nor a subgraph input"
                     )
@@ -556,7 +564,7 @@ def check_plan(model, plan, affinities: Mapping[str, str]) -> None:
             assert node_of.get(t) in s.nodes, f"{s.name} outputs {t!r}, which it does not compute"
         own_produced = {o for name in s.nodes for o in ops[name].proto.output if o}
         for t in own_produced:
-            if t in readers_outside or t in model.output_names:
+            if (t in readers_outside and t not in held) or t in model.output_names:
                 assert t in s.outputs, f"{s.name} does not output {t!r}, which others need"
         # one connected piece: edges inside, or a shared model input
         uf = _UF(s.nodes)
@@ -587,13 +595,15 @@ def check_plan(model, plan, affinities: Mapping[str, str]) -> None:
         else:
             assert source == CONSTANT and name in constant_tensors, (name, source)
 
-    # the split is exactly the connected same-affinity groups where those form an acyclic graph
-    if not active:
+    # the split is exactly the connected same-affinity groups (of the nodes that run) where those form an
+    # acyclic graph
+    running = [name for name in active if name not in set(plan.folded)]
+    if not running:
         assert not plan.subgraphs
-    elif len({affinities[a] for a in active}) == 1:
+    elif len({affinities[a] for a in running}) == 1:
         assert len(plan.subgraphs) == 1, "one device must give one subgraph"
     else:
-        groups, acyclic = expected_components(model, affinities)
+        groups, acyclic = expected_components(model, affinities, plan.folded)
         got = {frozenset(s.nodes) for s in plan.subgraphs}
         if acyclic:
             assert got == set(groups), "over- or under-split: the same-affinity groups were acyclic"
@@ -601,6 +611,32 @@ def check_plan(model, plan, affinities: Mapping[str, str]) -> None:
             assert len(got) > len(groups)
             for piece in got:
                 assert any(piece <= g for g in groups), f"{sorted(piece)} mixes same-affinity groups"
+
+
+def _check_folded(model, plan, ops: Mapping, node_of: Mapping[str, str]) -> None:
+    """Folded nodes only feed static shape values the subgraphs hold; every tensor a subgraph hands on
+    is a model output, read by a later subgraph, or read by no node at all (a dead end of the model)."""
+    folded = set(plan.folded)
+    values = model.shape_values()
+    readers: dict[str, set[str]] = {}
+    for name, n in ops.items():
+        for t in n.proto.input:
+            readers.setdefault(t, set()).add(name)
+    outputs = set(model.output_names)
+    for name in folded:
+        for t in ops[name].proto.output:
+            assert t not in outputs, f"folded {name} makes model output {t!r}"
+            outside = {r for r in readers.get(t, ()) if r not in folded}
+            assert not outside or t in values, f"folded {name} makes {t!r}, which {sorted(outside)} need"
+    read_later = {t for s in plan.subgraphs for t in s.inputs}
+    for s in plan.subgraphs:
+        for t in s.outputs:
+            assert t not in values or t in outputs or not readers.get(t), (
+                f"{s.name} hands on static shape value {t!r}"
+            )
+            assert t in outputs or t in read_later or not readers.get(t), (
+                f"{s.name} hands {t!r} on to no subgraph (only folded nodes read it)"
+            )
 
 
 def assert_close(

@@ -117,6 +117,8 @@ def query(
             f"{len(plan.subgraphs)} subgraph(s) on {', '.join(plan.devices)}; "
             f"{len(crossing_all)} tensor(s) cross devices{': ' + ', '.join(crossing_all) if crossing_all else ''}"
         )
+        if plan.folded:
+            info(plan.folded_line())
         for name, names in m.index.renamed.items():
             info(
                 f"{len(names)} nodes named {name!r} in the model are shown as {', '.join(names)} (node names "
