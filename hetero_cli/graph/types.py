@@ -85,9 +85,9 @@ class TypeTable:
     @functools.cached_property
     def without_value_info(self) -> dict[str, onnx.TypeProto]:
         """What onnx's shape inference gives each tensor from the graph's inputs and weights alone, the
-        model's value_info left out: where that value_info is wrong, what it wrongly led inference to
-        (a consumer's output) shows here as it is. Empty where inference fails. Computed once: the
-        corrections made from it leave the model's graph as it is."""
+        model's value_info (and the shapes its outputs declare) left out: where that value_info is wrong,
+        what it wrongly led inference to (a consumer's output) shows here as it is. Empty where inference
+        fails. Computed once: the corrections made from it leave the model's graph as it is."""
         return self._inferred_alone(None)
 
     @functools.cached_property
@@ -121,11 +121,15 @@ class TypeTable:
     def _inferred_alone(
         self, size: int | None, shapes: Mapping[str, Sequence[int]] | None = None
     ) -> dict[str, onnx.TypeProto]:
-        """{tensor: type} from onnx's shape inference without the model's value_info; with ``size``, every
-        dynamic input dimension set to it first; with ``shapes``, the inputs it names given those shapes,
-        and the graph outputs' types included (data propagated in both cases)."""
+        """{tensor: type} from onnx's shape inference without the model's value_info and the shapes its
+        outputs declare (the outputs' types are inferred too); with ``size``, every dynamic input dimension
+        set to it first; with ``shapes``, the inputs it names given those shapes (data propagated in both
+        cases)."""
         copy = _negative_dims_unknown(self._weightless_copy())
         del copy.graph.value_info[:]
+        for vi in copy.graph.output:
+            if vi.type.HasField("tensor_type"):
+                vi.type.tensor_type.ClearField("shape")
         for vi in copy.graph.input:
             if not vi.type.HasField("tensor_type"):
                 continue
@@ -142,10 +146,7 @@ class TypeTable:
             )
         except Exception:
             return {}
-        types = {vi.name: vi.type for vi in result.graph.value_info}
-        if shapes is not None:
-            types.update((o.name, o.type) for o in result.graph.output)
-        return types
+        return {vi.name: vi.type for vi in (*result.graph.value_info, *result.graph.output)}
 
     def _collect(self, *, inferred: bool) -> dict[str, onnx.TypeProto]:
         """Types the model declares, and with ``inferred`` what onnx's shape inference adds to them."""

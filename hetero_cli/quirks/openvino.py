@@ -225,8 +225,33 @@ STALE_AFTER_FAILURE = Quirk(
     repro=_TESTS + "test_openvino_answers_a_failed_input_again_with_the_last_outputs",
     hook=(
         "runtime.executor.Executor.recheck: the unbound rerun of a failed pre-bound run counts as a success "
-        "only where its outputs differ from the declared shapes; the whole path (runtime.whole) is never rerun"
+        "only where its outputs differ from the declared shapes (and do not contradict inference: "
+        "runtime.shape_check); the whole path (runtime.whole) is never rerun"
     ),
+)
+
+ATTENTION_OUTPUT_SHAPE = Quirk(
+    id="openvino-attention-output-shape",
+    ep=EP,
+    versions_seen=SEEN,
+    fixed_in="",
+    upstream=NOT_REPORTED,
+    summary=(
+        "A self-attention (MatMul -> Softmax -> MatMul, scaled by a Mul or Div or not) of static shape whose "
+        "batch times heads is 1 and whose output is a graph output of the EP's part comes back with its "
+        "second-last dimension split in two ([1,8,4] as [1,2,4,4], the values in order), silently: OpenVINO "
+        "2025.4's CPU plugin splits that dimension for its threads and reports the compiled model's output "
+        "in the split shape (native OpenVINO 2026.4.1 does not); with one thread it does not split"
+    ),
+    repro=_TESTS + "test_openvino_hands_back_a_self_attention_with_its_rows_split_in_two",
+    hook=(
+        "runtime.shape_check.contradiction, asked by runtime.executor.Executor.recheck and "
+        "runtime.fallback.settle until a subgraph completes an inference: an output in another rank, or its "
+        "elements in another shape, than ONNX Runtime infers is a failure of the subgraph (HETERO_FALLBACK "
+        "moves it, the warning citing this id; else an InferenceError), never a result. The check is general "
+        "(any EP, every release)"
+    ),
+    signature="ONNX Runtime infers for it",  # the words of runtime.shape_check's message
 )
 
 QUIRKS = (
@@ -243,6 +268,7 @@ QUIRKS = (
     INPUT_ORDER,
     SHAPE_OF_OUTPUT,
     STALE_AFTER_FAILURE,
+    ATTENTION_OUTPUT_SHAPE,
 )
 
 # the precisions the EP takes on each OpenVINO device it restricts (openvino-cpu-precision)

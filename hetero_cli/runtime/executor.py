@@ -22,10 +22,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import InferenceError
 from ..ort import values as ortv
 from ..ort.values import CPU, RUN_OPTIONS, OrtValue, from_numpy, to_numpy
 from ..placement.partition import CONSTANT, INPUT
@@ -35,6 +37,7 @@ from .failures import BoundFailure, failure, refused_inputs
 from .inputs import Inputs
 from .profiling import Window
 from .results import Results
+from .shape_check import contradiction
 from .steps import Step, plan_steps, step_feeds
 from .whole import Whole
 
@@ -205,6 +208,8 @@ class Executor:
                     )
             except Exception as exc:
                 raise self.unbound_failure(step, exc) from None
+            if not step.compiled.proven:
+                self.check_shapes(step, dict(zip(step.outputs, produced, strict=True)))
             values.update(zip(step.outputs, produced, strict=True))
         for t in step.release:
             values.pop(t, None)
@@ -213,9 +218,20 @@ class Executor:
         """Run the whole-model path on ``feeds``: its results, or None where it does not take them. A
         failure raises what ``unbound_failure`` makes of it."""
         try:
-            return whole.run(feeds)
+            results = whole.run(feeds)
         except Exception as exc:
             raise self.unbound_failure(whole.step, exc) from None
+        if results is not None and not whole.step.compiled.proven:
+            self.check_shapes(whole.step, results)
+        return results
+
+    def check_shapes(self, step: Step, produced: Mapping[str, Any]) -> None:
+        """Before ``step`` completes an inference: raise what ``unbound_failure`` makes of an output (in
+        ``produced``, by name) in another rank, or with its elements in another shape, than ONNX Runtime
+        infers for it (shape_check)."""
+        problem = contradiction(step, produced, self.compiled.model)
+        if problem is not None:
+            raise self.unbound_failure(step, InferenceError(problem))
 
     def unbound_failure(self, step: Step, exc: BaseException) -> Exception:
         """What an unbound run's failure of ``step`` raises: BoundFailure where a session refused a
@@ -253,6 +269,10 @@ class Executor:
                 # not a shape matter after all: the OpenVINO EP answers a failed run again with the last
                 # inference's outputs (quirk openvino-stale-output-after-failure), so the first failure stands
                 raise bound.cause
+            # a wrong shape is the EP's mistake, not a declared one's (openvino-attention-output-shape)
+            problem = contradiction(step, dict(zip(step.outputs, produced, strict=True)), self.compiled.model)
+            if problem is not None:
+                raise InferenceError(problem)
         except Exception as exc:
             if not self.compiled.fall_back(step.compiled, exc, self.wrapped(feeds)):
                 raise self.failure(step, exc) from None
@@ -318,6 +338,18 @@ def run_bound(binding: Binding, step: Step, values: dict[str, Any]) -> None:
         produced = io.get_outputs()
         for i, name in binding.fresh:
             values[name] = produced[i]
+        if not step.compiled.proven:
+            _check_fresh(binding, step, produced)
+
+
+def _check_fresh(binding: Binding, step: Step, produced: Any) -> None:
+    """Before ``step`` completes an inference: BoundFailure where an output ORT allocated (not bound to a
+    buffer, so nothing refused it) came back in another shape than its buffer's; recheck tells why."""
+    assert step.buffers is not None
+    for i, name in binding.fresh:
+        shape = step.buffers[i][0]
+        if tuple(produced[i].shape()) != shape:
+            raise BoundFailure(step, InferenceError(f"output {name} came back in another shape than {shape}"))
 
 
 def as_declared(step: Step, produced: list[Any]) -> bool:

@@ -1,6 +1,7 @@
 """How a subgraph's run failed, as the inference paths tell it: BoundFailure, the signal that a pre-bound
 subgraph failed or that a session refused a tensor's shape (Executor.recheck tells which and recovers);
-refused_inputs, which tensors' shapes were refused; failure, the InferenceError the caller gets."""
+refused_inputs, which tensors' shapes were refused; failure, the InferenceError the caller gets, citing the
+known EP defect behind it (known_defect)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from collections.abc import Set
 
 from ..errors import InferenceError
 from ..ort import failures as ort_failures
-from ..ort.failures import failure_reason
+from ..ort.failures import cited, failure_reason
+from ..quirks import quirks_in_force
 from .steps import Step
 
 
@@ -34,5 +36,15 @@ def refused_inputs(step: Step, exc: BaseException, given: Set[str]) -> dict[str,
 
 
 def failure(step: Step, exc: BaseException) -> InferenceError:
-    """The caller's error for ``step``'s failure ``exc``: where it ran, and ORT's reason in one line."""
-    return InferenceError(f"{step.compiled.where} failed: {failure_reason(exc)}")
+    """The caller's error for ``step``'s failure ``exc``: where it ran, ORT's reason in one line, and the
+    known defect of its EP behind it, where the quirks record has one."""
+    reason = failure_reason(exc)
+    known = known_defect(step.compiled.target.ep, reason)
+    cite = f" (known EP defect {known}, docs/limits.md)" if known else ""
+    return InferenceError(f"{step.compiled.where} failed: {reason}{cite}")
+
+
+def known_defect(ep: str, reason: str) -> str | None:
+    """The id of the known defect of execution provider ``ep`` (quirks record, on the installed release)
+    whose words ``reason`` (an EP's error in one line) holds, else None."""
+    return cited(reason, {q.id: q.signature for q in quirks_in_force() if q.ep == ep and q.signature})

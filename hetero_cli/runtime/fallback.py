@@ -26,13 +26,14 @@ from typing import TYPE_CHECKING, Any
 from ..errors import CompileError, InferenceError
 from ..graph import Model
 from ..ort import values as ortv
-from ..ort.failures import cited, ep_cause, failure_reason
+from ..ort.failures import ep_cause, failure_reason
 from ..placement import visualize
 from ..placement.config import FALLBACK
 from ..placement.devices import Device
 from ..placement.partition import Plan, Subgraph, partition
 from ..placement.query import known_claims, supported_nodes
-from ..quirks import quirks_in_force
+from .failures import known_defect
+from .shape_check import contradiction
 from .steps import plan_steps, step_feeds
 
 if TYPE_CHECKING:
@@ -106,11 +107,6 @@ def _claims(model: Model, device: Device) -> frozenset[str]:
     return claimed if claimed is not None else supported_nodes(model, device)
 
 
-def _quirk_of(device: Device, reason: str) -> str | None:
-    """The id of the known defect of ``device``'s EP whose words ``reason`` holds (quirks record)."""
-    return cited(reason, {q.id: q.signature for q in quirks_in_force() if q.ep == device.ep and q.signature})
-
-
 def _exhausted(subgraph: Subgraph, stage: str, tried: Sequence[tuple[str, str]]) -> str:
     listed = "; ".join(f"{device}: {ep_cause(reason)}" for device, reason in tried)
     return (
@@ -147,7 +143,7 @@ def move_at_compile(
         left,
         target.name,
         reason,
-        _quirk_of(_device(fallback, left), reason),
+        known_defect(_device(fallback, left).ep, reason),
         COMPILE,
     )
     log.warning("%s", move.message)
@@ -226,7 +222,7 @@ def settle(
                     s.device,
                     targets[0].name,
                     reason,
-                    _quirk_of(device, reason),
+                    known_defect(device.ep, reason),
                     FIRST_INFERENCE,
                 )
             )
@@ -257,13 +253,18 @@ def settle(
 
 def _trial(compiled: CompiledModel, run: CompiledSubgraph, tensors: Mapping[str, Any]) -> dict[str, Any]:
     """Run one subgraph's session on ``tensors`` (model inputs and earlier subgraphs' outputs): its
-    outputs by name, in host memory. Raises what ORT raises."""
+    outputs by name, in host memory. Raises what ORT raises, and InferenceError for an output in a shape
+    that contradicts ONNX Runtime's inference (shape_check)."""
     view = _Runs(model=compiled.model, plan=compiled.plan, runs=[run])
     (step,) = plan_steps(view)  # type: ignore[arg-type]
     produced = ortv.run(
         run.session, step.output_list, step_feeds(step, tensors), plain=step.plain, placement=()
     )
-    return dict(zip(step.outputs, produced, strict=True))
+    outputs = dict(zip(step.outputs, produced, strict=True))
+    problem = contradiction(step, outputs, compiled.model)
+    if problem is not None:  # a wrong shape is a failure too (openvino-attention-output-shape)
+        raise InferenceError(problem)
+    return outputs
 
 
 @dataclass(frozen=True)

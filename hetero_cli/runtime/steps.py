@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..ort.values import ELEMENT_TYPES, Shape, as_ort_value
+from .shape_check import static_shapes
 
 if TYPE_CHECKING:
     from .compiled_model import CompiledModel, CompiledSubgraph
@@ -27,6 +28,9 @@ class Step:
     release: tuple[str, ...]
     # (shape, ONNX element type) of each output when they can be allocated once per request, else None
     buffers: tuple[tuple[Shape, int], ...] | None
+    # each output's static shape as the session declares it, or None: what its first inference is checked
+    # against (shape_check)
+    shapes: tuple[Shape | None, ...]
 
     output_list: list[str]  # the outputs as the list ORT's run call takes, built once
     # per output of a device-memory (CUDA) subgraph: the device id to keep it on, or None to copy it to
@@ -73,6 +77,7 @@ def plan_steps(compiled: CompiledModel) -> list[Step]:
                 overridable=overridable,
                 release=tuple(t for t, last in last_use.items() if last == s.index and t not in keep),
                 buffers=_static_outputs(s) if not (overridable or plain or reads_plain) else None,
+                shapes=static_shapes(s.session.get_outputs(), s.outputs),
                 output_list=list(s.outputs),
                 placement=placement,
                 on_device=any(p is not None for p in placement),

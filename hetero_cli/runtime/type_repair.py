@@ -44,7 +44,8 @@ declared one with dimensions made symbolic); retry more than once, or keep corre
 failed. A failure not about shapes is raised as it is, the types untouched.
 
 Not here: at run time (runtime/executor.py Executor.recheck, runtime/buffers.py BufferPool.renew), an output whose metadata ORT gets wrong is made per
-inference instead of bound in advance (the unbound fallback; tests/runtime/test_linked_tensors.py), and
+inference instead of bound in advance (the unbound fallback; tests/runtime/test_linked_tensors.py), unless
+its shape contradicts ONNX Runtime's inference (runtime/shape_check.py: the EP's mistake, a failure), and
 an extra CPU session infers types no declaration gives (ort/types.py).
 """
 
