@@ -92,7 +92,7 @@ def test_tune_returns_affinities_that_run_in_manual_mode_and_a_winner_that_is_th
     ranked = report.ranked(SIMPLER_MARGIN)
     assert ranked and report.winner == ranked[0].name
     assert all(report.baseline(n) is not None for n in ("automatic", "OPENVINO", "CPU"))
-    assert report.validation["passed"] is True and report.validation["candidate"] == report.winner
+    assert report.validation.passed is True and report.validation.candidate == report.winner
     assert report.candidate(report.winner).affinities == affinities
     assert {"winner", "automatic"} <= set(report.per_subgraph)
     assert all(e["ms"] >= 0 and e["device"] in ("OPENVINO", "CPU") for e in report.per_subgraph["winner"])
@@ -220,7 +220,7 @@ def test_a_tight_budget_cuts_the_phases_short_and_still_returns_a_validated_winn
     assert report.elapsed_s <= budget * 1.1 + SLACK_S
     assert any(note.startswith("no time") for note in report.notes), report.notes
     assert report.winner == report.ranked(SIMPLER_MARGIN)[0].name
-    assert report.validation["passed"] is True
+    assert report.validation.passed is True
     assert set(result.model.affinities()) == {n.friendly_name for n in result.model.get_ops()}
 
 

@@ -56,8 +56,8 @@ def test_the_reference_runs_with_the_tunes_config_so_a_quantized_models_cpu_cand
     result = _tune(core, path, feeds, 30.0, fixed_timer)
     report = result.report
     assert report.winner == "CPU"
-    assert report.validation["candidate"] == "CPU" and report.validation["passed"] is True
-    assert all(o["max_abs"] == 0.0 for o in report.validation["outputs"])
+    assert report.validation.candidate == "CPU" and report.validation.passed is True
+    assert all(o.max_abs == 0.0 for o in report.validation.outputs)
     assert not [n for n in report.notes if "failed validation" in n and n.startswith("CPU ")]
 
 
@@ -83,7 +83,7 @@ def test_a_split_of_robust_video_matting_wins_validates_and_runs_from_its_saved_
     report = result.report
     winner = report.candidate(report.winner)
     assert winner.kind == "cost-model" and set(winner.devices) == {"CPU", "OPENVINO"}, winner
-    assert report.validation["passed"] is True
+    assert report.validation.passed is True
     saved = tmp_path / "rvm_tuned.onnx"
     result.model.save(str(saved))
     split = core.compile_model(str(saved), "HETERO:OPENVINO,CPU", ONE_THREAD)

@@ -2,7 +2,15 @@
 Regions of a topological order timed on each device, a boundary cost measured here, a dynamic-programming
 choice, and the best few candidates measured end to end beside the automatic plan and each single device."""
 
-from .report import Candidate, TuneReport, TuneResult
+from .report import Candidate, OutputCheck, TuneReport, TuneResult, Validation
 from .tune import DEFAULT_TOLERANCES, tune_model
 
-__all__ = ["DEFAULT_TOLERANCES", "Candidate", "TuneReport", "TuneResult", "tune_model"]
+__all__ = [
+    "DEFAULT_TOLERANCES",
+    "Candidate",
+    "OutputCheck",
+    "TuneReport",
+    "TuneResult",
+    "Validation",
+    "tune_model",
+]

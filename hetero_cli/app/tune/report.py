@@ -40,12 +40,39 @@ class Candidate:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class OutputCheck:
+    """One output of one input set against the reference: ``passed`` within the tolerances, its largest
+    absolute and relative errors (None where none is a number), and ``reason`` (why it failed, else "")."""
+
+    name: str
+    passed: bool
+    max_abs: float | None
+    max_rel: float | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class Validation:
+    """The validation of one candidate (``candidate``, a name) against the whole model on CPU: ``passed``
+    where every output of every input set is within tolerance; ``outputs`` in order (set by set)."""
+
+    candidate: str
+    passed: bool
+    outputs: tuple[OutputCheck, ...]
+
+    @property
+    def first_failure(self) -> str:
+        """Why the first failing output failed ("" where every one passed)."""
+        return next((o.reason for o in self.outputs if not o.passed), "")
+
+
 @dataclass
 class TuneReport:
     """A tune's record: ``device`` (the HETERO string), ``budget_s``, ``elapsed_s``, ``seed``, ``machine``
     (platform, processor, cores, onnxruntime version and EPs, python), ``candidates`` (in the order they
-    were tried), ``winner`` (a candidate's name), ``validation`` ({"passed", "tolerances", "outputs":
-    [{"name", "passed", "max_abs", "max_rel"}]}), ``per_subgraph`` ({"winner": [...], "automatic": [...]},
+    were tried), ``winner`` (a candidate's name), ``validation`` (the last candidate validated, the
+    winner where one passed; None before any), ``per_subgraph`` ({"winner": [...], "automatic": [...]},
     each entry {"subgraph", "device", "nodes", "ms"}), ``notes`` (what the search measured or skipped),
     ``regions`` (the cost model's regions: {"region", "nodes", "first", "last", "devices", "ms": {device:
     ms}, "estimated"}) and ``boundary`` (its measured cost per subgraph and per MB, and the probe's medians)."""
@@ -57,7 +84,7 @@ class TuneReport:
     elapsed_s: float = 0.0
     candidates: list[Candidate] = field(default_factory=list)
     winner: str = ""
-    validation: dict[str, Any] = field(default_factory=dict)
+    validation: Validation | None = None
     per_subgraph: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     regions: list[dict[str, Any]] = field(default_factory=list)

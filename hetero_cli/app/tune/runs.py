@@ -12,6 +12,7 @@ from ...placement.affinities import mark_automatic
 from ..validate.compare import compare_outputs
 from ..validate.tolerances import Tolerances
 from .measure import median
+from .report import OutputCheck, Validation
 
 #: profiled inferences per compile for the counters per subgraph (the first dropped, the median kept)
 PROFILED_RUNS = 6
@@ -73,31 +74,20 @@ def keep(model: Model, affinities: Mapping[str, str], automatic: Mapping[str, st
 
 
 def validate(
+    name: str,
     compiled: Any,
     feeds_list: Sequence[Mapping[str, Any]],
     want: Sequence[Mapping[str, Any]],
     tolerances: Tolerances,
-) -> dict[str, Any]:
-    """Run ``compiled`` on each input set and compare its outputs with ``want`` (the reference's, one dict
-    per set) by compare_outputs. Returns {"passed": bool, "outputs": [{"name", "passed", "max_abs",
-    "max_rel", "reason"}]} (every set's comparisons, in order)."""
+) -> Validation:
+    """Run candidate ``name``'s ``compiled`` model on each input set and compare its outputs with ``want``
+    (the reference's, one dict per set) by compare_outputs: the Validation, every set's outputs in order."""
     comparisons = []
     for feeds, expected in zip(feeds_list, want, strict=True):
         got = compiled(dict(feeds))
         comparisons += compare_outputs({n: got[n] for n in expected}, dict(expected), tolerances)
-    return {
-        "passed": all(x.passed for x in comparisons),
-        "outputs": [
-            {
-                "name": x.name,
-                "passed": x.passed,
-                "max_abs": x.max_abs,
-                "max_rel": x.max_rel,
-                "reason": x.reason,
-            }
-            for x in comparisons
-        ],
-    }
+    outputs = tuple(OutputCheck(x.name, x.passed, x.max_abs, x.max_rel, x.reason) for x in comparisons)
+    return Validation(name, all(o.passed for o in outputs), outputs)
 
 
 def subgraph_times(

@@ -453,12 +453,10 @@ class _Search:
         for c in ranked:
             self.tell(f"validating {c.name}")
             compiled, _ = self.compiled[c.name]
-            result = runs.validate(compiled, self.feeds_list, want, tolerances)
-            self.report.validation = {"candidate": c.name, **result}
-            if result["passed"]:
+            self.report.validation = runs.validate(c.name, compiled, self.feeds_list, want, tolerances)
+            if self.report.validation.passed:
                 return c
-            reason = next(x["reason"] for x in result["outputs"] if not x["passed"])
-            self.note(f"{c.name} failed validation: {reason}")
+            self.note(f"{c.name} failed validation: {self.report.validation.first_failure}")
         self.note("no candidate passed validation: the fastest is kept")
         return ranked[0]
 

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from ...app import benchmark as bench
-from ...app.tune import DEFAULT_TOLERANCES, tune_model
+from ...app.tune import DEFAULT_TOLERANCES, Validation, tune_model
 from ...app.tune.chart import write_chart
 from ...app.validate import Tolerances, check_sized, input_shapes
 from ...errors import HeteroError, TuneBudgetError
@@ -26,7 +26,7 @@ from ..output import box, console, info
 from ..progress import keep_cursor
 from ..runner import CONTEXT, running, written
 from ..setup import Setup, prepare
-from .validate import _Validate
+from ..tolerance_lists import ToleranceListsCommand
 
 #: the files --report DIR writes
 REPORT_JSON = "tune_report.json"
@@ -34,7 +34,7 @@ REPORT_CHART = "tune_chart.png"
 
 
 @click.command(
-    cls=_Validate,  # --atol and --rtol take several values, as hetero validate's do
+    cls=ToleranceListsCommand,  # --atol and --rtol take several values, as hetero validate's do
     context_settings=CONTEXT,
     short_help="Find the fastest placement on this machine by measuring; --save it.",
 )
@@ -177,7 +177,7 @@ def tune(
     _save_model(result.model, save, setup)
     if report_dir:
         _save_report(report, Path(report_dir))
-    if report.validation.get("passed"):
+    if report.validation is not None and report.validation.passed:
         return 0
     # no candidate passed validation: the fastest is saved for a look (hetero validate --bisect tells where
     # it differs), and the command says FAILED as hetero validate does: exit 1, the files it wrote stay
@@ -384,14 +384,13 @@ def _speed(ms: float, base: float) -> str:
     return f"{base / ms:.2f}x faster" if ms < base else f"{ms / base:.2f}x slower"
 
 
-def _print_validation(validation: Mapping[str, Any]) -> None:
+def _print_validation(validation: Validation | None) -> None:
     """PASSED or FAILED against the whole model, with each output's largest errors."""
-    outputs = validation.get("outputs") or []
+    outputs = validation.outputs if validation is not None else ()
     detail = ", ".join(
-        f"{o.get('name')} max abs {_number(o.get('max_abs'))}, max rel {_number(o.get('max_rel'))}"
-        for o in outputs
+        f"{o.name} max abs {_number(o.max_abs)}, max rel {_number(o.max_rel)}" for o in outputs
     )
-    verdict = "PASSED" if validation.get("passed") else "FAILED"
+    verdict = "PASSED" if validation is not None and validation.passed else "FAILED"
     where = f" ({detail})" if detail else ""
     info(f"Validation of the winner against one session of the whole model: {verdict}{where}")
 

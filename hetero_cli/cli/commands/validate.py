@@ -27,8 +27,9 @@ from ...placement import device_string
 from ..files import check_writable
 from ..options import int_range_option, int_ranges, named, shared, shared_options
 from ..output import box, console, info
-from ..runner import CONTEXT, Command, written
+from ..runner import CONTEXT, written
 from ..setup import prepare, report_dots, start_running
+from ..tolerance_lists import ToleranceListsCommand
 
 #: How validate takes inputs it cannot make random data for (validate has no -i)
 _GIVE_INPUTS = (
@@ -37,37 +38,10 @@ _GIVE_INPUTS = (
 )
 #: nodes of a subgraph named in full before "and N more"
 SHOWN_NODES = 12
-#: Polygraphy's options that take several values at once (argparse's nargs="+"): ``--atol 1e-5 logits:1e-3``
-LIST_OPTIONS = frozenset({"--atol", "--rtol", "--check-error-stat", "--error-quantile"})
-
-
-def spread_lists(args: Sequence[str]) -> list[str]:
-    """``args`` with each of LIST_OPTIONS' values after the first given its own option, as click takes
-    repeated options: ``--atol 1e-5 logits:1e-3`` becomes ``--atol 1e-5 --atol logits:1e-3`` (the command
-    takes no arguments, so a bare word after one of them can only be another of its values)."""
-    out: list[str] = []
-    current = None
-    for arg in args:
-        if arg == "--":
-            current = None
-        elif current is not None and not arg.startswith("-") and out[-1] != current:
-            out.append(current)
-        elif arg.startswith("-"):
-            current = arg if arg in LIST_OPTIONS else None
-        out.append(arg)
-    return out
-
-
-class _Validate(Command):
-    """hetero-cli's command, taking Polygraphy's several values per tolerance option (spread_lists)."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        """click's parsing, after spread_lists."""
-        return super().parse_args(ctx, spread_lists(args))
 
 
 @click.command(
-    cls=_Validate,
+    cls=ToleranceListsCommand,
     context_settings=CONTEXT,
     short_help="Compare the split with one whole-model session: PASSED or FAILED.",
 )
