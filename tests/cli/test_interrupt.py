@@ -190,8 +190,9 @@ def test_ctrl_c_stops_hetero_benchmark_during_a_long_openvino_compile(tmp_path):
         for line in process.stdout:
             if "Loading the model to the device" in line:  # step 7: the compile starts
                 break
-        time.sleep(2)  # well inside the compile (minutes)
-        assert process.poll() is None
+        time.sleep(2)  # well inside the compile (minutes on the OpenVINO EP of ORT 1.24, two cores)
+        if process.poll() is not None:  # the premise, a property of the EP and the machine, not of the code
+            pytest.skip("the OpenVINO EP compiled the 3,000-node chain in under 2 s here: no compile to stop")
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=EXIT_BOUND_S)
     finally:
