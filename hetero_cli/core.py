@@ -20,7 +20,7 @@ from .errors import CompileError, ConfigError
 from .graph import Model, read_model
 from .placement import affinities as affinity_marks
 from .placement import config as cfg
-from .placement import device_string, qdq, query, visualize
+from .placement import device_memory, device_string, memory_split, qdq, query, visualize
 from .placement import devices as registry
 from .placement.device_string import DeviceRequest
 from .placement.devices import Device
@@ -135,6 +135,8 @@ class Core:
             return {device: dict(values) for device, values in props.devices.items()}
         if key == cfg.PERFORMANCE_HINT:
             return props.performance_mode
+        if key == cfg.DISTRIBUTION_POLICY:
+            return set(cfg.parse_distribution_policy(props.hetero.get(key, "")))
         if key in (cfg.PERF_COUNT, cfg.DUMP_GRAPH_DOT):
             return cfg.parse_bool(key, props.hetero.get(key, False))
         if key == cfg.FALLBACK:  # unset: automatic mode's default (manual mode's is False)
@@ -170,6 +172,13 @@ class Core:
     def _devices(self, device_name: str, config: Mapping[str, Any] | None):
         merged, request = self._config(device_name, config)
         devices = device_string.available_priorities(request)
+        if merged.pipeline_parallel and (not request.hetero or len(devices) < 2):
+            available = ", ".join(d.name for d in devices)
+            raise ConfigError(
+                f"{cfg.DISTRIBUTION_POLICY}={cfg.PIPELINE_PARALLEL} splits a model across devices, and "
+                f"{request} has one available ({available}): name two or more, e.g. HETERO:OPENVINO,CPU, or "
+                f"leave {cfg.DISTRIBUTION_POLICY} unset"
+            )
         return merged, request, devices
 
     def query_model(
@@ -188,6 +197,8 @@ class Core:
         probes = _probes(merged, devices)
         if not request.hetero:
             return query.query_device(model, devices[0], probes)
+        if merged.pipeline_parallel:
+            return _split_by_memory(model, devices, merged, probes)
         return query.greedy(model, devices, probes)
 
     def plan(self, model: ModelSource, device_name: str, config: Mapping[str, Any] | None = None) -> Plan:
@@ -201,7 +212,7 @@ class Core:
         """
         model = self.read_model(model)
         merged, request, devices = self._devices(device_name, config)
-        return partition(model, _affinities(model, request, devices, _probes(merged, devices)))
+        return partition(model, _affinities(model, request, devices, _probes(merged, devices), merged))
 
     def compile_model(
         self, model: ModelSource, device_name: str | None = None, config: Mapping[str, Any] | None = None
@@ -223,7 +234,7 @@ class Core:
         device_name = "CPU" if device_name is None else device_name
         merged, request, devices = self._devices(device_name, config)
         probes = _probes(merged, devices)  # the query keeps its probes there; the compile may use them
-        plan = partition(model, _affinities(model, request, devices, probes))
+        plan = partition(model, _affinities(model, request, devices, probes, merged))
         by_name: dict[str, Device] = {d.name: d for d in devices}
         manual = bool(model.affinities())
         if _saved_automatic(model, manual, request, devices, merged):
@@ -272,15 +283,33 @@ def _probes(config: cfg.SplitConfig, devices: Sequence[Device]) -> query.Probes:
     )
 
 
-def _affinities(
-    model: Model, request: DeviceRequest, devices: Sequence[Device], probes: query.Probes
+def _split_by_memory(
+    model: Model, devices: Sequence[Device], config: cfg.SplitConfig, probes: query.Probes
 ) -> dict[str, str]:
-    """Every node's device for a compile (query.resolve_affinities), QDQ groups kept whole (qdq); the
-    query's probe sessions are made with ``probes``' settings and kept there."""
+    """The automatic affinities under MODEL_DISTRIBUTION_POLICY=PIPELINE_PARALLEL (memory_split), each
+    device's memory as device_memory gives it; nodes no device supports left out."""
+    memories = device_memory.device_memories(devices, config)
+    return memory_split.pipeline_affinities(
+        model, devices, lambda d: query.supported_nodes(model, d, probes), memories
+    )
+
+
+def _affinities(
+    model: Model,
+    request: DeviceRequest,
+    devices: Sequence[Device],
+    probes: query.Probes,
+    config: cfg.SplitConfig,
+) -> dict[str, str]:
+    """Every node's device for a compile (query.resolve_affinities, or split by memory under
+    PIPELINE_PARALLEL in automatic mode), QDQ groups kept whole (qdq); the query's probe sessions are made
+    with ``probes``' settings and kept there."""
     resolved = query.resolve_affinities(model, request, devices, probes)
     if not request.hetero or len(devices) < 2:
         return resolved
     manual = bool(model.affinities())
+    if config.pipeline_parallel and not manual:  # resolve_affinities checked that every node has a device
+        resolved = _split_by_memory(model, devices, config, probes)
     by_name = {d.name: d for d in devices}
 
     def supports(device: str, node: str) -> bool:

@@ -7,6 +7,8 @@ compiled.get_property(props.execution_devices)     # the devices that run its su
 
 enable_profiling (PERF_COUNT, a bool, for HETERO or a device: InferRequest.get_profiling_info's counters);
 inference_num_threads (INFERENCE_NUM_THREADS, an int, CPU and OPENVINO; 0: the EP's default);
+available_device_mem_size (AVAILABLE_DEVICE_MEM_SIZE, bytes, any device: the memory
+MODEL_DISTRIBUTION_POLICY=PIPELINE_PARALLEL plans with instead of the device's own);
 supported_properties, execution_devices, optimal_number_of_infer_requests: read-only, for get_property.
 A bad key or value is a ConfigError when it is set (Core.set_property, compile_model's config).
 """
@@ -52,6 +54,7 @@ class Type(enum.Enum):
 
 enable_profiling = Property("PERF_COUNT")
 inference_num_threads = Property("INFERENCE_NUM_THREADS")
+available_device_mem_size = Property("AVAILABLE_DEVICE_MEM_SIZE")
 supported_properties = Property("SUPPORTED_PROPERTIES")
 execution_devices = Property("EXECUTION_DEVICES")
 optimal_number_of_infer_requests = Property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")

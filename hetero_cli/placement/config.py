@@ -36,8 +36,26 @@ FALLBACK = "HETERO_FALLBACK"
 NUM_THREADS = str(properties.inference_num_threads)
 PRECISION = str(hint.inference_precision)
 PERFORMANCE_HINT = str(hint.performance_mode)
+DISTRIBUTION_POLICY = str(hint.model_distribution_policy)
+DEVICE_MEMORY = str(properties.available_device_mem_size)
 
-HETERO_KEYS = (PRIORITIES, DEVICE_PROPERTIES, PERF_COUNT, PERFORMANCE_HINT, DUMP_GRAPH_DOT, DOT_DIR, FALLBACK)
+HETERO_KEYS = (
+    PRIORITIES,
+    DEVICE_PROPERTIES,
+    PERF_COUNT,
+    PERFORMANCE_HINT,
+    DISTRIBUTION_POLICY,
+    DUMP_GRAPH_DOT,
+    DOT_DIR,
+    FALLBACK,
+)
+# HETERO's keys that stay HETERO's when a plain device is the target (a plain device's config takes
+# PERF_COUNT as its own)
+HETERO_ONLY_KEYS = (PRIORITIES, PERFORMANCE_HINT, DISTRIBUTION_POLICY, DUMP_GRAPH_DOT, DOT_DIR, FALLBACK)
+
+# MODEL_DISTRIBUTION_POLICY's values HETERO takes (OpenVINO's ov::hint::ModelDistributionPolicy; HETERO
+# accepts only PIPELINE_PARALLEL, as OpenVINO's does)
+PIPELINE_PARALLEL = hint.ModelDistributionPolicy.PIPELINE_PARALLEL.value
 
 # PERFORMANCE_HINT's values (OpenVINO's ov::hint::PerformanceMode). LATENCY, the default, lets one ONNX Runtime
 # session run several subgraphs where it places every node as the plan does; the throughput modes keep one
@@ -71,6 +89,8 @@ class DeviceSettings:
     provider_options: dict[str, str] = field(default_factory=dict)
     intra_op_num_threads: int | None = None
     profiling: bool = False
+    #: AVAILABLE_DEVICE_MEM_SIZE in bytes, where set (MODEL_DISTRIBUTION_POLICY=PIPELINE_PARALLEL reads it)
+    memory: int | None = None
 
 
 def parse_bool(key: str, value: Any) -> bool:
@@ -105,6 +125,37 @@ def parse_performance_mode(value: Any) -> str:
     if text not in PERFORMANCE_MODES:
         raise ConfigError(f"bad value {value!r} for {PERFORMANCE_HINT}: use {', '.join(PERFORMANCE_MODES)}")
     return text
+
+
+def parse_distribution_policy(value: Any) -> frozenset[str]:
+    """MODEL_DISTRIBUTION_POLICY's policies: "PIPELINE_PARALLEL" (any case), a set or list of it (OpenVINO's
+    Python takes a set), or "" / an empty set for none; ConfigError for anything else."""
+    items = [value] if isinstance(value, str | enum.Enum) else value
+    if isinstance(items, list | tuple | set | frozenset):
+        names = {(v.value if isinstance(v, enum.Enum) else v) for v in items}
+        texts = {v.strip().upper() for v in names if isinstance(v, str)}
+        if len(texts) == len(names) and texts <= {PIPELINE_PARALLEL, ""}:
+            return frozenset(texts - {""})
+    raise ConfigError(
+        f"bad value {value!r:.60} for {DISTRIBUTION_POLICY}: HETERO takes {PIPELINE_PARALLEL} (split the "
+        f'model by device memory), or "" for none'
+    )
+
+
+def parse_memory_size(value: Any) -> int:
+    """AVAILABLE_DEVICE_MEM_SIZE: a whole number of bytes above 0 (an int or its text); ConfigError else."""
+    n = 0
+    if isinstance(value, str | numbers.Integral) and not isinstance(value, bool):
+        try:
+            n = int(str(value).strip())
+        except ValueError:
+            n = 0
+    if n <= 0:
+        raise ConfigError(
+            f"bad value {value!r:.60} for {DEVICE_MEMORY}: give the device's memory as a whole number of "
+            f'bytes above 0, e.g. {{"OPENVINO": {{"{DEVICE_MEMORY}": 4000000000}}}}'
+        )
+    return n
 
 
 def _parse_precision(key: str, value: Any) -> str:
@@ -217,14 +268,22 @@ def _profiling(device: Device, settings: DeviceSettings, value: Any) -> None:
     settings.profiling = parse_bool(PERF_COUNT, value)
 
 
+def _memory(device: Device, settings: DeviceSettings, value: Any) -> None:
+    settings.memory = parse_memory_size(value)
+
+
+ALL_FAMILIES = frozenset({"CPU", "GPU", "OPENVINO", "TENSORRT"})
+
+
 NAMED_KEYS: dict[str, tuple[Callable[[Device, DeviceSettings, Any], None], frozenset[str]]] = {
-    PERF_COUNT: (_profiling, frozenset({"CPU", "GPU", "OPENVINO", "TENSORRT"})),
+    PERF_COUNT: (_profiling, ALL_FAMILIES),
     NUM_THREADS: (_threads, frozenset({"CPU", "OPENVINO"})),
-    PRECISION: (_precision, frozenset({"CPU", "GPU", "OPENVINO", "TENSORRT"})),
+    PRECISION: (_precision, ALL_FAMILIES),
+    DEVICE_MEMORY: (_memory, ALL_FAMILIES),
 }
 
 
-NAMED_DEFAULTS: dict[str, Any] = {PERF_COUNT: False, NUM_THREADS: 0, PRECISION: "f32"}
+NAMED_DEFAULTS: dict[str, Any] = {PERF_COUNT: False, NUM_THREADS: 0, PRECISION: "f32", DEVICE_MEMORY: None}
 
 
 def canonical_key(key: str) -> str:
@@ -243,6 +302,8 @@ def named_value(key: str, value: Any) -> Any:
         return _parse_threads(key, value)
     if key == PRECISION:
         return _parse_precision(key, value)
+    if key == DEVICE_MEMORY and value is not None:
+        return parse_memory_size(value)
     return value
 
 
@@ -294,6 +355,11 @@ class SplitConfig:
         if value is None:
             return None
         return ",".join(check_priorities(value)) if isinstance(value, list | tuple) else str(value)
+
+    @property
+    def pipeline_parallel(self) -> bool:
+        """Whether MODEL_DISTRIBUTION_POLICY asks for PIPELINE_PARALLEL (a split by device memory)."""
+        return PIPELINE_PARALLEL in parse_distribution_policy(self.hetero.get(DISTRIBUTION_POLICY, ""))
 
     @property
     def dump_dot(self) -> bool:
@@ -380,13 +446,7 @@ def split(config: Mapping[str, Any] | None, *, target: str | None = None) -> Spl
             )
         elif isinstance(value, Mapping) and upper not in HETERO_KEYS and not _target_key(target, key):
             _add_device(out, key, value, target)
-        elif target is not None and upper not in (
-            PRIORITIES,
-            PERFORMANCE_HINT,
-            DUMP_GRAPH_DOT,
-            DOT_DIR,
-            FALLBACK,
-        ):
+        elif target is not None and upper not in HETERO_ONLY_KEYS:
             out.devices.setdefault(target, {})[canonical_key(key)] = value
         elif upper in HETERO_KEYS:
             # a bad value fails when set, not at compile time
@@ -394,6 +454,8 @@ def split(config: Mapping[str, Any] | None, *, target: str | None = None) -> Spl
                 parse_performance_mode(value)
             elif upper == PRIORITIES:
                 check_priorities(value)
+            elif upper == DISTRIBUTION_POLICY:
+                parse_distribution_policy(value)
             elif upper in (PERF_COUNT, DUMP_GRAPH_DOT, FALLBACK):
                 parse_bool(upper, value)
             elif upper == DOT_DIR and not (value is None or isinstance(value, str | os.PathLike)):

@@ -362,11 +362,13 @@ def greedy(model: Model, devices: Sequence[Device], probes: Probes | None = None
         for name in sorted(remaining & claims):
             result[name] = device.name
         remaining -= claims
-    _place_constants(model, result, devices[0].name)
+    place_constants(model, result, devices[0].name)
     return {n.friendly_name: result[n.friendly_name] for n in model.get_ops() if n.friendly_name in result}
 
 
-def _place_constants(model: Model, result: dict[str, str], default: str) -> None:
+def place_constants(model: Model, result: dict[str, str], default: str) -> None:
+    """Each constant node of ``model`` into ``result`` ({friendly name: device}) on its first placed
+    reader's device, ``default`` where none reads it."""
     consumers = model.consumers()
     for node in reversed(model.get_ops()):
         if not node.is_constant:

@@ -1,0 +1,241 @@
+"""MODEL_DISTRIBUTION_POLICY=PIPELINE_PARALLEL: the split by device memory (placement/memory_split.py), the
+memories it plans with (placement/device_memory.py) and the config keys that set them.
+
+Plans are checked without sessions on generated chains whose weights are known, and on hypothesis graphs;
+Core's path (query, plan, compile, outputs) on the CPU EP and, where installed, the OpenVINO EP.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from onnx import helper
+from support.graphs import Case, cases, check_plan
+from support.helpers import const, make_model, needs_openvino, reference, seeded, vi
+
+import hetero_cli
+from hetero_cli.errors import ConfigError
+from hetero_cli.graph.model import Model
+from hetero_cli.placement import config as cfg
+from hetero_cli.placement import devices as registry
+from hetero_cli.placement import memory_split
+from hetero_cli.placement.device_memory import device_memories, device_memory
+from hetero_cli.placement.partition import partition
+
+POLICY = {cfg.DISTRIBUTION_POLICY: cfg.PIPELINE_PARALLEL}
+
+
+def _everything(model: Model):
+    names = frozenset(n.friendly_name for n in model.get_ops() if not n.is_constant)
+    return lambda device: names
+
+
+def reduce_chain():
+    """x[1,64] -MatMul W1[64,64]-> [1,64] -MatMul W2[64,16]-> [1,16] -ReduceSum-> [1,1] -MatMul W3[1,64]->
+    [1,64] -MatMul W4[64,256]-> y[1,256]: weights 16384, 4096, 0, 256, 65536 bytes (86272 in all)."""
+    shapes = {"W1": (64, 64), "W2": (64, 16), "W3": (1, 64), "W4": (64, 256)}
+    inits = [const(name, seeded(shape, seed=i)) for i, (name, shape) in enumerate(shapes.items())]
+    nodes = [
+        helper.make_node("MatMul", ["x", "W1"], ["t1"], name="mm1"),
+        helper.make_node("MatMul", ["t1", "W2"], ["t2"], name="mm2"),
+        helper.make_node("ReduceSum", ["t2"], ["t3"], name="sum", keepdims=1),
+        helper.make_node("MatMul", ["t3", "W3"], ["t4"], name="mm3"),
+        helper.make_node("MatMul", ["t4", "W4"], ["y"], name="mm4"),
+    ]
+    return make_model(nodes, [vi("x", (1, 64))], [vi("y", (1, 256))], inits)
+
+
+def even_chain(layers: int = 4, width: int = 16):
+    """x -> ``layers`` MatMuls by [width, width] weights, each with a Relu after it."""
+    nodes, inits, last = [], [], "x"
+    for i in range(layers):
+        inits.append(const(f"W{i}", seeded((width, width), seed=i) / width))
+        nodes.append(helper.make_node("MatMul", [last, f"W{i}"], [f"m{i}"], name=f"mm{i}"))
+        nodes.append(helper.make_node("Relu", [f"m{i}"], [f"r{i}"], name=f"relu{i}"))
+        last = f"r{i}"
+    nodes[-1].output[0] = "y"
+    return make_model(nodes, [vi("x", (2, width))], [vi("y", (2, width))], inits)
+
+
+def test_weight_bytes_count_each_weight_once_at_its_first_reader():
+    model = Model(reduce_chain())
+    assert memory_split.weight_bytes(model) == {"mm1": 16384, "mm2": 4096, "sum": 0, "mm3": 256, "mm4": 65536}
+
+
+def test_cut_lands_in_the_band_where_the_fewest_elements_cross():
+    """OPENVINO holds 24730 bytes: its share is 24730 / 1.2 = 20608 weight bytes; the band 0.95-1.05 holds
+    the cuts after mm2 (16 elements cross), after sum (1) and after mm3 (64): the cut goes after sum."""
+    model = Model(reduce_chain())
+    devices = [registry.lookup("OPENVINO"), registry.lookup("CPU")]
+    got = memory_split.pipeline_affinities(model, devices, _everything(model), [24730, None])
+    assert got == {"mm1": "OPENVINO", "mm2": "OPENVINO", "sum": "OPENVINO", "mm3": "CPU", "mm4": "CPU"}
+
+
+def test_without_a_position_in_the_band_the_device_stops_below_its_share():
+    model = Model(reduce_chain())
+    devices = [registry.lookup("OPENVINO"), registry.lookup("CPU")]
+    # 18000 / 1.2 = 15000 weight bytes: mm1 alone (16384) is over 1.05 x; nothing lies in the band
+    got = memory_split.pipeline_affinities(model, devices, _everything(model), [18000, None])
+    assert set(got.values()) == {"CPU"}
+
+
+def test_a_device_that_holds_everything_still_shares_when_asked():
+    """OpenVINO gives a first device that holds the whole need everything (openvino#38250); here the
+    devices split the weights evenly where their memories allow it."""
+    model = Model(even_chain(layers=4))
+    devices = [registry.lookup("OPENVINO"), registry.lookup("CPU")]
+    got = memory_split.pipeline_affinities(model, devices, _everything(model), [10**12, None])
+    assert [got[f"mm{i}"] for i in range(4)] == ["OPENVINO", "OPENVINO", "CPU", "CPU"]
+    assert memory_split.shares([10**12, None], 1000) == [0.5, 0.5]
+
+
+@pytest.mark.parametrize(
+    ("memories", "want"),
+    [
+        ([None, None, None], [1 / 3, 1 / 3, 1 / 3]),
+        ([120, None], [0.1, 0.9]),  # 120 bytes hold 100 weight bytes of 1000
+        ([None, 120, 240], [0.7, 0.1, 0.2]),
+        ([600, 600], [0.5, 0.5]),  # together they hold less than the need: by memory
+        ([300, 900], [0.25, 0.75]),
+    ],
+)
+def test_shares_are_as_even_as_the_memories_allow(memories, want):
+    assert memory_split.shares(memories, 1000) == pytest.approx(want)
+
+
+def test_a_node_the_next_devices_lack_goes_back_to_the_first_that_supports_it():
+    model = Model(even_chain(layers=4))
+    devices = [registry.lookup("OPENVINO"), registry.lookup("CPU")]
+    every = _everything(model)(None)
+
+    def supports(device):
+        return every if device.name == "OPENVINO" else every - {"mm3"}
+
+    got = memory_split.pipeline_affinities(model, devices, supports, [None, None])
+    assert got["mm3"] == "OPENVINO" and got["mm2"] == "CPU"
+    check_plan(model, partition(model, got), got)
+
+
+def test_pinned_nodes_keep_their_device():
+    model = Model(even_chain(layers=4))
+    devices = [registry.lookup("OPENVINO"), registry.lookup("CPU")]
+    got = memory_split.pipeline_affinities(
+        model, devices, _everything(model), [None, None], pinned={"mm3": "OPENVINO"}
+    )
+    assert got["mm3"] == "OPENVINO" and got["mm0"] == "OPENVINO" and got["mm2"] == "CPU"
+
+
+@settings(max_examples=60, deadline=None)
+@given(cases(("A",), max_steps=16))
+def test_generated_graphs_every_node_placed_acyclic_and_in_the_band(case: Case):
+    model = Model(case.model)
+    devices = [registry.lookup("OPENVINO"), registry.lookup("GPU"), registry.lookup("CPU")]
+    sizes = memory_split.weight_bytes(model)
+    total = sum(sizes.values())
+    memories = [max(1, int(0.4 * total)), None, None]
+    got = memory_split.pipeline_affinities(model, devices, _everything(model), memories)
+    assert set(got) == {n.friendly_name for n in model.get_ops()}
+    check_plan(model, partition(model, got), got)
+    if total:
+        # the first device's weights lie in the band wherever a prefix of the walk lands there
+        share = memory_split.shares(memories, total)[0] * total
+        prefix, possible = 0, share * 1.05 >= total
+        for node in model.get_ops():
+            if not node.is_constant:
+                prefix += sizes[node.friendly_name]
+                possible |= 0.95 * share <= prefix <= 1.05 * share
+        first = sum(s for n, s in sizes.items() if got[n] == "OPENVINO")
+        if possible:
+            assert 0.95 * share <= first <= 1.05 * share or first == total
+
+
+# --- memories ---------------------------------------------------------------------------------------------
+
+
+def test_memories_set_or_read_from_the_device():
+    config = cfg.split({"OPENVINO": {cfg.DEVICE_MEMORY: "4000000"}})
+    devices = [registry.lookup("OPENVINO"), registry.lookup("CPU")]
+    assert device_memories(devices, config) == [4000000, None]
+    assert device_memory(registry.lookup("OPENVINO")) is None  # on OpenVINO's CPU device: the host's
+
+
+def test_a_gpu_memory_is_read_through_nvml(monkeypatch):
+    class Info:
+        total = 8 * 2**30
+
+    fake = types.SimpleNamespace(
+        nvmlInit=lambda: None,
+        nvmlShutdown=lambda: None,
+        nvmlDeviceGetHandleByIndex=lambda i: i,
+        nvmlDeviceGetMemoryInfo=lambda handle: Info() if handle == 1 else None,
+    )
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    assert device_memory(registry.lookup("GPU.1")) == 8 * 2**30
+
+
+def test_a_memory_nobody_can_read_asks_for_the_key(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails
+    for name in ("GPU", "OPENVINO.GPU"):
+        with pytest.raises(ConfigError, match=f'"{name}": {{"AVAILABLE_DEVICE_MEM_SIZE"'):
+            device_memory(registry.lookup(name))
+
+
+@pytest.mark.parametrize("value", [0, -5, "lots", 1.5, True, "", None])
+def test_bad_memory_sizes_are_refused(value):
+    with pytest.raises(ConfigError, match="AVAILABLE_DEVICE_MEM_SIZE: give the device's memory as a whole"):
+        cfg.split({"OPENVINO": {cfg.DEVICE_MEMORY: value}})
+
+
+@pytest.mark.parametrize("value", ["TENSOR_PARALLEL", "pipeline", 3, ["PIPELINE_PARALLEL", "X"]])
+def test_unknown_policies_are_refused(value):
+    with pytest.raises(ConfigError, match=r"bad value .* for MODEL_DISTRIBUTION_POLICY: HETERO takes PIPE"):
+        cfg.split({cfg.DISTRIBUTION_POLICY: value})
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "PIPELINE_PARALLEL",
+        "pipeline_parallel",
+        {"PIPELINE_PARALLEL"},
+        [hetero_cli.hint.ModelDistributionPolicy.PIPELINE_PARALLEL],
+    ],
+)
+def test_policy_spellings(value):
+    assert cfg.split({cfg.DISTRIBUTION_POLICY: value}).pipeline_parallel
+
+
+@pytest.mark.parametrize("device", ["HETERO:CPU", "CPU"])
+def test_pipeline_parallel_needs_two_devices(device):
+    with pytest.raises(ConfigError, match=r"splits a model across devices, and .* has one available"):
+        hetero_cli.Core().compile_model(even_chain(), device, POLICY)
+
+
+# --- through Core -----------------------------------------------------------------------------------------
+
+
+@needs_openvino
+def test_compile_splits_by_memory_and_gives_the_whole_models_outputs():
+    proto = reduce_chain()
+    config = {**POLICY, "PERFORMANCE_HINT": "THROUGHPUT", "OPENVINO": {cfg.DEVICE_MEMORY: 24730}}
+    core = hetero_cli.Core()
+    assert core.query_model(proto, "HETERO:OPENVINO,CPU", config) == {
+        "mm1": "OPENVINO",
+        "mm2": "OPENVINO",
+        "sum": "OPENVINO",
+        "mm3": "CPU",
+        "mm4": "CPU",
+    }
+    compiled = core.compile_model(proto, "HETERO:OPENVINO,CPU", config)
+    assert [(s.device, sorted(s.nodes)) for s in compiled.plan.subgraphs] == [
+        ("OPENVINO", ["mm1", "mm2", "sum"]),
+        ("CPU", ["mm3", "mm4"]),
+    ]
+    feeds = {"x": seeded((1, 64))}
+    got = compiled.create_infer_request().infer(feeds)
+    want = reference(proto, feeds)
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-4, atol=1e-4)
