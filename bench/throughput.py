@@ -17,11 +17,16 @@ Subjects:
 
 * ``mlp_sanitised``: automatic ``HETERO:OPENVINO,CPU``, subgraphs alternating OPENVINO and CPU;
 * ``<light model>_split2`` (``squeezenet`` by default): manual affinities cutting it in two halves, CPU then
-  OPENVINO, as the latency section's forced splits do.
+  OPENVINO, as the latency section's forced splits do;
+* ``<light model>_pipeline_parallel``: the same model split by ``MODEL_DISTRIBUTION_POLICY=PIPELINE_PARALLEL``
+  over OPENVINO, its memory set to hold half the weights (``AVAILABLE_DEVICE_MEM_SIZE``), then CPU.
+
+This row alone: ``.venv/bin/python bench/throughput.py --pipeline-parallel [--model NAME] [--quick]``.
 """
 
 from __future__ import annotations
 
+import argparse
 import random
 import statistics
 import time
@@ -33,7 +38,9 @@ from typing import Any
 import graphs
 import runtimes
 
+import hetero_cli
 from hetero_cli.app import benchmark
+from hetero_cli.placement import memory_split
 
 NIREQ = (1, 2, 4)
 THREADS = (0, 1)  # threads per session: each runtime's default, then one (a core per device)
@@ -62,22 +69,45 @@ class Subject:
     split: int | None  # None: automatic placement; k: manual affinities in k chunks alternating ``devices``
     device: str = "HETERO:OPENVINO,CPU"
     devices: tuple[str, str] = runtimes.SPLIT_DEVICES
+    #: the first device's share of the weights, split by MODEL_DISTRIBUTION_POLICY=PIPELINE_PARALLEL with
+    #: its memory set to hold that share (None: ``split`` decides)
+    memory_share: float | None = None
 
 
 def subjects(models: Sequence[Any]) -> list[Subject]:
     """From the harness's models: mlp_sanitised (automatic split) and the first light/ model cut in two."""
     out = [Subject(m.name, m.path, None) for m in models if m.name == "mlp_sanitised"]
     out += [Subject(f"{m.name}_split2", m.path, 2) for m in models if m.kind == "light"][:1]
+    out += [pipeline_subject(m.name, m.path) for m in models if m.kind == "light"][:1]
     return out
+
+
+def pipeline_subject(name: str, path: Path) -> Subject:
+    """``name`` split by MODEL_DISTRIBUTION_POLICY=PIPELINE_PARALLEL, OPENVINO holding half the weights."""
+    return Subject(f"{name}_pipeline_parallel", path, None, memory_share=0.5)
+
+
+def compile_subject(subject: Subject) -> hetero_cli.CompiledModel:
+    """The subject compiled with PERFORMANCE_HINT=THROUGHPUT (a session per subgraph: the pipeline stages
+    requests in flight overlap on); a memory split's first device gets the memory for its share."""
+    if subject.memory_share is None:
+        return runtimes.compile_hetero(
+            subject.path, subject.device, subject.split, subject.devices, runtimes.THROUGHPUT
+        )
+    core = hetero_cli.Core()
+    model = core.read_model(subject.path)
+    weights = sum(memory_split.weight_bytes(model).values())
+    memory = int(memory_split.NEED_FACTOR * subject.memory_share * weights)
+    config = runtimes.hetero_config(runtimes.THROUGHPUT) or {}
+    config.setdefault("OPENVINO", {})["AVAILABLE_DEVICE_MEM_SIZE"] = memory
+    config["MODEL_DISTRIBUTION_POLICY"] = "PIPELINE_PARALLEL"
+    return core.compile_model(model, subject.device, config)
 
 
 def measure_subject(subject: Subject, plan: Plan, threads: int = 0, seed: int = 0) -> dict[str, Any]:
     """Throughput of one subject: sync, then every nireq, ``plan.repeats`` times in random order."""
     with runtimes.threads_set(threads):
-        # THROUGHPUT: a session per subgraph, the pipeline stages requests in flight overlap on
-        compiled = runtimes.compile_hetero(
-            subject.path, subject.device, subject.split, subject.devices, runtimes.THROUGHPUT
-        )
+        compiled = compile_subject(subject)
     feeds = graphs.random_feeds(runtimes.model_inputs(subject.path), seed=seed)
     batch = benchmark.batch_size({k: v.shape for k, v in feeds.items()})
     sets = [feeds] * max(NIREQ)
@@ -145,3 +175,27 @@ def section(run: Any, models: Sequence[Any]) -> dict[str, Any]:
             entry["wall_s"] = time.perf_counter() - began
             out["runs"].append(entry)
     return out
+
+
+def main() -> None:
+    """Measure one subject alone and print its rows: ``--pipeline-parallel`` (the memory split)."""
+    import report
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pipeline-parallel", action="store_true", required=True)
+    parser.add_argument("--model", default="squeezenet", choices=graphs.LIGHT_MODELS)
+    parser.add_argument("--quick", action="store_true", help="a few hundred milliseconds per measure")
+    args = parser.parse_args()
+    plan = Plan.of(args.quick)
+    subject = pipeline_subject(args.model, graphs.light_path(args.model))
+    runs = [measure_subject(subject, plan, threads) for threads in THREADS]
+    section = {"settings": {"repeats": plan.repeats, "budget_s": plan.budget_s}, "runs": runs}
+    from rich.console import Console
+
+    Console().print(report.throughput_table(section))
+    for entry in runs:
+        print(f"threads={entry['threads']}: subgraphs on {', '.join(entry['devices'])}")
+
+
+if __name__ == "__main__":
+    main()
