@@ -7,6 +7,7 @@ Core's path (query, plan, compile, outputs) on the CPU EP and, where installed, 
 
 from __future__ import annotations
 
+import json
 import sys
 import types
 
@@ -239,3 +240,81 @@ def test_compile_splits_by_memory_and_gives_the_whole_models_outputs():
     got = compiled.create_infer_request().infer(feeds)
     want = reference(proto, feeds)
     np.testing.assert_allclose(got["y"], want["y"], rtol=1e-4, atol=1e-4)
+
+
+# --- from the command line --------------------------------------------------------------------------------
+
+
+def _cli(*args):
+    from click.testing import CliRunner
+
+    from hetero_cli import cli
+
+    result = CliRunner().invoke(cli.hetero, [str(a) for a in args])
+    assert "Traceback" not in result.stderr, result.stderr
+    return result
+
+
+@needs_openvino
+def test_cli_query_and_benchmark_split_by_memory(tmp_path):
+    onnx_path = tmp_path / "chain.onnx"
+    onnx_path.write_bytes(reduce_chain().SerializeToString())
+    config = tmp_path / "config.json"
+    config.write_text(
+        '{"MODEL_DISTRIBUTION_POLICY": "PIPELINE_PARALLEL", "OPENVINO": {"AVAILABLE_DEVICE_MEM_SIZE": 24730}}'
+    )
+    query = _cli("query", "-m", onnx_path, "-d", "HETERO:OPENVINO,CPU", "-load_config", config, "--json")
+    assert query.exit_code == 0, query.stderr
+    assert json.loads(query.stdout)["affinities"] == {
+        "mm1": "OPENVINO",
+        "mm2": "OPENVINO",
+        "sum": "OPENVINO",
+        "mm3": "CPU",
+        "mm4": "CPU",
+    }
+    bench = _cli(
+        "benchmark",
+        "-m",
+        onnx_path,
+        "-d",
+        "HETERO:OPENVINO,CPU",
+        "-niter",
+        "4",
+        "-hint",
+        "throughput",
+        "--config",
+        "MODEL_DISTRIBUTION_POLICY=PIPELINE_PARALLEL",
+        "--config",
+        "OPENVINO:AVAILABLE_DEVICE_MEM_SIZE=24730",
+    )
+    assert bench.exit_code == 0, bench.stderr
+    assert "subgraph1: OPENVINO (OpenVINOExecutionProvider), 3 node(s)" in bench.stdout
+    assert "subgraph2: CPU (CPUExecutionProvider), 2 node(s)" in bench.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ("-d", "HETERO:CPU", "--config", "MODEL_DISTRIBUTION_POLICY=PIPELINE_PARALLEL"),
+            "has one available",
+        ),
+        (
+            ("-d", "HETERO:CPU", "--config", "MODEL_DISTRIBUTION_POLICY=TENSOR"),
+            "HETERO takes PIPELINE_PARALLEL",
+        ),
+        (
+            ("-d", "HETERO:CPU", "--config", "CPU:AVAILABLE_DEVICE_MEM_SIZE=0"),
+            "whole number of bytes above 0",
+        ),
+    ],
+)
+def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    onnx_path = tmp_path / "chain.onnx"
+    onnx_path.write_bytes(even_chain().SerializeToString())
+    result = _cli("benchmark", "-m", onnx_path, "-niter", "2", *args)
+    assert result.exit_code == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("[ ERROR ]")]
+    assert len(errors) == 1 and message in errors[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chain.onnx"]
