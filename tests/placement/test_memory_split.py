@@ -28,6 +28,7 @@ from hetero_cli.placement.device_memory import device_memories, device_memory
 from hetero_cli.placement.partition import partition
 
 POLICY = {cfg.DISTRIBUTION_POLICY: cfg.PIPELINE_PARALLEL}
+MEMORY = "AVAILABLE_DEVICE_MEM_SIZE=24730"  # reduce_chain's cut after ReduceSum
 
 
 def _everything(model: Model):
@@ -272,20 +273,16 @@ def test_cli_query_and_benchmark_split_by_memory(tmp_path):
         "mm3": "CPU",
         "mm4": "CPU",
     }
+    options = "-niter 4 -hint throughput --config MODEL_DISTRIBUTION_POLICY=PIPELINE_PARALLEL"
     bench = _cli(
         "benchmark",
         "-m",
         onnx_path,
         "-d",
         "HETERO:OPENVINO,CPU",
-        "-niter",
-        "4",
-        "-hint",
-        "throughput",
+        *options.split(),
         "--config",
-        "MODEL_DISTRIBUTION_POLICY=PIPELINE_PARALLEL",
-        "--config",
-        "OPENVINO:AVAILABLE_DEVICE_MEM_SIZE=24730",
+        f"OPENVINO:{MEMORY}",
     )
     assert bench.exit_code == 0, bench.stderr
     assert "subgraph1: OPENVINO (OpenVINOExecutionProvider), 3 node(s)" in bench.stdout
@@ -318,3 +315,16 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, args, messa
     errors = [line for line in result.stderr.splitlines() if line.startswith("[ ERROR ]")]
     assert len(errors) == 1 and message in errors[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["chain.onnx"]
+
+
+def test_set_property_and_get_property_as_openvino_names_them():
+    core = hetero_cli.Core()
+    assert core.get_property("HETERO", "MODEL_DISTRIBUTION_POLICY") == set()
+    assert core.get_property("OPENVINO", "AVAILABLE_DEVICE_MEM_SIZE") is None
+    policy = hetero_cli.hint.ModelDistributionPolicy.PIPELINE_PARALLEL
+    core.set_property("HETERO", {hetero_cli.hint.model_distribution_policy: {policy}})
+    core.set_property("OPENVINO", dict([hetero_cli.properties.available_device_mem_size(24730)]))
+    assert core.get_property("HETERO", "MODEL_DISTRIBUTION_POLICY") == {"PIPELINE_PARALLEL"}
+    assert core.get_property("OPENVINO", "AVAILABLE_DEVICE_MEM_SIZE") == 24730
+    assert "MODEL_DISTRIBUTION_POLICY" in core.get_property("HETERO", "SUPPORTED_PROPERTIES")
+    assert "AVAILABLE_DEVICE_MEM_SIZE" in core.get_property("CPU", "SUPPORTED_PROPERTIES")
