@@ -119,27 +119,24 @@ def pipeline_affinities(
     devices: Sequence[Device],
     supports: Callable[[Device], frozenset[str]],
     memories: Sequence[int | None],
-    pinned: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """{friendly name: device name} for the nodes of ``model`` split by memory (the module's rule).
 
     ``supports(device)``: the non-constant nodes the device's EP claims; ``memories``: each device's bytes
-    (None: unlimited); ``pinned``: nodes whose device is set by hand, which keep it (their weights count
-    for that device). Nodes no device supports are left out, as the greedy query leaves them.
+    (None: unlimited). Nodes no device supports are left out, as the greedy query leaves them. Affinities
+    set by hand are not its business: they make a compile manual, as in OpenVINO, and this split is where
+    query_model's answer to fix by hand starts.
     """
-    pinned = dict(pinned or {})
     sizes = weight_bytes(model)
     by_weight = sum(sizes.values()) > 0
     weight = sizes if by_weight else dict.fromkeys(sizes, 1)  # no weights: split by node count
     total = sum(weight.values())
     parts = shares(memories, total)
-    result: dict[str, str] = {n: d for n, d in pinned.items() if n in sizes}
-    for device, share in zip(devices, parts, strict=True):
-        used = sum(weight[n] for n, d in result.items() if d == device.name and n in pinned)
+    result: dict[str, str] = {}
+    for i, (device, share) in enumerate(zip(devices, parts, strict=True)):
         walk = [n for n in model.get_ops() if not n.is_constant and n.friendly_name not in result]
-        claims = supports(device) - pinned.keys()
-        last = device is devices[-1]
-        take = len(walk) if last else _cut(model, walk, claims, weight, share * total - used)
+        claims = supports(device)
+        take = len(walk) if i == len(devices) - 1 else _cut(model, walk, claims, weight, share * total)
         result.update({n.friendly_name: device.name for n in walk[:take] if n.friendly_name in claims})
     for node in model.get_ops():  # cut off from a device and supported by none after it
         if not node.is_constant and node.friendly_name not in result:
@@ -156,7 +153,6 @@ def _cut(
     """How many nodes of ``walk`` the device takes (the nodes of ``claims`` among them are its): the
     position whose claimed weight lies within BAND x ``target`` where the fewest elements cross; else
     the last at or below ``target`` where the fewest cross."""
-    target = max(target, 0.0)
     cumulative = [0]
     for node in walk:
         cumulative.append(

@@ -124,13 +124,22 @@ def test_a_node_the_next_devices_lack_goes_back_to_the_first_that_supports_it():
     check_plan(model, partition(model, got), got)
 
 
-def test_pinned_nodes_keep_their_device():
-    model = Model(even_chain(layers=4))
-    devices = [registry.lookup("OPENVINO"), registry.lookup("CPU")]
-    got = memory_split.pipeline_affinities(
-        model, devices, _everything(model), [None, None], pinned={"mm3": "OPENVINO"}
-    )
-    assert got["mm3"] == "OPENVINO" and got["mm0"] == "OPENVINO" and got["mm2"] == "CPU"
+@needs_openvino
+def test_a_node_fixed_by_hand_keeps_its_device():
+    """Query-then-fix, as OpenVINO's users do: the split is query_model's answer, a node set by hand keeps
+    its device (manual mode), the rest keep the split's."""
+    proto = reduce_chain()
+    config = {**POLICY, "OPENVINO": {cfg.DEVICE_MEMORY: 24730}}
+    core = hetero_cli.Core()
+    model = core.read_model(proto)
+    affinities = core.query_model(model, "HETERO:OPENVINO,CPU", config)
+    affinities["mm3"] = "OPENVINO"
+    model.set_affinities(affinities)
+    compiled = core.compile_model(model, "HETERO:OPENVINO,CPU", config)
+    assert [(s.device, sorted(s.nodes)) for s in compiled.plan.subgraphs] == [
+        ("OPENVINO", ["mm1", "mm2", "mm3", "sum"]),
+        ("CPU", ["mm4"]),
+    ]
 
 
 @settings(max_examples=60, deadline=None)
