@@ -130,12 +130,13 @@ def test_quick_run_writes_results_json(quick_run):
         assert "onnxruntime-openvino" in results["placement"]["skipped"]
         assert status["async_throughput"] == status["boundary_overhead"] == "SKIP"
         return
-    # async throughput: the synthetic split and the light/ model cut in two, default threads and one
-    # thread per session, sync and nireq 1, 2, 4
+    # async throughput: the synthetic split, the light/ model cut in two and split by PIPELINE_PARALLEL,
+    # default threads and one thread per session, sync and nireq 1, 2, 4
     throughput = results["throughput"]
     assert throughput["settings"]["nireq"] == [1, 2, 4]
     runs = {(r["model"], r["threads"]): r for r in throughput["runs"]}
-    assert set(runs) == {(m, n) for m in ("mlp_sanitised", "squeezenet_split2") for n in (0, 1)}
+    subjects = ("mlp_sanitised", "squeezenet_split2", "squeezenet_pipeline_parallel")
+    assert set(runs) == {(m, n) for m in subjects for n in (0, 1)}
     for entry in runs.values():
         assert set(entry["configs"]) == {"sync", "1", "2", "4"}, entry
         assert entry["subgraphs"] >= 2
