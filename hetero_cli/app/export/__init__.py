@@ -56,8 +56,11 @@ def export_shapes(model: Model, shape: str | None, data_shape: str | None) -> di
     Raises BenchmarkError for a shape benchmark would refuse (a fixed dimension changed, a wrong rank)."""
     if not shape and not data_shape:
         return {}
-    _, filled = data_shapes(model, shape, data_shape)
-    return {f.input: tuple(f.given) for f in filled if f.given != f.declared}
+    concrete, filled = data_shapes(model, shape, data_shape)
+    partly = {f.input: tuple(f.given) for f in filled}  # dimensions left dynamic stay so
+    declared = {i.name: tuple(i.shape or ()) for i in model.inputs}
+    dims = {name: partly.get(name, tuple(shape)) for name, shape in concrete.items()}
+    return {name: d for name, d in dims.items() if d != declared[name]}
 
 
 def export_split(
@@ -74,6 +77,6 @@ def export_split(
     format, an output folder that exists and is not empty (unless ``force``), or a split the format
     cannot carry; nothing is left behind then."""
     write = FORMATS[check_format(fmt)]
-    split = split_of(compiled, name=served_name(name), shapes=shapes)
+    split = split_of(compiled, name=served_name(name, given=True), shapes=shapes)
     write_folder(out, lambda folder: write(split, folder), force=force)
     return split

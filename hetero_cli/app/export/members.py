@@ -16,7 +16,6 @@ import numpy as np
 import onnx
 
 from ...errors import ExportError
-from ...placement import devices as registry
 from ...placement.devices import Device
 from ...placement.export import subgraph_model
 from ...placement.partition import Link
@@ -24,6 +23,8 @@ from ...runtime import CompiledModel
 
 #: a dimension as exported: a size, a dimension's name (dynamic) or None (dynamic, unnamed)
 Dim = int | str | None
+#: a served model's name (Triton's folder, a URL's path segment)
+_SERVED = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
 
 
 @dataclass(frozen=True)
@@ -88,13 +89,14 @@ def split_of(
     model, plan = compiled.model, compiled.plan
     given = dict(shapes or {})
     members = []
-    for s in plan.subgraphs:
+    for compiled_subgraph in compiled.subgraphs:
+        s = compiled_subgraph.subgraph
         proto = subgraph_model(model, s, embed=True)
         members.append(
             Member(
                 index=s.index,
                 label=s.name,
-                device=registry.lookup(s.device),
+                device=compiled_subgraph.target,
                 proto=proto,
                 inputs=tuple(_with_shape(t, given) for t in _specs(proto.graph.input, _initialized(proto))),
                 outputs=tuple(_with_shape(t, given) for t in _specs(proto.graph.output)),
@@ -112,10 +114,16 @@ def split_of(
     )
 
 
-def served_name(text: str) -> str:
+def served_name(text: str, *, given: bool = False) -> str:
     """``text`` as a model name a serving engine takes as a folder and in a URL: letters, digits, ``_``,
-    ``-`` and ``.`` kept, anything else ``_``; ExportError for a name left empty."""
-    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "_", text.strip()).strip(".")
+    ``-`` and ``.`` (not first). A file's stem is made one (anything else becomes ``_``); a name
+    ``given`` (--name) that is none is an ExportError, as is a stem left with nothing to name."""
+    name = text.strip()
+    if given and not _SERVED.fullmatch(name):
+        raise ExportError(
+            f"--name {text!r} cannot name a served model: use letters, digits, _, - and . (not first)"
+        )
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip(".")
     if not cleaned:
         raise ExportError(f"{text!r} cannot name a served model: give --name with letters or digits")
     return cleaned

@@ -68,7 +68,11 @@ def export(
     exporting.check_output_folder(Path(out), force=force)
     setup = prepare(model, device, feeds=False, **shared(options))
     shapes = exporting.export_shapes(setup.model, shape, data_shape)
-    served = exporting.served_name(name if name is not None else setup.model_path.stem)
+    served = (
+        exporting.served_name(name, given=True)
+        if name is not None
+        else exporting.served_name(setup.model_path.stem)
+    )
     # one session per subgraph, as the serving engine runs them: HETERO_FALLBACK and the type repairs
     # act on each subgraph as it will run there
     setup.core.set_property("HETERO", {cfg.PERFORMANCE_HINT: "THROUGHPUT"})

@@ -1,0 +1,146 @@
+"""``hetero export`` as a user runs it (issue 32): real splits over OPENVINO and CPU, by hand and automatic,
+written as a Triton repository whose ensemble (run as Triton's scheduler runs it) gives the whole model's
+outputs; and each bad input as one line, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper as h
+from support.helpers import ROOT, const, make_model, needs_openvino, reference, seeded, vi
+from support.robust import invoke
+from support.triton_repo import read_configs, run_ensemble
+from tritonclient.grpc import model_config_pb2 as mc
+
+from hetero_cli.cli import hetero
+from hetero_cli.data import DEFAULT_MODEL
+
+
+def _errors(result) -> list[str]:
+    return [line for line in result.output.splitlines() if line.startswith("[ ERROR ]")]
+
+
+def _close(got, want) -> None:
+    assert list(got) == list(want)
+    for name, w in want.items():
+        np.testing.assert_allclose(got[name], w, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def _sanitised_mlp() -> onnx.ModelProto:
+    """bench's mlp_sanitised, small: a residual MLP whose activations pass IsInf -> Where every second
+    block; the OpenVINO EP leaves IsInf to the CPU, so HETERO:OPENVINO,CPU cuts it into alternating
+    subgraphs."""
+    spec = importlib.util.spec_from_file_location("bench_graphs", ROOT / "bench" / "graphs.py")
+    graphs = sys.modules.setdefault("bench_graphs", importlib.util.module_from_spec(spec))
+    spec.loader.exec_module(graphs)
+    return graphs.mlp_sanitised(blocks=6, width=16, batch=4, every=2)
+
+
+@needs_openvino
+def test_digits_split_by_hand_runs_as_a_triton_ensemble(tmp_path):
+    repo = tmp_path / "repo"
+    result = invoke(
+        hetero, "export", "-m", DEFAULT_MODEL, "-d", "HETERO:OPENVINO,CPU", "--affinity", "softmax=CPU",
+        "--format", "triton", "-o", repo,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "Wrote the Triton model repository" in result.output
+    configs = read_configs(repo)
+    assert sorted(configs) == ["digits", "digits_1_CPU", "digits_2_OPENVINO", "digits_3_CPU"]
+    openvino = configs["digits_2_OPENVINO"]
+    assert [g.kind for g in openvino.instance_group] == [mc.ModelInstanceGroup.KIND_CPU]
+    accelerators = openvino.optimization.execution_accelerators.cpu_execution_accelerator
+    assert [a.name for a in accelerators] == ["openvino"]
+    feeds = {"image": seeded((2, 1, 32, 32))}
+    _close(run_ensemble(repo, "digits", feeds), reference(onnx.load(str(DEFAULT_MODEL)), feeds))
+
+
+@needs_openvino
+def test_automatic_split_with_several_subgraphs_runs_as_a_triton_ensemble(tmp_path):
+    proto = _sanitised_mlp()
+    path = tmp_path / "mlp.onnx"
+    onnx.save(proto, str(path))
+    result = invoke(
+        hetero, "export", "-m", path, "-d", "HETERO:OPENVINO,CPU", "--format", "triton", "-o", tmp_path / "r"
+    )
+    assert result.exit_code == 0, result.output
+    steps = read_configs(tmp_path / "r")["mlp"].ensemble_scheduling.step
+    names = [s.model_name for s in steps]
+    assert len(names) >= 4 and {n.rsplit("_", 1)[1] for n in names} == {"OPENVINO", "CPU"}, names
+    feeds = {"x": seeded((4, 16))}
+    _close(run_ensemble(tmp_path / "r", "mlp", feeds), reference(proto, feeds))
+
+
+def test_onnx_format_writes_the_files_the_manifest_names(tmp_path, chain):
+    result = invoke(
+        hetero, "export", "-m", chain, "-d", "HETERO:CPU", "--format", "ONNX", "-o", tmp_path / "s", "--name", "c",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["manifest.json", "subgraph1_CPU.onnx"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--format", "tflite"], "Invalid value for '--format': 'tflite' is not one of 'triton', 'onnx'"),
+        (
+            ["--format", "triton", "-shape", "[1,2]"],
+            "-shape gives 'x' [1,2] but dimension 0 of the model's input [4,64] is fixed at 4",
+        ),
+        (
+            ["--format", "triton", "-d", "HETERO:CPU", "--name", "!!"],
+            "--name '!!' cannot name a served model",
+        ),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, chain, args, message):
+    out = tmp_path / "out"
+    argv = ["export", "-m", chain, "-d", "CPU", "-o", out, *args]
+    result = invoke(hetero, *argv)
+    assert result.exit_code == 2, result.output
+    (line,) = _errors(result)
+    assert message in line and "Traceback" not in result.output
+    assert not out.exists()
+
+
+def test_a_full_output_folder_needs_force(tmp_path, chain):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep")
+    result = invoke(hetero, "export", "-m", chain, "-d", "CPU", "--format", "triton", "-o", out)
+    assert result.exit_code == 2, result.output
+    (line,) = _errors(result)
+    assert "exists and is not empty: give another -o folder, or --force to replace its content" in line
+    assert [p.name for p in out.iterdir()] == ["mine.txt"]
+    result = invoke(hetero, "export", "-m", chain, "-d", "CPU", "--format", "triton", "-o", out, "--force")
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["chain", "chain_1_CPU"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chain.onnx", "out"]
+
+
+def test_a_file_in_the_folders_place_is_refused(tmp_path, chain):
+    out = tmp_path / "out"
+    out.write_text("a file")
+    result = invoke(hetero, "export", "-m", chain, "-d", "CPU", "--format", "onnx", "-o", out, "--force")
+    assert result.exit_code == 2, result.output
+    assert "it is a file, not a folder" in _errors(result)[0]
+    assert out.read_text() == "a file"
+
+
+def test_a_split_triton_cannot_take_fails_after_the_compile_and_leaves_nothing(tmp_path):
+    nodes = [h.make_node("Relu", ["x"], ["y"], name="a"), h.make_node("Identity", ["w"], ["c"], name="k")]
+    path = tmp_path / "const.onnx"
+    onnx.save(
+        make_model(nodes, [vi("x", [2])], [vi("y", [2]), vi("c", [2])], [const("w", [1, 2])]), str(path)
+    )
+    result = invoke(
+        hetero, "export", "-m", path, "-d", "CPU", "--format", "triton", "-o", tmp_path / "a" / "repo"
+    )
+    assert result.exit_code == 2, result.output
+    (line,) = _errors(result)
+    assert "the model's output 'c' is its constant, served without a session" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["const.onnx"]
