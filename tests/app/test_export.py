@@ -104,16 +104,22 @@ def _member(device: str) -> Member:
     [
         ("CPU", "KIND_CPU", [], [], []),
         ("OPENVINO", "KIND_CPU", [], ["openvino"], []),
+        ("OPENVINO.GPU", "KIND_CPU", [], ["openvino"], []),
         ("GPU", "KIND_GPU", [0], [], []),
         ("GPU.1", "KIND_GPU", [1], [], []),
         ("TENSORRT.2", "KIND_GPU", [2], [], ["tensorrt"]),
     ],
 )
-def test_device_mapping(device, kind, gpus, cpu_accelerators, gpu_accelerators):
-    """Each device as Triton's onnxruntime backend runs it (no device needed: only the config is read)."""
+def test_device_mapping(device, kind, gpus, cpu_accelerators, gpu_accelerators, caplog):
+    """Each device as Triton's onnxruntime backend runs it (no device needed: only the config is read);
+    OpenVINO on another device than the CPU is written as the backend runs it, with a warning."""
     member = _member(device)
     split = exporting.Split("m", "HETERO", (member,), member.inputs, member.outputs, {"y": 0}, {}, ())
     config = text_format.Parse(member_config(split, member), mc.ModelConfig())
+    warned = [
+        r.getMessage() for r in caplog.records if "runs its OpenVINO accelerator on the CPU" in r.getMessage()
+    ]
+    assert len(warned) == (device == "OPENVINO.GPU")
     assert config.name == f"m_1_{device.replace('.', '_')}"
     (group,) = config.instance_group
     assert mc.ModelInstanceGroup.Kind.Name(group.kind) == kind and list(group.gpus) == gpus

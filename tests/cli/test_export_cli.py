@@ -11,11 +11,13 @@ import numpy as np
 import onnx
 import pytest
 from onnx import helper as h
+from support import pypi_models
 from support.helpers import ROOT, const, make_model, needs_openvino, reference, seeded, vi
 from support.robust import invoke
 from support.triton_repo import read_configs, run_ensemble
 from tritonclient.grpc import model_config_pb2 as mc
 
+from hetero_cli.app import export as exporting
 from hetero_cli.cli import hetero
 from hetero_cli.data import DEFAULT_MODEL
 
@@ -144,3 +146,43 @@ def test_a_split_triton_cannot_take_fails_after_the_compile_and_leaves_nothing(t
     (line,) = _errors(result)
     assert "the model's output 'c' is its constant, served without a session" in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["const.onnx"]
+
+
+@needs_openvino
+@pytest.mark.slow
+def test_a_pypi_model_split_automatically_runs_as_a_triton_ensemble(tmp_path):
+    """silero-vad: If nodes, an int64 scalar input (dims [1] reshaped to []), a state carried in and out;
+    HETERO:OPENVINO,CPU cuts it into four subgraphs."""
+    path = pypi_models.fetch("silero_vad")
+    result = invoke(
+        hetero, "export", "-m", path, "-d", "HETERO:OPENVINO,CPU", "--format", "triton", "-o", tmp_path / "r"
+    )
+    assert result.exit_code == 0, result.output
+    configs = read_configs(tmp_path / "r")
+    assert len(configs["silero_vad"].ensemble_scheduling.step) >= 3
+    rng = np.random.default_rng(0)
+    feeds = {
+        "input": (rng.standard_normal((1, 512)) * 0.3).astype(np.float32),
+        "state": (rng.standard_normal((2, 1, 128)) * 0.2).astype(np.float32),
+        "sr": np.array(16000, np.int64),
+    }
+    _close(run_ensemble(tmp_path / "r", "silero_vad", feeds), reference(onnx.load(str(path)), feeds))
+
+
+def test_a_sequence_output_is_refused_for_triton_and_recorded_by_the_manifest(tmp_path):
+    """skl2onnx's ZipMap output (a sequence of maps): Triton's onnxruntime backend passes tensors only."""
+    model = ROOT / "tests" / "data" / "skl2onnx" / "logreg_zipmap.onnx"
+    result = invoke(hetero, "export", "-m", model, "-d", "CPU", "--format", "triton", "-o", tmp_path / "r")
+    assert result.exit_code == 2, result.output
+    (line,) = _errors(result)
+    assert "tensor 'output_probability' is a sequence, not a tensor" in line and "--format onnx" in line
+    assert list(tmp_path.iterdir()) == []
+    result = invoke(hetero, "export", "-m", model, "-d", "CPU", "--format", "onnx", "-o", tmp_path / "s")
+    assert result.exit_code == 0, result.output
+    outputs = {o["name"]: o for o in exporting.read_manifest(tmp_path / "s")["outputs"]}
+    assert outputs["output_probability"] == {
+        "name": "output_probability",
+        "type": "sequence",
+        "from": "subgraph1",
+    }
+    assert outputs["output_label"]["type"] == "tensor"

@@ -141,10 +141,11 @@ def _tensors(kind: str, specs: Sequence[TensorSpec]) -> list[str]:
         return []
     entries = []
     for spec in specs:
+        data_type = datatype(spec)
         dims = _dims(spec)
         reshape = " reshape: { shape: [ ] }" if not dims else ""
         entries.append(
-            f"  {{ name: {quote(spec.name)} data_type: {datatype(spec)} "
+            f"  {{ name: {quote(spec.name)} data_type: {data_type} "
             f"dims: [ {', '.join(str(d) for d in dims or [1])} ]{reshape} }}"
         )
     return [f"{kind} [", ",\n".join(entries), "]"]
