@@ -13,7 +13,7 @@ docs/serving.md, "The ONNX manifest").
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -121,8 +121,3 @@ def _source(source: int | str | None, label: Mapping[int, str], file: str | None
     if isinstance(source, int):
         return {"from": label[source]}
     return {"from": source, "value": file} if file else {"from": source}
-
-
-def tensors_of(entries: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The names of a manifest's list of tensor entries."""
-    return [e["name"] for e in entries]

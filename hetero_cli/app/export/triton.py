@@ -16,7 +16,7 @@ wheel) describes them; the tests parse every one with it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import onnx
@@ -216,8 +216,3 @@ def _check_outputs(split: Split) -> None:
 def _write(path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
     return path
-
-
-def names(split: Split) -> Iterable[str]:
-    """The model names the repository holds: the ensemble's, then each subgraph's."""
-    return [split.name, *(member_name(split, m) for m in split.members)]

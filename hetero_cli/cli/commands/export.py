@@ -64,15 +64,12 @@ def export(
       hetero export -m model.onnx -d HETERO:GPU,CPU --format onnx -o split
     """
     fmt = exporting.check_format(fmt)
+    served = exporting.served_name(name, given=True) if name is not None else None
     check_writable(out, "-o", folder=True)
     exporting.check_output_folder(Path(out), force=force)
     setup = prepare(model, device, feeds=False, **shared(options))
     shapes = exporting.export_shapes(setup.model, shape, data_shape)
-    served = (
-        exporting.served_name(name, given=True)
-        if name is not None
-        else exporting.served_name(setup.model_path.stem)
-    )
+    served = served or exporting.served_name(setup.model_path.stem)
     # one session per subgraph, as the serving engine runs them: HETERO_FALLBACK and the type repairs
     # act on each subgraph as it will run there
     setup.core.set_property("HETERO", {cfg.PERFORMANCE_HINT: "THROUGHPUT"})
