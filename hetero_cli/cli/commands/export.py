@@ -21,7 +21,7 @@ from ..setup import compile_setup, prepare
 @click.command(
     cls=Command,
     context_settings=CONTEXT,
-    short_help="Write a split as a Triton model repository, or as .onnx files with a manifest.",
+    short_help="Write the split as a Triton repository, or .onnx files.",
 )
 @click.option("-m", "model", metavar="MODEL", help="ONNX model (default: models/digits.onnx).")
 @click.option("-d", "device", required=True, metavar="DEVICE", help="HETERO:<dev>,<dev>,... or one device.")
