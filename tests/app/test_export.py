@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import helper as h
 from support.helpers import chain_model, const, cpu_split, make_model, reference, seeded, vi
-from support.shape_chains import cuts, shape_chains
+from support.shape_chains import cuts, shape_chains, zero_out_model
 from support.triton_repo import read_configs, run_ensemble
 from tritonclient.grpc import model_config_pb2 as mc
 
@@ -49,6 +49,22 @@ def test_every_cut_of_a_shape_chain_runs_as_a_triton_ensemble(chain, data, tmp_p
     assert list(got) == list(want)
     for k, w in want.items():
         np.testing.assert_array_equal(got[k], w)
+
+
+def test_every_cut_of_issue_29s_model_folds_or_holds_its_shape_values_and_runs(tmp_path):
+    """zero_out_model cut every way: some plans fold the group that only feeds a static shape value,
+    some subgraphs hold one (Subgraph.fixed); each ensemble gives the model's outputs all the same."""
+    proto = zero_out_model()
+    feeds = {"x": seeded((2, 3))}
+    want = reference(proto, feeds)
+    folded = held = 0
+    for k, devices in enumerate(cuts(len(proto.graph.node))):
+        compiled = cpu_split(proto, devices)
+        folded += bool(compiled.plan.folded)
+        held += any(s.fixed for s in compiled.plan.subgraphs)
+        _export(compiled, "triton", tmp_path / str(k), name="zero_out")
+        np.testing.assert_array_equal(run_ensemble(tmp_path / str(k), "zero_out", feeds)["y"], want["y"])
+    assert folded and held
 
 
 def test_repository_layout_names_and_wiring(tmp_path):
