@@ -144,19 +144,24 @@ def test_device_mapping(device, kind, gpus, cpu_accelerators, gpu_accelerators, 
     assert [a.name for a in accelerators.gpu_execution_accelerator] == gpu_accelerators
 
 
-def test_scalar_tensors_are_dims_one_reshaped_to_none(tmp_path):
+def test_scalar_tensors_are_dims_one_which_members_reshape_to_none(tmp_path):
+    """Triton's dims may not be empty: a scalar is [1]; a member reshapes it to [] for its model, the
+    ensemble keeps [1] (Triton checks the ensemble's reshape against its steps' dims)."""
     nodes = [
         h.make_node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
         h.make_node("Neg", ["s"], ["y"], name="neg"),
     ]
     proto = make_model(nodes, [vi("x", [2, 3])], [vi("y", [])])
     _export(cpu_split(proto, ["A", "B"]), "triton", tmp_path / "repo")
-    (out,) = read_configs(tmp_path / "repo")["m"].output
-    assert list(out.dims) == [1] and list(out.reshape.shape) == []
+    configs = read_configs(tmp_path / "repo")
+    (out,) = configs["m"].output
+    assert list(out.dims) == [1] and not out.HasField("reshape")
+    (member_out,) = configs["m_2_CPU"].output
+    assert list(member_out.dims) == [1] and member_out.HasField("reshape")
+    assert list(member_out.reshape.shape) == []
     feeds = {"x": seeded((2, 3))}
-    np.testing.assert_array_equal(
-        run_ensemble(tmp_path / "repo", "m", feeds)["y"], reference(proto, feeds)["y"]
-    )
+    got = run_ensemble(tmp_path / "repo", "m", feeds)["y"]
+    assert got.shape == (1,) and got[0] == reference(proto, feeds)["y"]
 
 
 def _constant_output_model() -> onnx.ModelProto:

@@ -166,7 +166,11 @@ def test_a_pypi_model_split_automatically_runs_as_a_triton_ensemble(tmp_path):
         "state": (rng.standard_normal((2, 1, 128)) * 0.2).astype(np.float32),
         "sr": np.array(16000, np.int64),
     }
-    _close(run_ensemble(tmp_path / "r", "silero_vad", feeds), reference(onnx.load(str(path)), feeds))
+    ensemble_config = configs["silero_vad"]
+    sr = next(t for t in ensemble_config.input if t.name == "sr")
+    assert list(sr.dims) == [1] and not sr.HasField("reshape")  # the member reshapes it to a scalar
+    sent = {**feeds, "sr": np.array([16000], np.int64)}  # as a client sends it: the ensemble's dims
+    _close(run_ensemble(tmp_path / "r", "silero_vad", sent), reference(onnx.load(str(path)), feeds))
 
 
 def test_a_sequence_output_is_refused_for_triton_and_recorded_by_the_manifest(tmp_path):

@@ -69,6 +69,42 @@ def check_member(repo: Path, config: mc.ModelConfig) -> None:
         assert all(-1 in (a, b) or a == b for a, b in zip(want, dims, strict=True)), t.name
 
 
+def check_ensemble(configs: Mapping[str, mc.ModelConfig], name: str) -> None:
+    """What Triton's ValidateEnsembleConfig checks (core's ensemble_utils.cc): each ensemble tensor has
+    one datatype and compatible dims wherever it appears (the ensemble's own inputs and outputs by their
+    ``reshape`` where they have one, each member's by its ``dims``); each member input is mapped exactly
+    once, each map names a real input or output; no tensor is made twice."""
+    ensemble = configs[name]
+    seen: dict[str, tuple[int, list[int], str]] = {}
+
+    def meet(tensor: str, data_type: int, dims: list[int], where: str) -> None:
+        if tensor not in seen:
+            seen[tensor] = (data_type, dims, where)
+            return
+        have_type, have_dims, there = seen[tensor]
+        assert have_type == data_type, f"{tensor}: datatype of {where} differs from {there}'s"
+        compatible = len(have_dims) == len(dims) and all(
+            -1 in (a, b) or a == b for a, b in zip(have_dims, dims, strict=True)
+        )
+        assert compatible, f"{tensor}: dims {dims} of {where} against {have_dims} of {there}"
+
+    for t in [*ensemble.input, *ensemble.output]:
+        meet(t.name, t.data_type, list(t.reshape.shape) if t.HasField("reshape") else list(t.dims), name)
+    made = set()
+    for step in ensemble.ensemble_scheduling.step:
+        member = configs[step.model_name]
+        inputs = {t.name: t for t in member.input}
+        outputs = {t.name: t for t in member.output}
+        assert sorted(step.input_map) == sorted(inputs), step.model_name
+        assert set(step.output_map) <= set(outputs), step.model_name
+        for key, tensor in step.input_map.items():
+            meet(tensor, inputs[key].data_type, list(inputs[key].dims), step.model_name)
+        for key, tensor in step.output_map.items():
+            assert tensor not in made, f"{tensor} made twice"
+            made.add(tensor)
+            meet(tensor, outputs[key].data_type, list(outputs[key].dims), step.model_name)
+
+
 def providers(config: mc.ModelConfig) -> list[str]:
     """The ONNX Runtime providers Triton's backend would give the member: OpenVINO where the config
     names the openvino CPU accelerator (and this ORT has it), else the CPU EP."""
@@ -88,6 +124,9 @@ def run_ensemble(repo: Path, name: str, feeds: Mapping[str, np.ndarray]) -> dict
     ensemble = configs[name]
     assert ensemble.platform == "ensemble" and not ensemble.instance_group
     assert sorted(feeds) == sorted(t.name for t in ensemble.input)
+    for t in ensemble.input:  # a request's tensors have the ensemble's dims
+        assert np.ndim(feeds[t.name]) == len(t.dims), t.name
+    check_ensemble(configs, name)
     tensors = dict(feeds)
     pending = list(ensemble.ensemble_scheduling.step)
     while pending:
@@ -102,9 +141,19 @@ def run_ensemble(repo: Path, name: str, feeds: Mapping[str, np.ndarray]) -> dict
             path = str(repo / step.model_name / "1" / "model.onnx")
             session = ort.InferenceSession(path, so, providers=providers(config))
             wanted = list(step.output_map)
-            got = session.run(wanted, {k: tensors[v] for k, v in step.input_map.items()})
+            inputs = {t.name: t for t in config.input}
+            outputs = {t.name: t for t in config.output}
+            fed = {k: _as_model_sees(tensors[v], inputs[k]) for k, v in step.input_map.items()}
+            got = session.run(wanted, fed)
             for key, value in zip(wanted, got, strict=True):
                 target = step.output_map[key]
                 assert target not in tensors, f"{target} made twice"
-                tensors[target] = value
+                # Triton hands a reshaped output on in the shape its dims give
+                reshaped = outputs[key].HasField("reshape")
+                tensors[target] = value.reshape(list(outputs[key].dims)) if reshaped else value
     return {t.name: tensors[t.name] for t in ensemble.output}
+
+
+def _as_model_sees(value: np.ndarray, tensor: mc.ModelInput) -> np.ndarray:
+    """A tensor as a member's model gets it: in its ``reshape`` shape where the config has one."""
+    return value.reshape(list(tensor.reshape.shape)) if tensor.HasField("reshape") else value

@@ -109,8 +109,8 @@ def ensemble_config(split: Split) -> str:
         f"name: {quote(split.name)}",
         'platform: "ensemble"',
         "max_batch_size: 0",
-        *_tensors("input", split.inputs),
-        *_tensors("output", split.outputs),
+        *_tensors("input", split.inputs, member=False),
+        *_tensors("output", split.outputs, member=False),
         "ensemble_scheduling {",
         "  step [",
         ",\n".join(steps),
@@ -134,16 +134,17 @@ def quote(text: str) -> str:
     return '"' + "".join(out) + '"'
 
 
-def _tensors(kind: str, specs: Sequence[TensorSpec]) -> list[str]:
-    """``input [ {...}, ... ]`` (or output) for ``specs``: name, Triton datatype, dims (-1 for dynamic);
-    a scalar is dims [1] reshaped to [] (Triton's way: dims may not be empty)."""
+def _tensors(kind: str, specs: Sequence[TensorSpec], *, member: bool = True) -> list[str]:
+    """``input [ {...}, ... ]`` (or output) for ``specs``: name, Triton datatype, dims (-1 for dynamic).
+    A scalar is dims [1] (dims may not be empty), which a ``member`` reshapes to [] for its model; the
+    ensemble's own scalars stay [1], the shape Triton checks its steps' dims against."""
     if not specs:
         return []
     entries = []
     for spec in specs:
         data_type = datatype(spec)
         dims = _dims(spec)
-        reshape = " reshape: { shape: [ ] }" if not dims else ""
+        reshape = " reshape: { shape: [ ] }" if not dims and member else ""
         entries.append(
             f"  {{ name: {quote(spec.name)} data_type: {data_type} "
             f"dims: [ {', '.join(str(d) for d in dims or [1])} ]{reshape} }}"
