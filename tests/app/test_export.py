@@ -112,7 +112,7 @@ def test_dynamic_dims_are_minus_one_and_shape_sets_them(tmp_path):
 def _member(device: str) -> Member:
     proto = chain_model(("Relu",))
     spec = split_of(cpu_split(proto, ["A"]), name="m").members[0]
-    return Member(0, "subgraph1", registry.lookup(device), proto, spec.inputs, spec.outputs)
+    return Member(0, "subgraph1", registry.lookup(device), lambda: proto, spec.inputs, spec.outputs)
 
 
 @pytest.mark.parametrize(

@@ -3,11 +3,12 @@ inside, the static shape values it holds as constants of its own), each boundary
 links between the subgraphs and where each model output comes from.
 
     split = split_of(compiled, name="digits", shapes={"x": (None, 1, 32, 32)})
-    for member in split.members: member.proto, member.inputs, member.outputs
+    for member in split.members: member.model(), member.inputs, member.outputs
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,15 +50,20 @@ class TensorSpec:
 @dataclass(frozen=True)
 class Member:
     """One subgraph of the split as a standalone model: ``index`` (from 0, execution order), ``label``
-    (``subgraph<N>``), its ``device`` (the registry's Device), ``proto`` (weights embedded), and the
-    boundary tensors it reads (``inputs``) and hands on (``outputs``), as ``proto`` declares them."""
+    (``subgraph<N>``), its ``device`` (the registry's Device), ``build`` (makes its model, weights
+    embedded: ``model()``, one member's weights in memory at a time), and the boundary tensors it reads
+    (``inputs``) and hands on (``outputs``), as that model declares them."""
 
     index: int
     label: str
     device: Device
-    proto: onnx.ModelProto
+    build: Callable[[], onnx.ModelProto]
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
+
+    def model(self) -> onnx.ModelProto:
+        """The member's standalone model, its weights inside (made anew at each call)."""
+        return self.build()
 
 
 @dataclass(frozen=True)
@@ -91,13 +97,13 @@ def split_of(
     members = []
     for compiled_subgraph in compiled.subgraphs:
         s = compiled_subgraph.subgraph
-        proto = subgraph_model(model, s, embed=True)
+        proto = subgraph_model(model, s)  # its weights referenced, not copied: the boundary is the same
         members.append(
             Member(
                 index=s.index,
                 label=s.name,
                 device=compiled_subgraph.target,
-                proto=proto,
+                build=functools.partial(subgraph_model, model, s, embed=True),
                 inputs=tuple(_with_shape(t, given) for t in _specs(proto.graph.input, _initialized(proto))),
                 outputs=tuple(_with_shape(t, given) for t in _specs(proto.graph.output)),
             )

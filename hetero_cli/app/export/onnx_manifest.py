@@ -33,7 +33,7 @@ def write_manifest(split: Split, folder: Path) -> list[Path]:
     and is empty); returns the files written."""
     written = []
     for member in split.members:
-        written.append(save_onnx(member.proto, folder / _file(member.label, member.device.name)))
+        written.append(save_onnx(member.model(), folder / _file(member.label, member.device.name)))
     constant_files = {}
     for k, name in enumerate(n for n, s in split.sources.items() if s == "constant"):
         path = folder / "constants" / f"{k}.npy"

@@ -70,7 +70,7 @@ def write_repository(split: Split, folder: Path) -> list[Path]:
         name = member_name(split, member)
         version = folder / name / "1"
         version.mkdir(parents=True)
-        written.append(save_onnx(member.proto, version / "model.onnx"))
+        written.append(save_onnx(member.model(), version / "model.onnx"))
         written.append(_write(folder / name / "config.pbtxt", member_config(split, member)))
     (folder / split.name / "1").mkdir(parents=True)
     written.append(_write(folder / split.name / "config.pbtxt", ensemble_config(split)))
