@@ -190,3 +190,31 @@ def test_a_sequence_output_is_refused_for_triton_and_recorded_by_the_manifest(tm
         "from": "subgraph1",
     }
     assert outputs["output_label"]["type"] == "tensor"
+
+
+def test_weights_in_an_external_data_file_travel_inside_each_member(tmp_path):
+    """The source's weights file is gone once exported: each member's model.onnx holds its own."""
+    rng = np.random.default_rng(0)
+    nodes = [
+        h.make_node("MatMul", ["x", "w"], ["a"], name="mm"),
+        h.make_node("Relu", ["a"], ["y"], name="act"),
+    ]
+    proto = make_model(
+        nodes, [vi("x", [2, 64])], [vi("y", [2, 64])], [const("w", rng.standard_normal((64, 64)))]
+    )
+    source = tmp_path / "src"
+    source.mkdir()
+    saved = onnx.ModelProto()
+    saved.CopyFrom(proto)  # onnx.save moves the weights of what it saves out to the data file
+    onnx.save(
+        saved, str(source / "ext.onnx"), save_as_external_data=True, location="ext.data", size_threshold=0
+    )
+    result = invoke(
+        hetero, "export", "-m", source / "ext.onnx", "-d", "HETERO:CPU", "--affinity", "act=CPU",
+        "--format", "triton", "-o", tmp_path / "r",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (source / "ext.data").unlink()
+    feeds = {"x": seeded((2, 64))}
+    _close(run_ensemble(tmp_path / "r", "ext", feeds), reference(proto, feeds))
+    assert sorted(p.name for p in (tmp_path / "r" / "ext_1_CPU" / "1").iterdir()) == ["model.onnx"]

@@ -15,11 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import onnx
+from onnx import numpy_helper
 
 from ...errors import ExportError
+from ...graph import Model
 from ...placement.devices import Device
 from ...placement.export import subgraph_model
-from ...placement.partition import Link
+from ...placement.partition import Link, Subgraph
 from ...runtime import CompiledModel
 
 #: a dimension as exported: a size, a dimension's name (dynamic) or None (dynamic, unnamed)
@@ -103,7 +105,7 @@ def split_of(
                 index=s.index,
                 label=s.name,
                 device=compiled_subgraph.target,
-                build=functools.partial(subgraph_model, model, s, embed=True),
+                build=functools.partial(_standalone, model, s),
                 inputs=tuple(_with_shape(t, given) for t in _specs(proto.graph.input, _initialized(proto))),
                 outputs=tuple(_with_shape(t, given) for t in _specs(proto.graph.output)),
             )
@@ -118,6 +120,16 @@ def split_of(
         constants={k: np.asarray(v) for k, v in compiled.constants.items()},
         links=tuple(plan.links()),
     )
+
+
+def _standalone(model: Model, subgraph: Subgraph) -> onnx.ModelProto:
+    """``subgraph``'s model with every weight inside: those the source keeps in its model file copied in
+    (embed), and those it keeps in external data files read from there, so the model loads anywhere."""
+    proto = subgraph_model(model, subgraph, embed=True)
+    for tensor in proto.graph.initializer:
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            tensor.CopyFrom(numpy_helper.from_array(model.initializer_array(tensor.name), tensor.name))
+    return proto
 
 
 def served_name(text: str, *, given: bool = False) -> str:
