@@ -218,3 +218,17 @@ def test_weights_in_an_external_data_file_travel_inside_each_member(tmp_path):
     feeds = {"x": seeded((2, 64))}
     _close(run_ensemble(tmp_path / "r", "ext", feeds), reference(proto, feeds))
     assert sorted(p.name for p in (tmp_path / "r" / "ext_1_CPU" / "1").iterdir()) == ["model.onnx"]
+
+
+def test_force_never_deletes_the_model_or_the_current_directory(tmp_path, chain, monkeypatch):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep")
+    cases = ((".", str(tmp_path / "mine")), (str(tmp_path), str(chain)), ("..", str(chain)))
+    monkeypatch.chdir(tmp_path / "mine")
+    for out, held in cases:
+        result = invoke(hetero, "export", "-m", chain, "-d", "CPU", "--format", "onnx", "-o", out, "--force")
+        assert result.exit_code == 2, result.output
+        (line,) = _errors(result)
+        assert f"{out} holds {held}, which --force would delete with the rest of it" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chain.onnx", "mine"]
+    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]

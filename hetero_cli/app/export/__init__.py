@@ -71,12 +71,13 @@ def export_split(
     name: str,
     shapes: Mapping[str, Sequence[Dim]] | None = None,
     force: bool = False,
+    keep: Sequence[Path] = (),
 ) -> Split:
     """Write ``compiled`` (a CompiledModel) in format ``fmt`` into the folder ``out``, served as ``name``;
     ``shapes`` as export_shapes gives them. Returns the Split written. Raises ExportError for an unknown
-    format, an output folder that exists and is not empty (unless ``force``), or a split the format
-    cannot carry; nothing is left behind then."""
+    format, an output folder that exists and is not empty (unless ``force``; never one holding a path of
+    ``keep``), or a split the format cannot carry; nothing is left behind then."""
     write = FORMATS[check_format(fmt)]
     split = split_of(compiled, name=served_name(name, given=True), shapes=shapes)
-    write_folder(out, lambda folder: write(split, folder), force=force)
+    write_folder(out, lambda folder: write(split, folder), force=force, keep=keep)
     return split

@@ -7,7 +7,7 @@ import contextlib
 import os
 import secrets
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import onnx
@@ -15,25 +15,38 @@ import onnx
 from ...errors import ExportError
 
 
-def check_output_folder(out: Path, *, force: bool) -> None:
+def check_output_folder(out: Path, *, force: bool, keep: Sequence[Path] = ()) -> None:
     """ExportError where ``out`` cannot take an export: a file in its place, or a folder that exists
-    and holds something (unless ``force``, which replaces it)."""
+    and holds something (unless ``force``, which replaces it; never where it holds one of ``keep``: the
+    model, the current directory)."""
     if out.exists() and not out.is_dir():
         raise ExportError(f"{out} exists and is no folder: give -o a folder name, or remove the file")
-    if out.is_dir() and not force and any(out.iterdir()):
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    if not force:
         raise ExportError(
             f"{out} exists and is not empty: give another -o folder, or --force to replace its content"
         )
+    real = out.resolve()
+    for path in keep:
+        if Path(path).resolve().is_relative_to(real):
+            raise ExportError(
+                f"{out} holds {path}, which --force would delete with the rest of it: give -o a folder "
+                "of its own"
+            )
 
 
-def write_folder(out: Path, fill: Callable[[Path], object], *, force: bool) -> None:
+def write_folder(
+    out: Path, fill: Callable[[Path], object], *, force: bool, keep: Sequence[Path] = ()
+) -> None:
     """Make the folder ``out`` with what ``fill`` writes into an empty folder it is given: ``fill``
     writes into a temporary folder beside ``out`` (missing parents are created), which then takes
-    ``out``'s place (``force``: an existing one's content is replaced). On any failure, the temporary
+    ``out``'s place (``force``: an existing one's content is replaced, unless it holds one of ``keep``).
+    On any failure, the temporary
     folder and the parents created are removed, ``out`` left as it was. Raises ExportError as
     check_output_folder, and for a folder that cannot be written (saying why)."""
     out = Path(out).absolute()
-    check_output_folder(out, force=force)
+    check_output_folder(out, force=force, keep=keep)
     created = _missing_parents(out)
     tmp = out.parent / f".{out.name}.partial-{secrets.token_hex(4)}"
     try:

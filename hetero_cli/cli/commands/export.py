@@ -66,8 +66,9 @@ def export(
     fmt = exporting.check_format(fmt)
     served = exporting.served_name(name, given=True) if name is not None else None
     check_writable(out, "-o", folder=True)
-    exporting.check_output_folder(Path(out), force=force)
     setup = prepare(model, device, feeds=False, **shared(options))
+    keep = (setup.model_path, Path.cwd())
+    exporting.check_output_folder(Path(out), force=force, keep=keep)
     shapes = exporting.export_shapes(setup.model, shape, data_shape)
     served = served or exporting.served_name(setup.model_path.stem)
     # one session per subgraph, as the serving engine runs them: HETERO_FALLBACK and the type repairs
@@ -77,7 +78,9 @@ def export(
     with busy("Compiling the model (each subgraph in a session of its own)"):
         compiled = compile_setup(setup)
     with busy(f"Writing {out}"):
-        split = exporting.export_split(compiled, fmt, Path(out), name=served, shapes=shapes, force=force)
+        split = exporting.export_split(
+            compiled, fmt, Path(out), name=served, shapes=shapes, force=force, keep=keep
+        )
     _report(split, fmt, Path(out))
 
 
