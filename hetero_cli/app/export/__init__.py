@@ -59,7 +59,7 @@ def export_shapes(model: Model, shape: str | None, data_shape: str | None) -> di
     concrete, filled = data_shapes(model, shape, data_shape)
     partly = {f.input: tuple(f.given) for f in filled}  # dimensions left dynamic stay so
     declared = {i.name: tuple(i.shape or ()) for i in model.inputs}
-    dims = {name: partly.get(name, tuple(shape)) for name, shape in concrete.items()}
+    dims = {name: partly.get(name, tuple(sizes)) for name, sizes in concrete.items()}
     return {name: d for name, d in dims.items() if d != declared[name]}
 
 
