@@ -96,3 +96,9 @@ class TuneError(HeteroError, ValueError):
 class TuneBudgetError(TuneError):
     """A tune's budget is no positive number of seconds, or under what the search needs here: the message
     gives the budget to ask for instead."""
+
+
+class ExportError(HeteroError, ValueError):
+    """A split cannot be exported as asked (``hetero export``): an unknown format, an output folder that
+    exists and is not empty (without --force), or a tensor the chosen format cannot carry (Triton's
+    datatypes, a model output no subgraph computes)."""

@@ -28,6 +28,7 @@ from ..errors import (
     BenchmarkError,
     ConfigError,
     DeviceError,
+    ExportError,
     HeteroError,
     ImageError,
     ModelError,
@@ -160,6 +161,7 @@ def exit_code(exc: BaseException, phase: str = "input") -> int:
     """The exit status for ``exc`` raised in ``phase`` ("input" or "run"): 2 for usage errors, 1 for
     failures at run time (a device or model error is a usage error only while the input is read)."""
     usage = ConfigError | AffinityError | ImageError | BenchmarkError | NotClassScoresError | ValidationError
+    usage = usage | ExportError
     if isinstance(exc, usage):
         return 2
     if isinstance(exc, DeviceError | ModelError):

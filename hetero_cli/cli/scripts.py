@@ -12,6 +12,7 @@ from ..runtime import runtime_versions
 from .commands.benchmark import benchmark
 from .commands.classify import classify
 from .commands.devices import devices
+from .commands.export import export
 from .commands.query import query
 from .commands.tune import tune
 from .commands.validate import validate
@@ -52,6 +53,7 @@ hetero.add_command(benchmark, "benchmark")
 hetero.add_command(query, "query")
 hetero.add_command(validate, "validate")
 hetero.add_command(tune, "tune")
+hetero.add_command(export, "export")
 hetero.add_command(devices, "devices")
 
 #: console script ``hello_classification``: the same command as ``hetero classify``.

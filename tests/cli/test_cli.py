@@ -81,6 +81,7 @@ def test_hetero_help_explains_each_command_in_a_line():
         "query",
         "validate",
         "tune",
+        "export",
         "devices",
     ]
     assert all(len(line.split()) > 3 for line in commands)
