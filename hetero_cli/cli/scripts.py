@@ -13,6 +13,7 @@ from .commands.benchmark import benchmark
 from .commands.classify import classify
 from .commands.devices import devices
 from .commands.query import query
+from .commands.serve import serve
 from .commands.tune import tune
 from .commands.validate import validate
 from .runner import CONTEXT, Group
@@ -52,6 +53,7 @@ hetero.add_command(benchmark, "benchmark")
 hetero.add_command(query, "query")
 hetero.add_command(validate, "validate")
 hetero.add_command(tune, "tune")
+hetero.add_command(serve, "serve")
 hetero.add_command(devices, "devices")
 
 #: console script ``hello_classification``: the same command as ``hetero classify``.

@@ -196,3 +196,21 @@ def test_a_port_in_use_is_one_serve_error():
 def test_a_limit_under_one_byte_is_refused():
     with pytest.raises(ValueError, match="at least 1"):
         make_app(Doubling(), Metrics("double"), 0)
+
+
+def test_engines_are_picked_by_name_and_unknown_ones_refused(monkeypatch):
+    from hetero_cli.app.serve import engines
+    from hetero_cli.app.serve.local import LocalEngine
+    from hetero_cli.app.serve.options import ServeOptions
+
+    engine = engines.open_engine("local", ServeOptions("m", port=0))
+    try:
+        assert isinstance(engine, LocalEngine) and engine.hint == "THROUGHPUT"
+        assert engine.url.startswith("http://127.0.0.1:")
+    finally:
+        engine.close()
+    with pytest.raises(ServeError, match="unknown engine 'nope': give one of local"):
+        engines.open_engine("nope", ServeOptions("m"))
+    monkeypatch.setitem(engines.ENGINES, "later", "not_built_yet:Engine")
+    with pytest.raises(ServeError, match="--engine later is not part of this hetero-cli version"):
+        engines.open_engine("later", ServeOptions("m"))

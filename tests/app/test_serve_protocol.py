@@ -181,6 +181,9 @@ def test_model_metadata_lists_tensors_with_dynamic_dims_as_minus_one():
 
 def test_metrics_render_counts_histogram_and_stages():
     metrics = Metrics("m", ["s0", "s1"], buckets=(0.01, 0.1))
+    metrics.request_started()
+    metrics.request_started()
+    assert 'hetero_requests_in_flight{model="m"} 2' in metrics.render()
     metrics.observe_request(0.005, ok=True)
     metrics.observe_request(0.05, ok=True)
     metrics.observe_request(0.5, ok=False)
@@ -188,6 +191,7 @@ def test_metrics_render_counts_histogram_and_stages():
     text = metrics.render()
     assert 'hetero_requests_total{model="m",outcome="success"} 2' in text
     assert 'hetero_requests_total{model="m",outcome="failure"} 1' in text
+    assert 'hetero_requests_in_flight{model="m"} 0' in text
     assert 'hetero_request_duration_seconds_bucket{model="m",le="0.01"} 1' in text
     assert 'hetero_request_duration_seconds_bucket{model="m",le="0.1"} 2' in text
     assert 'hetero_request_duration_seconds_bucket{model="m",le="+Inf"} 2' in text

@@ -81,6 +81,7 @@ def test_hetero_help_explains_each_command_in_a_line():
         "query",
         "validate",
         "tune",
+        "serve",
         "devices",
     ]
     assert all(len(line.split()) > 3 for line in commands)
@@ -91,7 +92,7 @@ def test_hetero_without_a_command_prints_help():
     assert result.exit_code == 0 and "Commands:" in result.stdout
 
 
-@pytest.mark.parametrize("command", [cli.classify, cli.benchmark, cli.query, cli.devices])
+@pytest.mark.parametrize("command", [cli.classify, cli.benchmark, cli.query, cli.devices, cli.serve])
 def test_every_command_has_help(command):
     for flag in ("--help", "-h"):
         result = run(command, flag)

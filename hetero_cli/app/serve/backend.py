@@ -61,15 +61,23 @@ class Metrics:
         self.buckets = tuple(sorted(buckets))
         self._lock = threading.Lock()
         self._requests = {"success": 0, "failure": 0}
+        self._in_flight = 0
         self._bucket_counts = [0] * len(self.buckets)
         self._latency_sum = 0.0
         self._latency_count = 0
         self._stage_seconds: dict[str, float] = dict.fromkeys(stages, 0.0)
         self._stage_runs: dict[str, int] = dict.fromkeys(stages, 0)
 
-    def observe_request(self, seconds: float, ok: bool) -> None:
-        """Count one infer request that took ``seconds``; a successful one (``ok``) goes into the histogram."""
+    def request_started(self) -> None:
+        """One more infer request in flight (until its observe_request)."""
         with self._lock:
+            self._in_flight += 1
+
+    def observe_request(self, seconds: float, ok: bool) -> None:
+        """Count one infer request that took ``seconds``, no longer in flight; a successful one (``ok``)
+        goes into the histogram."""
+        with self._lock:
+            self._in_flight = max(0, self._in_flight - 1)
             self._requests["success" if ok else "failure"] += 1
             if not ok:
                 return
@@ -90,6 +98,11 @@ class Metrics:
         with self._lock:
             return self._requests[outcome]
 
+    def in_flight(self) -> int:
+        """The infer requests started and not yet answered."""
+        with self._lock:
+            return self._in_flight
+
     def stage_runs(self) -> dict[str, int]:
         """Each stage's runs so far."""
         with self._lock:
@@ -103,6 +116,9 @@ class Metrics:
                 "# HELP hetero_requests_total Infer requests answered, by outcome.",
                 "# TYPE hetero_requests_total counter",
                 *(f'hetero_requests_total{{{label},outcome="{k}"}} {v}' for k, v in self._requests.items()),
+                "# HELP hetero_requests_in_flight Infer requests being answered now.",
+                "# TYPE hetero_requests_in_flight gauge",
+                f"hetero_requests_in_flight{{{label}}} {self._in_flight}",
                 "# HELP hetero_request_duration_seconds Latency of successful infer requests.",
                 "# TYPE hetero_request_duration_seconds histogram",
             ]

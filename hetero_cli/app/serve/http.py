@@ -82,6 +82,7 @@ def _infer_routes(app: FastAPI, backend: Backend, metrics: Metrics, max_body_byt
     async def infer(model: str, request: Request, version: str = VERSION) -> Response:
         start = time.perf_counter()
         ok = False
+        metrics.request_started()
         try:
             _check_model(backend, model, version)
             body = await _read_body(request, max_body_bytes)
