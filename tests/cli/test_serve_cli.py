@@ -113,7 +113,9 @@ def test_sigterm_during_a_request_answers_it_then_exits_0(tmp_path):
 @pytest.mark.openvino
 def test_ctrl_c_stops_the_default_model_served_under_its_stem():
     with running("-d", "HETERO:OPENVINO,CPU") as server:
-        assert "/v2/models/digits/infer" in "\n".join(server.lines)
+        text = "\n".join(server.lines)
+        assert "/v2/models/digits/infer" in text
+        assert "PERFORMANCE_HINT=THROUGHPUT" in text  # a session per subgraph: the pipeline's stages
         assert client(server.url).get_model_metadata("digits")["inputs"][0]["name"] == "image"
         assert server.stop(signal.SIGINT) == 0, server.errors
     assert not server.errors, server.errors
