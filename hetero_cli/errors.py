@@ -102,3 +102,18 @@ class ExportError(HeteroError, ValueError):
     """A split cannot be exported as asked (``hetero export``): an unknown format, an output folder that
     exists and is not empty (without --force), or a tensor the chosen format cannot carry (Triton's
     datatypes, a model output no subgraph computes)."""
+
+
+class ServeError(HeteroError, ValueError):
+    """A server cannot start as asked (``hetero serve``): a port in use, an address it cannot listen on, an
+    engine that is not installed. The message says what to change."""
+
+
+class RequestError(HeteroError):
+    """A KServe v2 request the server refuses: a body that is no infer request, inputs that do not match
+    the model, an unknown model or route. ``status`` is the HTTP status the server answers with (400 by
+    default, 404 for an unknown model, 413 for a body over the size limit), the message its ``{"error"}``."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status

@@ -1,6 +1,6 @@
 """The command line, in OpenVINO's sample conventions, over hetero-cli's public API.
 
-    hetero classify | benchmark | query | devices
+    hetero classify | benchmark | query | validate | tune | serve | devices
     hello_classification MODEL IMAGE DEVICE        (= hetero classify)
     hello_query_device                             (= hetero devices)
 
@@ -20,6 +20,7 @@ from .commands.benchmark import benchmark
 from .commands.classify import classify
 from .commands.devices import devices
 from .commands.query import query
+from .commands.serve import serve
 from .scripts import hello_classification, hello_query_device, hetero, main
 
 __all__ = [
@@ -31,4 +32,5 @@ __all__ = [
     "hetero",
     "main",
     "query",
+    "serve",
 ]

@@ -33,6 +33,7 @@ from ..errors import (
     ImageError,
     ModelError,
     NotClassScoresError,
+    ServeError,
     ValidationError,
 )
 from ..runtime import interrupt_ends_process, set_log_level
@@ -160,8 +161,16 @@ def _unknown_option(exc: click.UsageError, argv: Sequence[str]) -> str | None:
 def exit_code(exc: BaseException, phase: str = "input") -> int:
     """The exit status for ``exc`` raised in ``phase`` ("input" or "run"): 2 for usage errors, 1 for
     failures at run time (a device or model error is a usage error only while the input is read)."""
-    usage = ConfigError | AffinityError | ImageError | BenchmarkError | NotClassScoresError | ValidationError
-    usage = usage | ExportError
+    usage = (
+        ConfigError
+        | AffinityError
+        | ImageError
+        | BenchmarkError
+        | NotClassScoresError
+        | ValidationError
+        | ServeError
+        | ExportError
+    )
     if isinstance(exc, usage):
         return 2
     if isinstance(exc, DeviceError | ModelError):

@@ -14,6 +14,7 @@ from .commands.classify import classify
 from .commands.devices import devices
 from .commands.export import export
 from .commands.query import query
+from .commands.serve import serve
 from .commands.tune import tune
 from .commands.validate import validate
 from .runner import CONTEXT, Group
@@ -54,6 +55,7 @@ hetero.add_command(query, "query")
 hetero.add_command(validate, "validate")
 hetero.add_command(tune, "tune")
 hetero.add_command(export, "export")
+hetero.add_command(serve, "serve")
 hetero.add_command(devices, "devices")
 
 #: console script ``hello_classification``: the same command as ``hetero classify``.

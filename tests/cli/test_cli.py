@@ -82,6 +82,7 @@ def test_hetero_help_explains_each_command_in_a_line():
         "validate",
         "tune",
         "export",
+        "serve",
         "devices",
     ]
     assert all(len(line.split()) > 3 for line in commands)
@@ -92,7 +93,7 @@ def test_hetero_without_a_command_prints_help():
     assert result.exit_code == 0 and "Commands:" in result.stdout
 
 
-@pytest.mark.parametrize("command", [cli.classify, cli.benchmark, cli.query, cli.devices])
+@pytest.mark.parametrize("command", [cli.classify, cli.benchmark, cli.query, cli.devices, cli.serve])
 def test_every_command_has_help(command):
     for flag in ("--help", "-h"):
         result = run(command, flag)

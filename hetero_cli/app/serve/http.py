@@ -1,0 +1,162 @@
+"""The KServe v2 REST routes over a Backend, as a FastAPI app: the local engine serves it with uvicorn, the
+Ray engine mounts it on its ingress deployment (``@serve.ingress(make_app(...))``).
+
+    GET  /v2/health/live   /v2/health/ready   /v2                      server liveness, readiness, metadata
+    GET  /v2/models/<m>[/versions/<v>]    /v2/models/<m>[/versions/<v>]/ready   model metadata, readiness
+    POST /v2/models/<m>[/versions/<v>]/infer                            inference (JSON or binary tensors)
+    GET  /metrics                                                        Prometheus text
+
+Every error is KServe's ``{"error": "..."}`` with a 4xx/5xx status: 400 for a request the protocol or the
+model refuses, 404 for an unknown model, version or route, 413 for a body over ``max_body_bytes``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse, PlainTextResponse
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
+
+from ...errors import InferenceError, RequestError
+from . import protocol
+from .backend import Backend, Metrics
+
+log = logging.getLogger("hetero_cli")
+
+VERSION = "1"
+PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def make_app(backend: Backend, metrics: Metrics, max_body_bytes: int) -> FastAPI:
+    """A FastAPI app answering KServe v2 for ``backend`` (served as ``backend.name``, version 1), counting
+    its infer requests in ``metrics`` and refusing bodies over ``max_body_bytes`` (413). Raises ValueError
+    for a limit under 1 byte."""
+    if max_body_bytes < 1:
+        raise ValueError(f"max_body_bytes must be at least 1, not {max_body_bytes}")
+    app = FastAPI(title=f"hetero-cli: {backend.name}", docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_exception_handler(RequestError, _request_error)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(Exception, _internal_error)
+    _health_routes(app, backend)
+    _model_routes(app, backend)
+    _infer_routes(app, backend, metrics, max_body_bytes)
+
+    @app.get("/metrics")
+    async def prometheus() -> Response:
+        return PlainTextResponse(metrics.render(), media_type=PROMETHEUS_TEXT)
+
+    return app
+
+
+def _health_routes(app: FastAPI, backend: Backend) -> None:
+    @app.get("/v2/health/live")
+    async def live() -> Response:
+        return Response(status_code=200)
+
+    @app.get("/v2/health/ready")
+    async def ready() -> Response:
+        return Response(status_code=200 if backend.ready() else 503)
+
+    @app.get("/v2")
+    async def server() -> dict:
+        return protocol.server_metadata()
+
+
+def _model_routes(app: FastAPI, backend: Backend) -> None:
+    async def metadata(model: str, version: str = VERSION) -> dict:
+        _check_model(backend, model, version)
+        return protocol.model_metadata(backend.name, backend.inputs, backend.outputs, VERSION)
+
+    async def model_ready(model: str, version: str = VERSION) -> Response:
+        _check_model(backend, model, version)
+        return Response(status_code=200 if backend.ready() else 503)
+
+    app.get("/v2/models/{model}")(metadata)
+    app.get("/v2/models/{model}/versions/{version}")(metadata)
+    app.get("/v2/models/{model}/ready")(model_ready)
+    app.get("/v2/models/{model}/versions/{version}/ready")(model_ready)
+
+
+def _infer_routes(app: FastAPI, backend: Backend, metrics: Metrics, max_body_bytes: int) -> None:
+    async def infer(model: str, request: Request, version: str = VERSION) -> Response:
+        start = time.perf_counter()
+        ok = False
+        metrics.request_started()
+        try:
+            _check_model(backend, model, version)
+            body = await _read_body(request, max_body_bytes)
+            parsed = protocol.parse_infer_request(
+                body, request.headers.get(protocol.HEADER_LENGTH), backend.inputs, backend.outputs
+            )
+            try:
+                results = await backend.infer(parsed.feeds)
+            except InferenceError as exc:
+                raise RequestError(f"the model refused the request: {exc}") from exc
+            content, header_length = protocol.encode_infer_response(backend.name, results, parsed, VERSION)
+            ok = True
+        finally:
+            metrics.observe_request(time.perf_counter() - start, ok)
+        if header_length is None:
+            return Response(content, media_type="application/json")
+        headers = {protocol.HEADER_LENGTH: str(header_length)}
+        return Response(content, media_type="application/octet-stream", headers=headers)
+
+    app.post("/v2/models/{model}/infer")(infer)
+    app.post("/v2/models/{model}/versions/{version}/infer")(infer)
+
+
+def _check_model(backend: Backend, model: str, version: str) -> None:
+    """RequestError (404) unless ``model`` is the backend's and ``version`` the one served."""
+    if model != backend.name:
+        raise RequestError(f"unknown model {model!r}: this server serves {backend.name!r}", 404)
+    if version != VERSION:
+        raise RequestError(f"model {model!r} has no version {version!r}: it has version {VERSION}", 404)
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The request's body, RequestError (413) as soon as it is known to exceed ``limit`` bytes: from its
+    Content-Length before reading, else while it streams in."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise RequestError(_too_large(int(declared), limit), 413)
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise RequestError(_too_large(size, limit, at_least=True), 413)
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise RequestError("the client went away before its request's body had come", 400) from None
+    return b"".join(chunks)
+
+
+def _too_large(size: int, limit: int, *, at_least: bool = False) -> str:
+    return (
+        f"the request body is {'over ' if at_least else ''}{size} bytes, over the server's limit of {limit}: "
+        "send less data per request, or start the server with a larger --max-body-size"
+    )
+
+
+async def _request_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestError)
+    return JSONResponse(protocol.error_body(str(exc)), status_code=exc.status)
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    """Anything else a route raised: a KServe error (500) naming it; the server logs the traceback."""
+    return JSONResponse(protocol.error_body(f"internal error: {type(exc).__name__}: {exc}"), status_code=500)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own errors (an unknown route, a method not allowed) as KServe's ``{"error"}``."""
+    assert isinstance(exc, HTTPException)
+    return JSONResponse(
+        protocol.error_body(f"{request.method} {request.url.path}: {exc.detail}"),
+        status_code=exc.status_code,
+        headers=getattr(exc, "headers", None),
+    )

@@ -1,0 +1,422 @@
+"""KServe v2 REST, as Triton and OpenVINO Model Server speak it: pure functions, no web framework.
+
+    request = parse_infer_request(body, header_length, inputs, outputs)   # RequestError if refused
+    results = ...infer request.feeds...
+    body, header_length = encode_infer_response("digits", results, request)
+
+An infer request is JSON (``{"inputs": [{"name", "shape", "datatype", "data"}], "outputs"?, "parameters"?}``)
+or, with Triton's binary tensor extension (what ``tritonclient.http`` sends), a JSON header of
+``Inference-Header-Content-Length`` bytes followed by each input's raw bytes, in order, for the inputs whose
+``parameters.binary_data_size`` says so. Outputs go back as JSON data, or as raw bytes after the JSON header
+for those asked with ``parameters.binary_data`` (or all, with the request's ``binary_data_output``).
+Shapes use -1 for a dynamic dimension. Refusals are RequestError, whose ``status`` is the HTTP status.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ... import __version__
+from ...errors import RequestError
+
+#: KServe v2 datatypes and the numpy dtypes that hold them (BYTES: numpy object arrays of bytes)
+DATATYPES: dict[str, np.dtype] = {
+    "BOOL": np.dtype(np.bool_),
+    "UINT8": np.dtype(np.uint8),
+    "UINT16": np.dtype(np.uint16),
+    "UINT32": np.dtype(np.uint32),
+    "UINT64": np.dtype(np.uint64),
+    "INT8": np.dtype(np.int8),
+    "INT16": np.dtype(np.int16),
+    "INT32": np.dtype(np.int32),
+    "INT64": np.dtype(np.int64),
+    "FP16": np.dtype(np.float16),
+    "FP32": np.dtype(np.float32),
+    "FP64": np.dtype(np.float64),
+    "BYTES": np.dtype(object),
+}
+_BY_DTYPE = {dtype: name for name, dtype in DATATYPES.items() if name != "BYTES"}
+HEADER_LENGTH = "Inference-Header-Content-Length"
+SERVER_NAME = "hetero-cli"
+#: what the server supports beyond the core protocol (Triton's names)
+EXTENSIONS = ("binary_tensor_data",)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A model input or output as KServe v2 names it: ``datatype`` one of DATATYPES' keys, ``shape`` with
+    -1 for a dynamic dimension (empty for a scalar)."""
+
+    name: str
+    datatype: str
+    shape: tuple[int, ...]
+
+    def metadata(self) -> dict[str, Any]:
+        """The tensor's entry in model metadata: name, datatype, shape."""
+        return {"name": self.name, "datatype": self.datatype, "shape": list(self.shape)}
+
+
+@dataclass(frozen=True)
+class OutputRequest:
+    """An output the request asks for, and whether it wants the output's data as raw bytes."""
+
+    name: str
+    binary: bool
+
+
+@dataclass
+class InferRequest:
+    """A parsed infer request: its ``id`` (echoed back), the model's inputs as arrays (``feeds``), the
+    outputs asked for (None: all, each binary if ``binary_default``)."""
+
+    feeds: dict[str, np.ndarray]
+    id: str | None = None
+    outputs: list[OutputRequest] | None = None
+    binary_default: bool = False
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+
+def datatype_of(dtype: np.dtype) -> str:
+    """The KServe datatype of numpy ``dtype`` (strings and objects: BYTES). RequestError (500) for a dtype
+    KServe v2 has no datatype for."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "OSU":
+        return "BYTES"
+    try:
+        return _BY_DTYPE[dtype]
+    except KeyError:
+        raise RequestError(f"the model's tensor type {dtype} has no KServe v2 datatype", 500) from None
+
+
+def server_metadata() -> dict[str, Any]:
+    """``GET /v2``: the server's name, version and protocol extensions."""
+    return {"name": SERVER_NAME, "version": __version__, "extensions": list(EXTENSIONS)}
+
+
+def model_metadata(
+    name: str, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], version: str = "1"
+) -> dict[str, Any]:
+    """``GET /v2/models/<name>``: name, versions, platform, inputs and outputs (name, datatype, shape)."""
+    return {
+        "name": name,
+        "versions": [version],
+        "platform": "onnxruntime_onnx",
+        "inputs": [t.metadata() for t in inputs],
+        "outputs": [t.metadata() for t in outputs],
+    }
+
+
+def error_body(message: str) -> dict[str, str]:
+    """A KServe error's body: ``{"error": message}``."""
+    return {"error": message}
+
+
+def parse_infer_request(
+    body: bytes,
+    header_length: int | str | None,
+    inputs: Sequence[TensorSpec],
+    outputs: Sequence[TensorSpec],
+) -> InferRequest:
+    """The infer request in ``body``: JSON alone, or (``header_length``, the Inference-Header-Content-Length
+    header's value) a JSON header followed by binary tensor data. Each input is checked against ``inputs``
+    (every one given once, by name, in its datatype and a shape that fits its own), the outputs asked for
+    against ``outputs``. Returns an InferRequest; raises RequestError (400) saying what is wrong."""
+    header, binary = _split_body(body, header_length)
+    doc = _json_object(header)
+    given = doc.get("inputs")
+    if not isinstance(given, list) or not given:
+        raise RequestError(
+            'the request has no "inputs": give a list of {"name", "shape", "datatype", "data"}'
+        )
+    specs = {t.name: t for t in inputs}
+    feeds: dict[str, np.ndarray] = {}
+    offset = 0
+    for entry in given:
+        name, spec = _input_spec(entry, specs, feeds)
+        feeds[name], offset = _input_array(entry, spec, binary, offset)
+    if offset != len(binary):
+        raise RequestError(
+            f"the request carries {len(binary) - offset} byte(s) of binary data no input's binary_data_size claims"
+        )
+    missing = [t.name for t in inputs if t.name not in feeds]
+    if missing:
+        raise RequestError(f"input(s) missing: {', '.join(missing)} (the model takes {_names(inputs)})")
+    parameters = _parameters(doc, "the request")
+    return InferRequest(
+        feeds=feeds,
+        id=_request_id(doc),
+        outputs=_output_requests(doc.get("outputs"), outputs, bool(parameters.get("binary_data_output"))),
+        binary_default=bool(parameters.get("binary_data_output")),
+        parameters=parameters,
+    )
+
+
+def encode_infer_response(
+    model_name: str, results: Mapping[str, np.ndarray], request: InferRequest, version: str = "1"
+) -> tuple[bytes, int | None]:
+    """The response to ``request``: its outputs from ``results`` ({output name: array}, in the model's
+    order), as JSON data or binary as asked. Returns the body and, where binary data follows the JSON, the
+    JSON's length (the Inference-Header-Content-Length header to send), else None."""
+    wanted = request.outputs or [OutputRequest(n, request.binary_default) for n in results]
+    entries: list[dict[str, Any]] = []
+    blobs: list[bytes] = []
+    for out in wanted:
+        array = np.asarray(results[out.name])
+        entry: dict[str, Any] = {
+            "name": out.name,
+            "datatype": datatype_of(array.dtype),
+            "shape": list(array.shape),
+        }
+        if out.binary:
+            blob = _to_bytes(array)
+            entry["parameters"] = {"binary_data_size": len(blob)}
+            blobs.append(blob)
+        else:
+            entry["data"] = _to_list(array)
+        entries.append(entry)
+    doc: dict[str, Any] = {"model_name": model_name, "model_version": version, "outputs": entries}
+    if request.id is not None:
+        doc["id"] = request.id
+    header = json.dumps(doc, separators=(",", ":")).encode()
+    if not blobs:
+        return header, None
+    return header + b"".join(blobs), len(header)
+
+
+# --- requests ------------------------------------------------------------------------------------------
+
+
+def _split_body(body: bytes, header_length: int | str | None) -> tuple[bytes, bytes]:
+    """The JSON header and the binary data after it."""
+    if header_length is None:
+        return body, b""
+    try:
+        length = int(header_length)
+    except (TypeError, ValueError):
+        raise RequestError(
+            f"{HEADER_LENGTH} must be a whole number of bytes, not {header_length!r}"
+        ) from None
+    if not 0 <= length <= len(body):
+        raise RequestError(f"{HEADER_LENGTH} is {length}, but the body has {len(body)} byte(s)")
+    return body[:length], body[length:]
+
+
+def _json_object(header: bytes) -> dict[str, Any]:
+    try:
+        doc = json.loads(header)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise RequestError(f"the request body is no valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise RequestError(f"the request body must be a JSON object, not {type(doc).__name__}")
+    return doc
+
+
+def _names(specs: Sequence[TensorSpec]) -> str:
+    return ", ".join(f"{t.name} ({t.datatype} {list(t.shape)})" for t in specs)
+
+
+def _input_spec(
+    entry: Any, specs: Mapping[str, TensorSpec], seen: Mapping[str, np.ndarray]
+) -> tuple[str, TensorSpec]:
+    """An input entry's name and the model's spec for it; RequestError for an entry that is no object, an
+    unknown name or one given twice."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+        raise RequestError('each of "inputs" must be an object with a "name"')
+    name = entry["name"]
+    if name not in specs:
+        raise RequestError(f"unknown input {name!r}: the model takes {_names(list(specs.values()))}")
+    if name in seen:
+        raise RequestError(f"input {name!r} is given twice")
+    return name, specs[name]
+
+
+def _input_array(
+    entry: dict[str, Any], spec: TensorSpec, binary: bytes, offset: int
+) -> tuple[np.ndarray, int]:
+    """The array of one input entry, checked against ``spec``, and the binary data's offset after it."""
+    datatype = entry.get("datatype")
+    if datatype != spec.datatype:
+        raise RequestError(f"input {spec.name!r}: datatype {datatype!r}, the model takes {spec.datatype}")
+    shape = _shape(entry.get("shape"), spec)
+    size = _parameters(entry, f"input {spec.name!r}").get("binary_data_size")
+    if size is not None:
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0 or offset + size > len(binary):
+            raise RequestError(
+                f"input {spec.name!r}: binary_data_size {size!r} does not fit the {len(binary) - offset} "
+                "byte(s) of binary data left"
+            )
+        array = _from_bytes(binary[offset : offset + size], spec, shape)
+        return array, offset + size
+    if "data" not in entry:
+        raise RequestError(f'input {spec.name!r} has no "data" (nor binary_data_size)')
+    return _from_json(entry["data"], spec, shape), offset
+
+
+def _shape(value: Any, spec: TensorSpec) -> tuple[int, ...]:
+    """A request's shape for ``spec``: whole numbers >= 0, as many as the model's, equal where the model's is
+    fixed."""
+    if not isinstance(value, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in value):
+        raise RequestError(f"input {spec.name!r}: shape must be a list of whole numbers, not {value!r}")
+    fits = len(value) == len(spec.shape) and all(
+        d >= 0 and want in (-1, d) for d, want in zip(value, spec.shape, strict=True)
+    )
+    if not fits:
+        raise RequestError(
+            f"input {spec.name!r}: shape {value}, the model takes {list(spec.shape)} (-1: any)"
+        )
+    return tuple(value)
+
+
+def _from_json(data: Any, spec: TensorSpec, shape: tuple[int, ...]) -> np.ndarray:
+    """JSON data (flat or nested, row-major) as an array of ``shape``: numbers of the datatype's kind only
+    (booleans for BOOL, integers in range for integer types; a string "1" is refused, not parsed)."""
+    if spec.datatype == "BYTES":
+        try:
+            flat = np.array([_bytes_item(v) for v in _flatten(data)], dtype=object)
+        except TypeError as exc:
+            raise RequestError(f"input {spec.name!r}: data are no BYTES values ({exc})") from None
+    else:
+        flat = _numbers(data, spec)
+    count = math.prod(shape)
+    if flat.size != count:
+        raise RequestError(
+            f"input {spec.name!r}: {flat.size} value(s) in data, its shape {list(shape)} holds {count}"
+        )
+    return flat.reshape(shape)
+
+
+def _numbers(data: Any, spec: TensorSpec) -> np.ndarray:
+    """JSON numbers as a flat array of ``spec``'s datatype, read by numpy in one pass."""
+    dtype = DATATYPES[spec.datatype]
+    try:
+        raw = np.asarray(data)
+    except ValueError:  # ragged nesting: still row-major values
+        raw = np.asarray(_flatten(data))
+    raw = raw.reshape(-1)
+    if raw.size == 0:
+        return raw.astype(dtype)
+    kinds = {"BOOL": "b", "FP16": "iuf", "FP32": "iuf", "FP64": "iuf"}.get(spec.datatype, "iu")
+    if raw.dtype.kind not in kinds:
+        raise RequestError(f"input {spec.name!r}: data are no {spec.datatype} values")
+    if raw.dtype.kind in "iu" and dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        if raw.min() < info.min or raw.max() > info.max:
+            raise RequestError(
+                f"input {spec.name!r}: data out of {spec.datatype}'s range {info.min}..{info.max}"
+            )
+    return raw.astype(dtype)
+
+
+def _flatten(data: Any) -> list[Any]:
+    if not isinstance(data, list):
+        return [data]
+    out: list[Any] = []
+    for item in data:
+        out.extend(_flatten(item))
+    return out
+
+
+def _bytes_item(value: Any) -> bytes:
+    if isinstance(value, str):
+        return value.encode()
+    raise TypeError(f"{value!r} is no string")
+
+
+def _from_bytes(blob: bytes, spec: TensorSpec, shape: tuple[int, ...]) -> np.ndarray:
+    """Raw little-endian bytes (BYTES: each element a 4-byte length and its bytes) as an array of ``shape``."""
+    count = math.prod(shape)
+    if spec.datatype == "BYTES":
+        items = _split_bytes(blob, spec.name)
+        if len(items) != count:
+            raise RequestError(
+                f"input {spec.name!r}: {len(items)} element(s), its shape {list(shape)} holds {count}"
+            )
+        return np.array(items, dtype=object).reshape(shape)
+    dtype = DATATYPES[spec.datatype].newbyteorder("<")
+    if len(blob) != count * dtype.itemsize:
+        raise RequestError(
+            f"input {spec.name!r}: {len(blob)} byte(s) of binary data, its shape {list(shape)} in "
+            f"{spec.datatype} takes {count * dtype.itemsize}"
+        )
+    return np.frombuffer(blob, dtype=dtype).astype(dtype.newbyteorder("="), copy=True).reshape(shape)
+
+
+def _split_bytes(blob: bytes, name: str) -> list[bytes]:
+    items: list[bytes] = []
+    at = 0
+    while at < len(blob):
+        if at + 4 > len(blob):
+            raise RequestError(f"input {name!r}: BYTES data end inside an element's 4-byte length")
+        (length,) = struct.unpack_from("<I", blob, at)
+        at += 4
+        if at + length > len(blob):
+            raise RequestError(f"input {name!r}: a BYTES element of {length} byte(s) runs past the data")
+        items.append(blob[at : at + length])
+        at += length
+    return items
+
+
+def _parameters(doc: Mapping[str, Any], what: str) -> dict[str, Any]:
+    parameters = doc.get("parameters", {})
+    if not isinstance(parameters, dict):
+        raise RequestError(f'{what}: "parameters" must be an object')
+    return parameters
+
+
+def _request_id(doc: Mapping[str, Any]) -> str | None:
+    value = doc.get("id")
+    if value is None or isinstance(value, str):
+        return value
+    raise RequestError(f'the request\'s "id" must be a string, not {value!r}')
+
+
+def _output_requests(
+    value: Any, outputs: Sequence[TensorSpec], binary_default: bool
+) -> list[OutputRequest] | None:
+    """The outputs asked for (None: all); RequestError for an unknown one, or one asked twice."""
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise RequestError('"outputs" must be a list of {"name"}')
+    known = {t.name for t in outputs}
+    wanted: list[OutputRequest] = []
+    for entry in value:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise RequestError('each of "outputs" must be an object with a "name"')
+        name = entry["name"]
+        if name not in known:
+            raise RequestError(f"unknown output {name!r}: the model gives {_names(outputs)}")
+        if any(w.name == name for w in wanted):
+            raise RequestError(f"output {name!r} is asked twice")
+        binary = _parameters(entry, f"output {name!r}").get("binary_data", binary_default)
+        wanted.append(OutputRequest(name, bool(binary)))
+    return wanted or None
+
+
+# --- responses -----------------------------------------------------------------------------------------
+
+
+def _to_bytes(array: np.ndarray) -> bytes:
+    """An output's raw bytes: little-endian, row-major; BYTES elements each as a 4-byte length and bytes."""
+    if datatype_of(array.dtype) == "BYTES":
+        parts = []
+        for item in array.ravel():
+            data = item if isinstance(item, bytes) else str(item).encode()
+            parts.append(struct.pack("<I", len(data)) + data)
+        return b"".join(parts)
+    return np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
+
+
+def _to_list(array: np.ndarray) -> list[Any]:
+    """An output's JSON data: flat, row-major; BYTES as strings."""
+    flat = array.ravel()
+    if datatype_of(array.dtype) == "BYTES":
+        return [v.decode(errors="replace") if isinstance(v, bytes) else str(v) for v in flat]
+    return flat.tolist()

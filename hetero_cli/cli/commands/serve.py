@@ -1,0 +1,113 @@
+"""``hetero serve``: a split served over HTTP with the KServe v2 protocol (Triton's and OpenVINO Model
+Server's), by the engine asked for: ``local`` (one process) or ``ray`` (a Ray Serve cluster). The engines
+and the protocol are app.serve's; this reads the options, compiles and hands over."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ...app.benchmark.shapes import parse_shapes
+from ...app.serve.engines import ENGINES, open_engine
+from ...app.serve.options import DEFAULT_MAX_BODY_BYTES, ServeOptions, check_name, tensor_specs
+from ...graph import Model
+from ...placement import config as cfg
+from ..bench_steps import apply_hint
+from ..options import shared, shared_options
+from ..output import info
+from ..runner import CONTEXT, Command
+from ..setup import compile_setup, prepare
+
+
+@click.command(
+    cls=Command,
+    context_settings=CONTEXT,
+    short_help="Serve a split over HTTP (KServe v2, as Triton speaks it).",
+)
+@click.option("-m", "model", metavar="MODEL", help="ONNX model (default: models/digits.onnx).")
+@click.option("-d", "device", required=True, metavar="DEVICE", help="HETERO:<dev>,<dev>,... or one device.")
+@click.option(
+    "-shape",
+    "--shape",
+    "shape",
+    metavar="SHAPE",
+    help="The inputs' shapes requests must have, as benchmark's -shape: [1,1,32,32] or x[1,3],y[?,4] (? : any).",
+)
+@click.option(
+    "-data_shape", "--data-shape", "data_shape", metavar="SHAPE", help="As -shape (benchmark's name)."
+)
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every one)."
+)
+@click.option(
+    "--port", type=int, default=8000, show_default=True, help="TCP port to listen on (0: any free port)."
+)
+@click.option("--name", metavar="NAME", help="The model's name in URLs (default: the model file's stem).")
+@click.option(
+    "--engine",
+    type=click.Choice(list(ENGINES)),
+    default="local",
+    show_default=True,
+    help="local: this process; ray: a Ray Serve deployment per subgraph.",
+)
+@click.option(
+    "--max-body-size",
+    "max_body",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_BODY_BYTES,
+    show_default=True,
+    metavar="BYTES",
+    help="Largest request body accepted; larger ones get 413.",
+)
+@shared_options
+def serve(
+    model: str | None,
+    device: str,
+    shape: str | None,
+    data_shape: str | None,
+    host: str,
+    port: int,
+    name: str | None,
+    engine: str,
+    max_body: int,
+    **options: Any,
+) -> None:
+    """Serve MODEL split across DEVICE over HTTP, with the KServe v2 protocol: tritonclient, curl or any
+    KServe v2 client can call it. Runs until Ctrl-C or SIGTERM, which let the requests in flight finish.
+
+    \b
+      hetero serve -m models/digits.onnx -d HETERO:OPENVINO,CPU --affinity softmax=CPU --port 8000
+      curl -s localhost:8000/v2/models/digits
+    """
+    setup = prepare(model, device, **shared(options))
+    served = ServeOptions(
+        name=check_name(name if name is not None else setup.model_path.stem),
+        host=host,
+        port=port,
+        max_body_bytes=max_body,
+        shapes=_shapes(setup.model, shape, data_shape),
+    )
+    runner = open_engine(engine, served)  # the port is claimed before the compile: in use, nothing runs
+    try:
+        if setup.core.configured("HETERO", cfg.PERFORMANCE_HINT) is None:
+            # as benchmark's throughput mode: the devices' lanes run at once and share the cores
+            apply_hint(setup, runner.hint.lower(), nireq=len(setup.request.priorities))
+        compiled = compile_setup(setup)
+    except BaseException:
+        runner.close()
+        raise
+    runner.serve(compiled, announce=info)
+    info("Stopped: every request in flight was answered")
+
+
+def _shapes(model: Model, shape: str | None, data_shape: str | None) -> dict[str, list[int | None]]:
+    """-shape's and -data_shape's dimensions per input (-data_shape's where both give one), checked
+    against the model's now: ServeError (a usage error) for one that contradicts it."""
+    names = [i.name for i in model.inputs]
+    shapes: dict[str, list[int | None]] = {}
+    for text, option in ((shape, "-shape"), (data_shape, "-data_shape")):
+        if text:
+            shapes.update(parse_shapes(text, names, option))
+    tensor_specs(model.inputs, shapes)
+    return shapes

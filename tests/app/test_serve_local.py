@@ -1,0 +1,144 @@
+"""The local engine for real: a split over OPENVINO and CPU compiled by hetero-cli, served by uvicorn on a
+thread through LocalBackend and make_app, queried with tritonclient.http and raw HTTP (no mocks)."""
+
+from __future__ import annotations
+
+import http.client
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlparse
+
+import numpy as np
+import pytest
+from support.helpers import OPENVINO_ONLY
+from support.serving import chain_model, client, in_flight, infer, json_request, post, reference, wait_until
+
+import hetero_cli as hc
+from hetero_cli.app.serve import Metrics
+from hetero_cli.app.serve.http import make_app
+from hetero_cli.app.serve.local import LocalBackend
+from hetero_cli.app.serve.server import serving
+
+pytestmark = OPENVINO_ONLY
+WIDTH = 64
+
+
+@pytest.fixture(scope="module")
+def split(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, hc.CompiledModel]:
+    path = chain_model(tmp_path_factory.mktemp("serve") / "chain.onnx", width=WIDTH, layers=4)
+    core = hc.Core()
+    core.set_property("HETERO", {"PERFORMANCE_HINT": "THROUGHPUT"})
+    compiled = core.compile_model(core.read_model(path), "HETERO:OPENVINO,CPU")
+    assert [s.device for s in compiled.subgraphs] == ["OPENVINO", "CPU", "OPENVINO", "CPU"]
+    return path, compiled
+
+
+@pytest.fixture(scope="module")
+def served(split) -> Iterator[tuple[str, Metrics, Path, hc.CompiledModel]]:
+    path, compiled = split
+    backend = LocalBackend(compiled, "chain")
+    backend.metrics = metrics = Metrics("chain", backend.stage_names())
+    with serving(make_app(backend, metrics, max_body_bytes=1 << 20)) as url:
+        yield url, metrics, path, compiled
+    backend.close()
+
+
+def _x(rows: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((rows, WIDTH)).astype(np.float32)
+
+
+def test_answers_equal_the_whole_models_and_the_split_runs_every_stage(served):
+    url, metrics, path, compiled = served
+    before = metrics.stage_runs()
+    for rows in (1, 3):
+        x = _x(rows, rows)
+        got = infer(url, "chain", x)
+        np.testing.assert_array_equal(got, compiled(x)["y"])  # the same sessions, the same answer
+        np.testing.assert_allclose(got, reference(path, x), rtol=1e-4, atol=1e-5)
+    after = metrics.stage_runs()
+    assert list(after) == ["subgraph1", "subgraph2", "subgraph3", "subgraph4"]
+    assert all(after[s] - before.get(s, 0) == 2 for s in after)
+
+
+def test_metadata_gives_the_models_tensors(served):
+    url = served[0]
+    meta = client(url).get_model_metadata("chain")
+    assert meta["name"] == "chain" and meta["versions"] == ["1"]
+    assert meta["inputs"] == [{"name": "x", "datatype": "FP32", "shape": [-1, WIDTH]}]
+    assert meta["outputs"] == [{"name": "y", "datatype": "FP32", "shape": [-1, WIDTH]}]
+    assert client(url).is_model_ready("chain")
+
+
+@pytest.mark.parametrize("clients", [1, 4])
+def test_concurrent_clients_all_get_their_own_answers(served, clients):
+    url, _, path, _ = served
+    wrong: list[str] = []
+
+    def one_client(k: int) -> None:
+        c = client(url)
+        for i in range(6):
+            x = _x(2, 100 * k + i)
+            if not np.allclose(infer(c, "chain", x), reference(path, x), rtol=1e-4, atol=1e-5):
+                wrong.append(f"client {k} request {i}")
+
+    threads = [threading.Thread(target=one_client, args=(k,)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not wrong and not any(t.is_alive() for t in threads)
+
+
+def test_bad_requests_get_kserve_errors_and_the_server_keeps_serving(served):
+    url, _, path, _ = served
+    route = "/v2/models/chain/infer"
+    x = _x(1, 7)
+    bad = [
+        (json_request(np.zeros((1, WIDTH + 1), np.float32)), 400, "the model takes [-1, 64]"),
+        (json_request(x.astype(np.int64), datatype="INT64"), 400, "datatype 'INT64', the model takes FP32"),
+        (json_request(x, name="z"), 400, "unknown input 'z'"),
+        (b'{"inputs": [', 400, "no valid JSON"),
+        (b" " * ((1 << 20) + 1), 413, "over the server's limit"),
+    ]
+    for body, status, says in bad:
+        got, doc = post(url, route, body)
+        assert got == status and says in doc["error"], doc
+        np.testing.assert_allclose(infer(url, "chain", x), reference(path, x), rtol=1e-4, atol=1e-5)
+
+
+def test_clients_that_disconnect_mid_request_leave_nothing_stuck(served):
+    url, _, path, compiled = served
+    many = 2 * len(compiled.subgraphs) + 2  # more than the backend has requests
+    body = json_request(_x(512, 3))
+    seen_in_flight = 0
+    for _ in range(many):
+        connection = http.client.HTTPConnection(urlparse(url).netloc, timeout=60)
+        connection.request(
+            "POST", "/v2/models/chain/infer", body=body, headers={"Content-Type": "application/json"}
+        )
+        seen_in_flight += wait_until(lambda: in_flight(url) >= 1, timeout_s=5.0)
+        connection.close()  # gone before the answer
+    assert seen_in_flight, "no request was seen in flight: none was cut off mid-request"
+    assert wait_until(lambda: in_flight(url) == 0)
+    x = _x(2, 11)
+    np.testing.assert_allclose(infer(url, "chain", x), reference(path, x), rtol=1e-4, atol=1e-5)
+
+
+def test_inputs_the_model_refuses_give_the_request_back_to_the_pool(split):
+    import asyncio
+
+    path, compiled = split
+    backend = LocalBackend(compiled, "chain", jobs=1)
+
+    async def calls() -> np.ndarray:
+        for _ in range(3):  # more refusals than the one request: each must come back to the pool
+            with pytest.raises(hc.InferenceError):
+                await backend.infer({"x": np.zeros((1, WIDTH + 1), np.float32)})
+        return (await backend.infer({"x": _x(2, 5)}))["y"]
+
+    try:
+        got = asyncio.run(asyncio.wait_for(calls(), 120))
+    finally:
+        backend.close()
+    np.testing.assert_allclose(got, reference(path, _x(2, 5)), rtol=1e-4, atol=1e-5)
