@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .compiled_model import CompiledSubgraph
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # one revision is one object: requests compare them by identity
 class Revision:
     """One state of a compiled model, never changed (assigning a field raises FrozenInstanceError).
 
