@@ -195,7 +195,7 @@ class CompiledModel:
         self.profile_dir: Path | None = None  # where profiled sessions write their traces
         # HETERO_FALLBACK: on or off, the priority list and the moves so far (compile_with_fallback sets it)
         self.fallback: falling.Fallback | None = None
-        self._swap_lock = threading.Lock()  # one revision built and swapped in at a time
+        self._change_lock = threading.Lock()
         self.inputs: list[TensorInfo] = model.inputs
         self.outputs: list[TensorInfo] = model.outputs
 
@@ -231,7 +231,7 @@ class CompiledModel:
     @dot_files.setter
     def dot_files(self, files: tuple[Path, ...]) -> None:
         """Record the .dot files the compile drew of the current plan (a fallback draws its next one)."""
-        with self._swap_lock:
+        with self._change_lock:
             self._revision = self._revision.drawn(files)
 
     @property
@@ -345,7 +345,7 @@ class CompiledModel:
         """Swap in ``build(current revision)``, unless ``failed`` is no longer the current revision's (another
         request swapped in the next one already): True then, or where a revision was swapped in; False
         where ``build`` gives None (nothing changes). Builds run one at a time; inference never waits."""
-        with self._swap_lock:
+        with self._change_lock:
             current = self._revision
             if not current.holds(failed):
                 return True

@@ -181,7 +181,7 @@ def settle(
     subgraphs' sessions in order on the inference's model inputs (in ``values``), compiling each that
     fails for the next device that supports its nodes; the revision after ``current`` that runs them
     (its .dot files drawn again where ``current``'s were), for CompiledModel.fall_back to swap in. Called
-    with the compiled model's swap lock held; ``current`` and the requests running it are left as they are.
+    with the compiled model's change lock held; ``current`` and the requests running it are left as they are.
 
     None when fallback does not apply (the caller raises its error). InferenceError naming every device
     tried where a subgraph fails on all of them (nothing changes then). A revision that ran its subgraphs
