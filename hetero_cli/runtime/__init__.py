@@ -19,6 +19,7 @@ from .profiling import (
     format_counters,
     subgraph_summaries,
 )
+from .revision import Revision
 from .tap import tap
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "Move",
     "Pipeline",
     "ProfilingInfo",
+    "Revision",
     "SubgraphSummary",
     "check_loadable",
     "compile_plan",

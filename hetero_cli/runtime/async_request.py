@@ -3,9 +3,11 @@ its compiled model's pipeline (runtime.pipeline, one worker thread per device), 
 flight overlap across devices; ``wait``, ``wait_for`` and the callback follow it to completion.
 
 A run's state machine: start_async checks the inputs and queues the first stage (``_launch``); each stage
-(``_stage``) runs the subgraphs of one lane and queues the next lane's; a BoundFailure sends the run back
-to its first subgraph with fresh buffers (after Executor.recheck); the last stage, or a failure, completes
-it (``_complete``): results, the user's callback, the completion hook, then the waiters wake.
+(``_stage``) runs the subgraphs of one lane and queues the next lane's, all of the revision the run
+started on (its course); a BoundFailure sends the run back to its first subgraph with fresh buffers
+(after Executor.recheck, on the course it gives: a new revision where one was swapped in); the last
+stage, or a failure, completes it (``_complete``): results, the user's callback, the completion hook,
+then the waiters wake.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from .pipeline import Pipeline, in_flight, pipeline_of
 from .profiling import Window
 
 if TYPE_CHECKING:
-    from .executor import Executor
+    from .executor import Course, Executor
     from .infer_request import InferRequest
     from .inputs import Inputs
 
@@ -43,6 +45,7 @@ class _Run:
     feeds: dict[str, np.ndarray]
     number: int  # the request's count of runs once accepted (0: not accepted)
     begin: float = 0.0
+    course: Course | None = None  # what it runs: its compiled model's revision when it (re)started
     position: int = 0
     buffers: Buffers | None = None
     values: dict[str, Any] = field(default_factory=dict)
@@ -95,8 +98,8 @@ class AsyncRequest:
         run = _Run(feeds, 0, begin=time.perf_counter())
         try:
             self._accept(run, userdata)
-            self._executor.refresh()  # the subgraphs as relax or a fallback left them
-            if not self._executor.steps:  # only inputs and constants as outputs: nothing to run
+            run.course = self._executor.refresh()  # the current revision: the run keeps it to its end
+            if not run.course.steps:  # only inputs and constants as outputs: nothing to run
                 results = self._executor.collect({}, feeds, {})
                 run.queued = True
                 self._complete(run, None, results)
@@ -196,21 +199,22 @@ class AsyncRequest:
         return self._userdata
 
     def _launch(self, run: _Run) -> None:
-        assert self._pipeline is not None
+        """Queue ``run``'s first subgraph of its course, with fresh buffers."""
+        assert self._pipeline is not None and run.course is not None
         executor = self._executor
-        run.buffers = executor.take()
+        run.buffers = executor.take(run.course)
         run.values = executor.values(run.feeds, run.buffers)
         run.windows = []
         run.position = 0
         run.queued = False
-        self._pipeline.submit(executor.steps[0].lane, functools.partial(self._stage, run))
+        self._pipeline.submit(run.course.steps[0].lane, functools.partial(self._stage, run))
         run.queued = True
 
     def _stage(self, run: _Run) -> None:
         """Run the request's subgraphs on this lane until the next one belongs to another lane."""
-        executor, pipeline = self._executor, self._pipeline
-        steps = executor.steps
-        assert pipeline is not None and run.buffers is not None
+        executor, pipeline, course = self._executor, self._pipeline, run.course
+        assert pipeline is not None and run.buffers is not None and course is not None
+        steps = course.steps
         i = run.position
         lane = steps[i].lane
         try:
@@ -234,8 +238,8 @@ class AsyncRequest:
         except BoundFailure as failure:
             run.queued = False  # off its lane: queued again only once _launch has submitted it
             try:
-                executor.recheck(failure, run.values, run.feeds)
-                self._launch(run)  # from the first subgraph again, with fresh buffers
+                run.course = executor.recheck(course, failure, run.values, run.feeds)
+                self._launch(run)  # from the first subgraph again, with fresh buffers (a new revision's)
             except BaseException as exc:
                 if not run.queued:
                     self._complete(run, exc)
@@ -243,8 +247,8 @@ class AsyncRequest:
         except BaseException as exc:
             self._complete(run, exc)
             return
-        executor.give(run.buffers)
-        executor.proved()
+        course.pool.give(run.buffers)
+        executor.proved(course)
         self._complete(run, None, results)
 
     def _complete(

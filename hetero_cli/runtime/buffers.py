@@ -70,7 +70,8 @@ class BufferPool:
     older generation (before a subgraph was compiled again or unbound) are dropped.
 
     ``exact``: (dtype, shape, C strides) of each model input with a static shape and type;
-    ``model_inputs``; ``output_sources``: the plan's (model output, source) pairs, in order.
+    ``model_inputs``; ``output_sources``: the plan's (model output, source) pairs, in order; ``unbound``:
+    positions of the subgraphs whose outputs are made per inference from the start.
     """
 
     def __init__(
@@ -78,11 +79,12 @@ class BufferPool:
         exact: Mapping[str, tuple[np.dtype, Shape, Shape]],
         model_inputs: frozenset[str],
         output_sources: Sequence[tuple[str, int | str]],
+        unbound: frozenset[int] = frozenset(),
     ):
         self.free: list[Buffers] = []
         self.generation = 0
         # positions of the subgraphs whose outputs are made per inference though declared static
-        self.unbound: frozenset[int] = frozenset()
+        self.unbound = unbound
         self._exact = exact
         self._model_inputs = model_inputs
         self._output_sources = output_sources

@@ -1,12 +1,13 @@
-"""A compiled model: a plan's subgraphs with their ONNX Runtime sessions, what runs them in order, and its
-read-only properties; ``relax`` compiles subgraphs again where a run showed a declared shape wrong."""
+"""A compiled model: a sequence of frozen revisions (runtime.revision), each a plan's subgraphs with their
+ONNX Runtime sessions and what runs them in order, and its read-only properties. ``relax`` (a run showed a
+declared shape wrong) and ``fall_back`` (HETERO_FALLBACK) build the next revision and swap it in."""
 
 from __future__ import annotations
 
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ from ..placement.partition import Plan, Subgraph
 from . import fallback as falling
 from . import type_repair
 from .profiling import SessionProfile
+from .revision import Revision, first_revision
 
 if TYPE_CHECKING:
     from .infer_request import InferRequest
@@ -34,23 +36,37 @@ log = logging.getLogger("hetero_cli")
 HOST_EPS = frozenset({"CPUExecutionProvider", "OpenVINOExecutionProvider"})
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity: each is one session
 class CompiledSubgraph:
-    """A plan subgraph with its ORT session and what ORT really did with its nodes.
+    """A plan subgraph with its ORT session and what ORT really did with its nodes; never changed.
 
     Made by the compile (read them as ``compiled.subgraphs``, in execution order). ``session``: the
-    onnxruntime.InferenceSession; ``placement``: [(EP, [(node, op type)])] as ORT assigned the nodes;
-    ``profiler``: set when profiling is on (PERF_COUNT).
+    onnxruntime.InferenceSession; ``placement``: ((EP, ((node, op type), ...)), ...) as ORT assigned the
+    nodes; ``profiler``: set when profiling is on (PERF_COUNT).
     """
 
     subgraph: Subgraph
     target: Device
     session: ort.InferenceSession
-    placement: list[tuple[str, list[tuple[str, str]]]]
+    placement: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
     profiler: SessionProfile | None = None
     from_probe: bool = False  # the session is the query's probe of the whole model (compiled only once)
     label: str = ""  # what the session runs where that is several subgraphs (CompiledModel.one_session)
-    proven: bool = False  # it completed an inference: HETERO_FALLBACK never moves it at run time
+    # what its runs showed, not what it is: set once it completed an inference (``proven``), never unset
+    _completed: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def __post_init__(self) -> None:
+        placement = tuple((ep, tuple(placed)) for ep, placed in self.placement)
+        object.__setattr__(self, "placement", placement)  # ORT's lists, frozen
+
+    @property
+    def proven(self) -> bool:
+        """It completed an inference: HETERO_FALLBACK never moves it at run time (a failure is the input's)."""
+        return self._completed.is_set()
+
+    def prove(self) -> None:
+        """Record that it completed an inference (``proven`` from now on)."""
+        self._completed.set()
 
     @property
     def index(self) -> int:
@@ -147,10 +163,13 @@ class CompiledModel:
     compiled = core.compile_model(model, "HETERO:OPENVINO,CPU")
     results = compiled.create_infer_request().infer({"x": x})
 
-    ``inputs`` / ``outputs``: the model's (TensorInfo); ``plan``: the Plan it compiled; ``subgraphs``:
-    CompiledSubgraph in execution order. Made by compiler.compile_plan, which hands it the values of the
-    model's constant outputs (``constants``) and how to compile one of its subgraphs again (``prepare``:
-    compiler.prepare_subgraph, which relax uses; this module sits below the compiler).
+    ``inputs`` / ``outputs``: the model's (TensorInfo). What runs is the current Revision (``current()``:
+    plan, sessions, types, frozen); ``plan``, ``subgraphs`` (CompiledSubgraph in execution order), ``runs``,
+    ``one_session``, ``dot_files`` and ``revision`` (its number) read it. A request takes the current
+    revision when an inference starts and runs that one to its end; ``relax`` and ``fall_back`` build the
+    next revision and swap it in under one lock (which no inference takes). Made by compiler.compile_plan,
+    which hands it the values of the model's constant outputs (``constants``) and how to compile one of its
+    subgraphs again (``prepare``: compiler.prepare_subgraph; this module sits below the compiler).
     """
 
     def __init__(
@@ -166,38 +185,69 @@ class CompiledModel:
         prepare: PrepareSubgraph,
     ) -> None:
         self.model = model
-        self.plan = plan
-        self.subgraphs = subgraphs
-        # what an inference runs, in order: the subgraphs, or one entry standing for the whole plan where
-        # one ORT session runs every subgraph (one_session)
-        self.runs = subgraphs if runs is None else runs
+        # what an inference runs, in order (runs): the subgraphs, or one entry standing for the whole plan
+        # where one ORT session runs every subgraph (one_session)
+        self._revision = first_revision(model, plan, subgraphs, runs)
         self.config = config
         self.device_name = device_name
         self.constants = dict(constants)
         self._prepare = prepare
-        self.dot_files: tuple[Path, ...] = ()  # .dot files the compile wrote (OPENVINO_HETERO_VISUALIZE)
         self.profile_dir: Path | None = None  # where profiled sessions write their traces
-        # how many times relax() or a fallback changed the subgraphs: a request's steps are of one revision
-        self.revision = 0
         # HETERO_FALLBACK: on or off, the priority list and the moves so far (compile_with_fallback sets it)
         self.fallback: falling.Fallback | None = None
         self._change_lock = threading.Lock()
         self.inputs: list[TensorInfo] = model.inputs
         self.outputs: list[TensorInfo] = model.outputs
 
+    def current(self) -> Revision:
+        """The revision that runs now (what a new inference takes, and what an export writes)."""
+        return self._revision
+
+    @property
+    def plan(self) -> Plan:
+        """The current revision's Plan (devices as HETERO_FALLBACK left them)."""
+        return self._revision.plan
+
+    @property
+    def subgraphs(self) -> tuple[CompiledSubgraph, ...]:
+        """The current revision's subgraphs, in execution order."""
+        return self._revision.subgraphs
+
+    @property
+    def runs(self) -> tuple[CompiledSubgraph, ...]:
+        """What an inference of the current revision runs, in order (Revision.runs)."""
+        return self._revision.runs
+
+    @property
+    def revision(self) -> int:
+        """The current revision's number: 0 as compiled, one more for each relax or fallback since."""
+        return self._revision.number
+
+    @property
+    def dot_files(self) -> tuple[Path, ...]:
+        """The .dot files drawn of the current revision's plan (OPENVINO_HETERO_VISUALIZE), if any."""
+        return self._revision.dot_files
+
+    @dot_files.setter
+    def dot_files(self, files: tuple[Path, ...]) -> None:
+        """Record the .dot files the compile drew of the current plan (a fallback draws its next one)."""
+        with self._change_lock:
+            self._revision = self._revision.drawn(files)
+
     @property
     def one_session(self) -> bool:
         """True when one ONNX Runtime session runs all of several subgraphs (PERFORMANCE_HINT=LATENCY, where
         the query's session of the whole model placed every node as the plan does)."""
-        return len(self.runs) < len(self.subgraphs)
+        return self._revision.one_session
 
     @property
     def execution_devices(self) -> list[str]:
         """Devices that run the model's nodes, unique: the plan's in execution order, then the CPU where
         ORT ran part of a subgraph on its CPU EP (the subgraph's description names those nodes)."""
-        devices = list(self.plan.devices)
+        current = self._revision
+        devices = list(current.plan.devices)
         if "CPU" not in devices and any(
-            ep == "CPUExecutionProvider" for run in self.runs for _, _, ep in run.fallback_nodes
+            ep == "CPUExecutionProvider" for run in current.runs for _, _, ep in run.fallback_nodes
         ):
             devices.append("CPU")
         return devices
@@ -244,66 +294,73 @@ class CompiledModel:
 
     def relax(self, refused: Mapping[str, tuple[int, ...] | None], failed: CompiledSubgraph) -> bool:
         """Compile again, with those dimensions dynamic, every subgraph that passes a tensor subgraph
-        ``failed`` refused at run time: ``refused`` is {tensor: the dimensions it refused, None for the
-        rank}.
+        ``failed`` refused at run time (``refused``: {tensor: the dimensions it refused, None for the
+        rank}), as the next revision.
 
         The model said the tensor has a shape (its value_info, or onnx's shape inference, which differs
         from ONNX Runtime's kernels in places: MaxPool with ceil_mode, ConvTranspose with SAME padding) that
         the producing subgraph did not make; one ORT session over the whole model only warns, so a split
-        runs it too. True when the caller should take the subgraphs again (relaxed now, or ``failed`` was
-        compiled again already, for another request); False when nothing is left to relax (the refusal
-        stands). What is relaxed is the type ``failed``'s session declares, whatever gave it
+        runs it too. True when the caller should start over on the current revision (relaxed now, or
+        ``failed`` was compiled again already, for another request); False when nothing is left to relax
+        (the refusal stands). What is relaxed is the type ``failed``'s session declares, whatever gave it
         (type_repair.relaxed_types).
         """
-        with self._change_lock:
-            if self.one_session:
-                return False
-            if all(c is not failed for c in self.subgraphs):
-                return True
-            relaxed = type_repair.relaxed_types(failed.session.get_inputs(), refused)
-            if not relaxed:
-                return False
-            before = type_repair.correct(self.model, relaxed)
-            type_repair.warn_relaxed(relaxed, refused)
-            shared = len(self.subgraphs) > 1
-            try:
-                fresh = [
-                    self._prepare(
-                        self.model, c.subgraph, c.target, self.config, self.profile_dir, None, shared=shared
-                    )()
-                    if relaxed.keys() & {*c.inputs, *c.outputs}
-                    else c
-                    for c in self.subgraphs
-                ]
-            except HeteroError as exc:  # the refusal stands, with this reason beside it in the log
-                log.warning("the subgraphs could not be compiled again: %s", exc)
-                type_repair.take_back(self.model, before)
-                return False
-            self.subgraphs[:] = fresh
-            self.revision += 1
-            return True
+        return self._advance(failed, lambda current: self._relaxed(current, refused, failed))
+
+    def _relaxed(
+        self, current: Revision, refused: Mapping[str, tuple[int, ...] | None], failed: CompiledSubgraph
+    ) -> Revision | None:
+        """relax's next revision after ``current``, or None where nothing is left to relax."""
+        if current.one_session:
+            return None
+        relaxed = type_repair.relaxed_types(failed.session.get_inputs(), refused)
+        if not relaxed:
+            return None
+        before = type_repair.correct(self.model, relaxed)
+        type_repair.warn_relaxed(relaxed, refused)
+        shared = len(current.subgraphs) > 1
+        try:
+            fresh = [
+                self._prepare(
+                    self.model, c.subgraph, c.target, self.config, self.profile_dir, None, shared=shared
+                )()
+                if relaxed.keys() & {*c.inputs, *c.outputs}
+                else c
+                for c in current.subgraphs
+            ]
+        except HeteroError as exc:  # the refusal stands, with this reason beside it in the log
+            log.warning("the subgraphs could not be compiled again: %s", exc)
+            type_repair.take_back(self.model, before)
+            return None
+        return current.next(self.model, fresh)
 
     def fall_back(self, failed: CompiledSubgraph, cause: BaseException, values: Mapping[str, Any]) -> bool:
         """HETERO_FALLBACK at run time: ``failed`` failed its first inference with ``cause``; ``values`` holds
-        that inference's model inputs. True when the caller should take the subgraphs again and start the
-        inference over (fallback.settle moved what fails, now or for another request); False when fallback
+        that inference's model inputs. True when the caller should start the inference over on the current
+        revision (fallback.settle built the next one, now or for another request); False when fallback
         does not apply. InferenceError where no device of the priority list runs the subgraph."""
-        with self._change_lock:
-            return falling.settle(self, failed, cause, values)
+        return self._advance(failed, lambda current: falling.settle(self, current, failed, cause, values))
 
-    def prepare(self, subgraph: Subgraph, device: Device) -> CompiledSubgraph:
-        """A session of ``subgraph`` on ``device``, with this compile's config (a fallback's move)."""
-        shared = len(self.plan.subgraphs) > 1
+    def _advance(self, failed: CompiledSubgraph, build: Callable[[Revision], Revision | None]) -> bool:
+        """Swap in ``build(current revision)``, unless ``failed`` is no longer the current revision's (another
+        request swapped in the next one already): True then, or where a revision was swapped in; False
+        where ``build`` gives None (nothing changes). Builds run one at a time; inference never waits."""
+        with self._change_lock:
+            current = self._revision
+            if not current.holds(failed):
+                return True
+            following = build(current)
+            if following is None:
+                return False
+            self._revision = following
+            return True
+
+    def prepare(self, subgraph: Subgraph, device: Device, *, shared: bool) -> CompiledSubgraph:
+        """A session of ``subgraph`` on ``device``, with this compile's config (a fallback's move);
+        ``shared``: it is one of several subgraphs (compiler.prepare_subgraph)."""
         return self._prepare(
             self.model, subgraph, device, self.config, self.profile_dir, None, shared=shared
         )()
-
-    def replace_subgraphs(self, plan: Plan, subgraphs: list[CompiledSubgraph]) -> None:
-        """Run ``subgraphs`` (one session each) for ``plan`` from now on: a new revision."""
-        self.plan = plan
-        self.subgraphs[:] = subgraphs
-        self.runs = self.subgraphs
-        self.revision += 1
 
     def _priorities(self) -> str:
         """The devices this compile chose from: HETERO's priorities, or the one device it was given."""

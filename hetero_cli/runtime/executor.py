@@ -23,6 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -43,54 +44,83 @@ from .whole import Whole
 
 if TYPE_CHECKING:
     from .compiled_model import CompiledModel
+    from .revision import Revision
 
 log = logging.getLogger("hetero_cli")
 
 
-class Executor:
-    """Runs ``compiled``'s steps for a request whose inputs ``inputs`` checks; holds its buffer pool.
+@dataclass(frozen=True)
+class Course:
+    """What a request runs for one revision of its compiled model: the ``revision``, its ``steps`` and the
+    ``pool`` of buffer sets made for them. An inference takes one when it starts and keeps it to its end."""
 
-    Safe to share between threads: each inference in flight takes a buffer set of its own.
+    revision: Revision
+    steps: tuple[Step, ...]
+    pool: BufferPool
+
+
+class Executor:
+    """Runs ``compiled``'s steps for a request whose inputs ``inputs`` checks; holds its course (steps and
+    buffer pool) for the compiled model's current revision.
+
+    Safe to share between threads: each inference in flight takes a buffer set of its own, and runs the
+    course it took when it started.
     """
 
     def __init__(self, compiled: CompiledModel, inputs: Inputs):
         self.compiled = compiled
         self.inputs = inputs
-        self.steps = plan_steps(compiled)
         self.output_sources = tuple(compiled.plan.output_sources.items())
         self.output_names = tuple(name for name, _ in self.output_sources)
-        self.pool = BufferPool(inputs.exact, inputs.names, self.output_sources)
         self._lock = threading.Lock()
-        self.revision = compiled.revision  # of the subgraphs ``steps`` runs
-        self._unproven = True  # some step has not completed an inference yet (HETERO_FALLBACK may move it)
+        self.course = self._course(compiled.current(), frozenset())
+        self._proven: Course | None = None  # the course whose steps completed an inference
 
-    def refresh(self) -> None:
-        """Take the compiled model's subgraphs again where relax or a fallback changed them (a new
-        revision): called before an inference starts, never while one of this executor runs."""
-        if self.revision != self.compiled.revision:
-            self._replan()
+    def _course(self, revision: Revision, unbound: frozenset[int]) -> Course:
+        """A course for ``revision``; ``unbound``: positions of the steps whose outputs are made per
+        inference (carried over from the last course)."""
+        sources = tuple(revision.plan.output_sources.items())
+        pool = BufferPool(self.inputs.exact, self.inputs.names, sources, unbound)
+        return Course(revision, tuple(plan_steps(self.compiled, revision)), pool)
 
-    def _replan(self) -> None:
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        """The steps of the course the next inference runs (as far as it is known now)."""
+        return self.course.steps
+
+    @property
+    def pool(self) -> BufferPool:
+        """The buffer pool of the current course."""
+        return self.course.pool
+
+    def refresh(self) -> Course:
+        """The course of the compiled model's current revision: planned again where relax or a fallback
+        swapped in a new one. Called when an inference starts; it runs what this returns to its end."""
+        course = self.course
+        current = self.compiled.current()
+        if course.revision is current:
+            return course
         with self._lock:
-            self.revision = self.compiled.revision
-            self.steps = plan_steps(self.compiled)
-            self.pool.renew()
-            self._unproven = True
+            course = self.course
+            if course.revision is not current:
+                course = self.course = self._course(current, course.pool.unbound)
+            return course
 
-    def proved(self) -> None:
-        """After an inference completed: its subgraphs are proven (HETERO_FALLBACK never moves them at
-        run time from now on: a later failure is the input's)."""
-        if self._unproven:
-            for step in self.steps:
-                step.compiled.proven = True
-            self._unproven = False
+    def proved(self, course: Course) -> None:
+        """After an inference of ``course`` completed: its subgraphs are proven (HETERO_FALLBACK never moves
+        them at run time from now on: a later failure is the input's)."""
+        if self._proven is not course:
+            for step in course.steps:
+                step.compiled.prove()
+            self._proven = course
 
     def infer(self, inputs: Any, windows: list[Window]) -> Results:
         """Run one inference on the caller's ``inputs`` (checked here: InferenceError) and return its
         outputs; profiled subgraphs' runs are added to ``windows``. InferenceError if a subgraph fails."""
-        if self.revision != self.compiled.revision:
-            self._replan()
-        pool = self.pool
+        course = self.course
+        if course.revision is not self.compiled.current():
+            course = self.refresh()
+        pool = course.pool
         free = pool.free
         if free and type(inputs) is dict:  # the serving case first, with as little around it as can be
             try:
@@ -105,17 +135,17 @@ class Executor:
                         served = hot.run(inputs)
                     except BoundFailure as bound:  # a new generation: these buffers are dropped
                         given = self.inputs.feeds(inputs)
-                        self.recheck(bound, self.values(given, buffers), given)
+                        course = self.recheck(course, bound, self.values(given, buffers), given)
                 pool.give(buffers)
                 if served is not None:
-                    if self._unproven:
-                        self.proved()
+                    if self._proven is not course:
+                        self.proved(course)
                     return served
         exact = self.inputs.exact_feeds(inputs)
         # the caller's own dict serves: nothing here keeps it past this call
         feeds = exact if exact is not None else self.inputs.check(self.inputs.as_dict(inputs))
         while True:
-            buffers = self.take()
+            buffers = self.take(course)
             values: dict[str, Any] | None = None
             try:
                 served = self.run_whole(buffers.whole, feeds) if buffers.whole is not None else None
@@ -125,25 +155,22 @@ class Executor:
                     results = self.run_direct(buffers, feeds)
                 else:
                     values = self.values(feeds, buffers)
-                    for step in self.steps:
+                    for step in course.steps:
                         self.run_step(step, values, buffers, windows)
                     results = self.collect(values, feeds, buffers.views)
             except BoundFailure as bound:
-                self.recheck(bound, self.values(feeds, buffers) if values is None else values, feeds)
+                given = self.values(feeds, buffers) if values is None else values
+                course = self.recheck(course, bound, given, feeds)
                 windows.clear()  # the counters are the run that completes
                 continue  # with fresh buffers, the failed subgraph's outputs made per inference
-            self.give(buffers)
-            if self._unproven:
-                self.proved()
+            course.pool.give(buffers)
+            if self._proven is not course:
+                self.proved(course)
             return results
 
-    def take(self) -> Buffers:
-        """A buffer set for one inference: a free one of the current generation, or a new one."""
-        return self.pool.take(self.steps)
-
-    def give(self, buffers: Buffers) -> None:
-        """Give back the buffer set of an inference that has completed."""
-        self.pool.give(buffers)
+    def take(self, course: Course) -> Buffers:
+        """A buffer set of ``course`` for one inference: a free one of the current generation, or a new one."""
+        return course.pool.take(course.steps)
 
     def values(self, feeds: dict[str, np.ndarray], buffers: Buffers) -> dict[str, Any]:
         """The inference's tensors: the buffers, and the inputs wrapped as OrtValues without a copy."""
@@ -244,16 +271,20 @@ class Executor:
             return BoundFailure(step, exc)
         return self.failure(step, exc)
 
-    def recheck(self, bound: BoundFailure, values: dict[str, Any], feeds: dict[str, Any]) -> None:
-        """Tell why a subgraph failed, given the inference's tensors (``values``) and model inputs
-        (``feeds``); the caller starts over with fresh buffers unless this raises.
+    def recheck(
+        self, course: Course, bound: BoundFailure, values: dict[str, Any], feeds: dict[str, Any]
+    ) -> Course:
+        """Tell why a subgraph of ``course`` failed, given the inference's tensors (``values``) and model
+        inputs (``feeds``); the caller starts over with fresh buffers on the course this returns (the
+        current revision's) unless this raises.
 
         A session that refused the shape of a tensor from an earlier subgraph (the model declared
         another) is compiled again with it dynamic (CompiledModel.relax). Else the subgraph runs the plain
         way, its outputs unbound: a success with outputs other than the declared ones means those were
         wrong, and from now on they are made per inference; a real failure (or a success in exactly the
-        declared shapes and types, which cannot explain the bound failure) fails again, and is raised (InferenceError) unless
-        HETERO_FALLBACK moves the subgraph (CompiledModel.fall_back) for the inference to start over."""
+        declared shapes and types, which cannot explain the bound failure) fails again, and is raised
+        (InferenceError) unless HETERO_FALLBACK moves the subgraph (CompiledModel.fall_back) for the
+        inference to start over."""
         step = bound.step
         refused = bound.refused
         if refused is None:
@@ -261,8 +292,7 @@ class Executor:
         if refused:
             if not self.compiled.relax(refused, step.compiled):
                 raise self.failure(step, bound.cause) from None
-            self._replan()  # the subgraphs as compiled again
-            return
+            return self.refresh()  # the revision with the subgraphs compiled again
         try:
             produced = run_unbound(step, step.compiled.session, step_feeds(step, values))
             if as_declared(step, produced):
@@ -276,13 +306,13 @@ class Executor:
         except Exception as exc:
             if not self.compiled.fall_back(step.compiled, exc, self.wrapped(feeds)):
                 raise self.failure(step, exc) from None
-            self._replan()  # the subgraphs as moved
-            return
+            return self.refresh()  # the revision with the subgraphs moved
         with self._lock:
-            self.pool.renew(unbind=step.position)
+            course.pool.renew(unbind=step.position)
         log.debug(
             "%s: output shapes differ from the declared ones; allocated per inference", step.compiled.where
         )
+        return course
 
     def failure(self, step: Step, exc: BaseException) -> Exception:
         """The caller's InferenceError for ``step``'s failure, saying where HETERO_FALLBACK=YES would move

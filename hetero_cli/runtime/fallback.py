@@ -8,10 +8,11 @@ the affinities unless HETERO_FALLBACK=YES is set) the compile, or the first infe
 - at compile time (compiler.compile_with_fallback, with ``move_at_compile`` here) the failing subgraph's nodes take the next device and the
   model is partitioned again: the moved nodes join their new device's neighbours, the plan (and so
   EXECUTION_DEVICES, the counters, the .dot files) shows where they went;
-- at the first inference (``settle``, from the executor) the subgraphs' sessions are run in order on the
-  same inputs; the failing one is compiled for the next device in place (its boundaries stay as they are:
-  requests in flight hold them) and the inference starts over, so the caller gets the right outputs from
-  the same ``infer()``. A subgraph that once completed an inference never moves: a later failure is the
+- at the first inference (``settle``, from the executor through CompiledModel.fall_back) the subgraphs'
+  sessions are run in order on the same inputs; the failing one is compiled for the next device in place
+  (its boundaries stay as they are) in the compiled model's next revision, swapped in for new inferences
+  (requests in flight finish on theirs), and the inference starts over on it, so the caller gets the
+  right outputs from the same ``infer()``. A subgraph that once completed an inference never moves: a later failure is the
   input's. A failure no device can take stays an error naming every device tried.
 """
 
@@ -34,10 +35,11 @@ from ..placement.partition import Plan, Subgraph, partition
 from ..placement.query import known_claims, supported_nodes
 from .failures import known_defect
 from .shape_check import contradiction
-from .steps import plan_steps, step_feeds
+from .steps import step_feeds, steps_of
 
 if TYPE_CHECKING:
     from .compiled_model import CompiledModel, CompiledSubgraph
+    from .revision import Revision
 
 log = logging.getLogger("hetero_cli")
 
@@ -169,35 +171,64 @@ def may_move(compiled: CompiledModel, failed: CompiledSubgraph) -> bool:
 
 
 def settle(
-    compiled: CompiledModel, failed: CompiledSubgraph, cause: BaseException, values: Mapping[str, Any]
-) -> bool:
-    """After ``failed`` failed its first inference with ``cause``: run the subgraphs' sessions in order on
-    the inference's model inputs (in ``values``), compiling each that fails for the next device that
-    supports its nodes, then make those the compiled model's subgraphs. The caller holds the compiled
-    model's lock.
+    compiled: CompiledModel,
+    current: Revision,
+    failed: CompiledSubgraph,
+    cause: BaseException,
+    values: Mapping[str, Any],
+) -> Revision | None:
+    """After ``failed`` (of revision ``current``) failed its first inference with ``cause``: run the
+    subgraphs' sessions in order on the inference's model inputs (in ``values``), compiling each that
+    fails for the next device that supports its nodes; the revision after ``current`` that runs them
+    (its .dot files drawn again where ``current``'s were), for CompiledModel.fall_back to swap in. Called
+    with the compiled model's change lock held; ``current`` and the requests running it are left as they are.
 
-    True when the caller should take the subgraphs again and start the inference over (moved now, or
-    already for another request); False when fallback does not apply (the caller raises its error).
-    InferenceError naming every device tried where a subgraph fails on all of them (nothing changes then).
-    A compiled model that ran its subgraphs in one session (CompiledModel.one_session) gets a session per
-    subgraph, whether or not one of them then moves.
+    None when fallback does not apply (the caller raises its error). InferenceError naming every device
+    tried where a subgraph fails on all of them (nothing changes then). A revision that ran its subgraphs
+    in one session (Revision.one_session) is followed by one with a session per subgraph, whether or not
+    one of them then moves.
     """
-    if all(run is not failed for run in compiled.runs):
-        return True
     if not may_move(compiled, failed):
-        return False
+        return None
     fallback = compiled.fallback
     assert fallback is not None
-    model, plan, one = compiled.model, compiled.plan, compiled.one_session
+    model, plan, one = compiled.model, current.plan, current.one_session
     if not one and not fallback.next_devices(model, failed.nodes, failed.device):
-        return False  # nowhere to go: the caller's error is the failure itself
+        return None  # nowhere to go: the caller's error is the failure itself
+    subgraphs, runs, moves = _moved(compiled, current, fallback, values)
+    moved = {n: m.to for m in moves for n in m.nodes}
+    new_plan = dataclasses.replace(plan, subgraphs=tuple(subgraphs), affinities={**plan.affinities, **moved})
+    # drawn again where they were: they show where the nodes run now (a failure to write them is raised
+    # before anything changes)
+    dots = visualize.dump(model, new_plan, compiled.config.dot_dir) if current.dot_files else None
+    if one and not moves:
+        log.warning(
+            "the one ONNX Runtime session of the split failed its first inference (%s): its %d subgraphs "
+            "run in sessions of their own from now on",
+            ep_cause(cause),
+            len(subgraphs),
+        )
+    for move in moves:
+        log.warning("%s", move.message)
+    fallback.moves.extend(moves)
+    return current.next(model, runs, plan=new_plan, dot_files=dots)
+
+
+def _moved(
+    compiled: CompiledModel, current: Revision, fallback: Fallback, values: Mapping[str, Any]
+) -> tuple[list[Subgraph], list[CompiledSubgraph], list[Move]]:
+    """``current``'s subgraphs run in order on the model inputs in ``values``, each that fails compiled for
+    the next device that supports its nodes: the plan's subgraphs (devices as moved), their sessions and
+    the moves. InferenceError naming every device tried where a subgraph fails on all of them."""
+    model, one = compiled.model, current.one_session
     by_name = {d.name: d for d in fallback.devices}
-    runs: list[CompiledSubgraph | None] = [None if one else c for c in compiled.subgraphs]
+    runs: list[CompiledSubgraph | None] = [None if one else c for c in current.subgraphs]
     fed = {*model.input_names, *model.overridable_initializers}
     tensors = {name: value for name, value in values.items() if name in fed}
     tried: dict[int, list[tuple[str, str]]] = {}
     moves: list[Move] = []
-    subgraphs = list(plan.subgraphs)
+    subgraphs = list(current.plan.subgraphs)
+    shared = len(subgraphs) > 1
     i = 0
     while i < len(subgraphs):
         s = subgraphs[i]
@@ -205,8 +236,8 @@ def settle(
         try:
             run = runs[i]
             if run is None:
-                run = compiled.prepare(s, device)
-            tensors.update(_trial(compiled, run, tensors))
+                run = compiled.prepare(s, device, shared=shared)
+            tensors.update(_trial(compiled, current.plan, run, tensors))
         except Exception as exc:
             reason = exc.reason if isinstance(exc, CompileError) and exc.reason else failure_reason(exc)
             history = tried.setdefault(i, [])
@@ -231,32 +262,16 @@ def settle(
             continue
         runs[i] = run
         i += 1
-    moved = {n: m.to for m in moves for n in m.nodes}
-    compiled.replace_subgraphs(
-        dataclasses.replace(plan, subgraphs=tuple(subgraphs), affinities={**plan.affinities, **moved}),
-        [r for r in runs if r is not None],
-    )
-    if one and not moves:
-        log.warning(
-            "the one ONNX Runtime session of the split failed its first inference (%s): its %d subgraphs "
-            "run in sessions of their own from now on",
-            ep_cause(cause),
-            len(subgraphs),
-        )
-    for move in moves:
-        log.warning("%s", move.message)
-    fallback.moves.extend(moves)
-    if compiled.dot_files:  # drawn again: they show where the nodes run now
-        compiled.dot_files = visualize.dump(model, compiled.plan, compiled.config.dot_dir)
-    return True
+    return subgraphs, [r for r in runs if r is not None], moves
 
 
-def _trial(compiled: CompiledModel, run: CompiledSubgraph, tensors: Mapping[str, Any]) -> dict[str, Any]:
+def _trial(
+    compiled: CompiledModel, plan: Plan, run: CompiledSubgraph, tensors: Mapping[str, Any]
+) -> dict[str, Any]:
     """Run one subgraph's session on ``tensors`` (model inputs and earlier subgraphs' outputs): its
     outputs by name, in host memory. Raises what ORT raises, and InferenceError for an output in a shape
     that contradicts ONNX Runtime's inference (shape_check)."""
-    view = _Runs(model=compiled.model, plan=compiled.plan, runs=[run])
-    (step,) = plan_steps(view)  # type: ignore[arg-type]
+    (step,) = steps_of(compiled.model, plan, [run])
     produced = ortv.run(
         run.session, step.output_list, step_feeds(step, tensors), plain=step.plain, placement=()
     )
@@ -265,12 +280,3 @@ def _trial(compiled: CompiledModel, run: CompiledSubgraph, tensors: Mapping[str,
     if problem is not None:  # a wrong shape is a failure too (openvino-attention-output-shape)
         raise InferenceError(problem)
     return outputs
-
-
-@dataclass(frozen=True)
-class _Runs:
-    """What plan_steps reads of a compiled model, for one subgraph's trial run."""
-
-    model: Model
-    plan: Plan
-    runs: list[Any]

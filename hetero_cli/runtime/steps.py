@@ -4,7 +4,7 @@ memory), and whether they can be allocated ahead of time (static shapes)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +12,10 @@ from ..ort.values import ELEMENT_TYPES, Shape, as_ort_value
 from .shape_check import static_shapes
 
 if TYPE_CHECKING:
+    from ..graph import Model
+    from ..placement.partition import Plan
     from .compiled_model import CompiledModel, CompiledSubgraph
+    from .revision import Revision
 
 
 @dataclass(frozen=True)
@@ -46,22 +49,29 @@ class Step:
     defaults: Mapping[str, Any] = field(default_factory=dict)
 
 
-def plan_steps(compiled: CompiledModel) -> list[Step]:
-    """The steps of ``compiled``'s runs (its subgraphs' sessions), in execution order."""
+def plan_steps(compiled: CompiledModel, revision: Revision | None = None) -> list[Step]:
+    """The steps of ``compiled``'s runs (its subgraphs' sessions) in ``revision`` (the current one by
+    default), in execution order."""
+    revision = compiled.current() if revision is None else revision
+    return steps_of(compiled.model, revision.plan, revision.runs)
+
+
+def steps_of(model: Model, plan: Plan, runs: Sequence[CompiledSubgraph]) -> list[Step]:
+    """The steps of ``runs`` (sessions of ``model``'s subgraphs in ``plan``), in execution order."""
     last_use: dict[str, int] = {}
     readers: dict[str, list[CompiledSubgraph]] = {}
-    for s in compiled.runs:
+    for s in runs:
         for t in s.inputs:
             last_use[t] = s.index
             readers.setdefault(t, []).append(s)
-    keep = set(compiled.plan.outputs)
+    keep = set(plan.outputs)
     steps = []
     made_plain: set[str] = set()
-    for position, s in enumerate(compiled.runs):
-        required = {i.name for i in s.session.get_inputs()} & compiled.model.overridable_initializers
+    for position, s in enumerate(runs):
+        required = {i.name for i in s.session.get_inputs()} & model.overridable_initializers
         declared = {i.name for i in s.session.get_overridable_initializers()} | required
-        overridable = tuple(sorted(declared & compiled.model.overridable_initializers))
-        defaults = {t: compiled.model.initializer_array(t) for t in sorted(required)}
+        overridable = tuple(sorted(declared & model.overridable_initializers))
+        defaults = {t: model.initializer_array(t) for t in sorted(required)}
         placement = _placement(s, readers, keep)
         plain = _plain(s)
         reads_plain = not plain and bool(made_plain.intersection(s.inputs))

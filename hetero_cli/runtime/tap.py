@@ -36,9 +36,10 @@ def tap(compiled: CompiledModel, feeds: Any) -> dict[str, Any]:
     a compile whose subgraphs run in one ONNX Runtime session (``compiled.one_session``, under
     PERFORMANCE_HINT=LATENCY), which has no boundary to tap: compile with PERFORMANCE_HINT=THROUGHPUT.
     """
-    if compiled.one_session:
+    revision = compiled.current()  # the one this tap runs to its end
+    if revision.one_session:
         raise InferenceError(
-            f"the {len(compiled.subgraphs)} subgraphs of this compile run in one ONNX Runtime session, which "
+            f"the {len(revision.subgraphs)} subgraphs of this compile run in one ONNX Runtime session, which "
             "hands over no tensor between them: compile with PERFORMANCE_HINT=THROUGHPUT to tap them"
         )
     inputs = Inputs(compiled)
@@ -47,7 +48,7 @@ def tap(compiled: CompiledModel, feeds: Any) -> dict[str, Any]:
         name: value if name in inputs.unwrapped else from_numpy(value, CPU) for name, value in checked.items()
     }
     produced_by_steps: list[str] = []
-    for step in plan_steps(compiled):
+    for step in plan_steps(compiled, revision):
         # outputs to host memory: a CUDA subgraph's tensor kept on its device could not be read here
         host = dataclasses.replace(step, on_device=False) if step.on_device else step
         try:

@@ -200,7 +200,7 @@ def test_a_relaunch_that_fails_completes_the_request_with_its_error(cpu_compiled
 
     monkeypatch.setattr(req, "_launch", failing_relaunch)
     monkeypatch.setattr(req._executor, "run_step", bound_failure)
-    monkeypatch.setattr(req._executor, "recheck", lambda failure, values, feeds: None)
+    monkeypatch.setattr(req._executor, "recheck", lambda course, failure, values, feeds: course)
     req.start_async({"x": inputs(1)[0]})
     with pytest.raises(hc.InferenceError, match="no room for fresh buffers"):
         req.wait()
@@ -211,7 +211,7 @@ def test_ctrl_c_while_start_async_launches_reaches_the_caller_and_frees_the_requ
 ):
     req = cpu_compiled.create_infer_request()
 
-    def interrupted():
+    def interrupted(course):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(req._executor, "take", interrupted)
@@ -362,7 +362,7 @@ def test_model_with_nothing_to_run_completes_at_once():
     nodes = [h.make_node("Constant", [], ["c"], name="cst", value=const("v", [3.0, 4.0]))]
     proto = make_model(nodes, [vi("x")], [vi("x"), vi("c")])
     compiled = hc.Core().compile_model(proto, "HETERO:CPU")
-    assert compiled.subgraphs == []
+    assert compiled.subgraphs == ()
     req = compiled.create_infer_request()
     calls = []
     req.set_callback(calls.append, 1)
