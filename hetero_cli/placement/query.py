@@ -20,7 +20,7 @@ from ..graph import Model, Node
 from ..graph.index import NONDETERMINISTIC
 from ..ort.failures import failure_reason, refused_model, unimplemented_node
 from ..ort.session import PROBE, assignment, create_session, ort, record_assignment, session_options
-from ..quirks import in_force, node_refusal
+from ..quirks import Quirk, in_force, node_refusals
 from ..quirks.cpu import HALF_FLOAT_CASTS_UNRECORDED
 from .device_string import DeviceRequest
 from .devices import KINDS, Device, canonical_name, lookup
@@ -30,21 +30,31 @@ log = logging.getLogger("hetero_cli")
 
 # Nodes an execution provider is known not to compile, where ORT would fail or even abort the process (an
 # exception thrown through C++ code that cannot pass it on): refused up front with a CompileError instead.
-# {device family: (op types, why)}, from the quirk records that refuse nodes (openvino-outer-scope-loop).
-KNOWN_FAILURES: dict[str, tuple[frozenset[str], str]] = {
-    kind.family: (quirk.ops, quirk.summary) for kind in KINDS if (quirk := node_refusal(kind.ep)) is not None
+# {device family: the quirk records in force that refuse nodes (openvino-outer-scope-loop,
+# openvino-loop-body-partitioned)}
+KNOWN_FAILURES: dict[str, tuple[Quirk, ...]] = {
+    kind.family: quirks for kind in KINDS if (quirks := node_refusals(kind.ep))
 }
 
 
-def known_to_fail(node: Node, device: Device) -> bool:
-    """Whether ``device``'s EP is known to fail (or abort the process) on ``node`` (KNOWN_FAILURES)."""
-    known = KNOWN_FAILURES.get(device.kind.family)
-    return (
-        known is not None
-        and node.proto.op_type in known[0]
-        and node.proto.domain in ("", "ai.onnx")
-        and bool(node.implicit_inputs)
+def known_failure(node: Node, device: Device) -> Quirk | None:
+    """The first quirk of KNOWN_FAILURES by which ``device``'s EP is known to fail (or abort the process)
+    on ``node``, or None where none is."""
+    proto = node.proto
+    reads_outer = bool(node.implicit_inputs)
+    return next(
+        (
+            q
+            for q in KNOWN_FAILURES.get(device.kind.family, ())
+            if q.refuses(proto.op_type, proto.domain, reads_outer)
+        ),
+        None,
     )
+
+
+def known_to_fail(node: Node, device: Device) -> bool:
+    """Whether ``device``'s EP is known to fail (or abort the process) on ``node`` (known_failure)."""
+    return known_failure(node, device) is not None
 
 
 # [(ep name, [(node name, op type), ...]), ...]: which EP ORT gave which node of a session (assignment)
@@ -97,12 +107,21 @@ def supported_nodes(model: Model, device: Device, probes: Probes | None = None) 
     key = (device.name, tuple(sorted({**device.provider_options, **(options or {})}.items())), threads)
     if key not in model.query_cache:
         nodes = model.get_ops()
-        # never hand an EP what is known to abort the process; what is left is probed as usual
+        # never hand an EP what it is known to fail on (or abort the process): the rest is probed at once
         kept = [n for n in nodes if not known_to_fail(n, device)]
+        whole = len(kept) == len(nodes)
         model.query_cache[key] = frozenset(
-            _claims(model, device, kept, probes, whole=len(kept) == len(nodes))
+            _claims(model, device, nodes if whole else _operations(kept), probes, whole=whole)
         )
     return model.query_cache[key]
+
+
+def _operations(nodes: Sequence[Node]) -> list[Node]:
+    """The non-constant nodes of ``nodes``: what a probe of part of a model is cut from. A piece takes the
+    constants its nodes read along (_piece); cut among the constants too, a piece would hand over one read
+    only by the other part as an output of its own, which the OpenVINO EP refuses, and bisection would go
+    down to single nodes."""
+    return [n for n in nodes if not n.is_constant]
 
 
 def known_claims(model: Model, device: Device) -> frozenset[str] | None:
@@ -148,7 +167,8 @@ def _claims(
     try:
         proto = model.session_copy() if whole else _piece(model, nodes)
     except ModelError:
-        return set() if len(nodes) == 1 else _halves(model, device, nodes, probes)
+        operations = _operations(nodes)
+        return set() if len(operations) == 1 else _halves(model, device, operations, probes)
     if whole and device.kind.optimized_probe:
         answer = _optimized_claims(proto, model, device, wanted, probes)
         if answer is not None:
@@ -159,12 +179,13 @@ def _claims(
         raise
     except Exception as exc:
         missing = unimplemented_node(exc)
-        if missing in wanted and len(nodes) > 1:
-            rest = [n for n in nodes if n.friendly_name != missing]
+        operations = _operations(nodes)
+        if missing in wanted and len(operations) > 1:
+            rest = [n for n in operations if n.friendly_name != missing]
             return _claims(model, device, rest, probes)
-        if len(nodes) == 1:
+        if len(operations) == 1:
             return set()
-        found = _halves(model, device, nodes, probes)
+        found = _halves(model, device, operations, probes)
         if whole and not found and not device.is_cpu:
             # every probe failed: say why rather than quietly leave every node to the next device (the
             # reason may be the EP's limits, or that it cannot load this model at all: its file, weights)
