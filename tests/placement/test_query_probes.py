@@ -101,3 +101,18 @@ def test_a_failing_probe_is_bisected_over_the_models_operations_not_its_constant
     assert claims == {n.friendly_name for n in ops} - {"loop", "tanh"}
     # one probe of the rest, then halves down to tanh alone: twice the depth of a bisection of the operations
     assert len(created) <= 2 + 2 * int(np.ceil(np.log2(len(ops))))
+
+
+@needs_openvino
+def test_the_cpu_is_asked_only_about_the_nodes_openvino_left():
+    """The CPU EP picks kernels by op and type alone: after OpenVINO claimed all but the Loop, the CPU's
+    probe is of the Loop (a model of one node), not of the whole model again."""
+    model = hc.Core().read_model(loop_model())
+    created: list[SessionRequest] = []
+    with counting(created):
+        affinities = query.greedy(model, [lookup("OPENVINO"), lookup("CPU")])
+    assert affinities["loop"] == "CPU" and affinities["tanh"] == "OPENVINO"
+    cpu = [r for r in created if r.device == "CPU"]
+    assert len(cpu) == 1
+    probed = onnx.load_from_string(cpu[0].model).graph.node
+    assert [n.op_type for n in probed if n.op_type != "Constant"] == ["Loop"]
