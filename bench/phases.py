@@ -24,6 +24,10 @@ For one model and device string, each repetition (after one untimed warm-up per 
   were compiled serially.
 
 Medians over the repetitions are reported.
+
+``loop_phases``: the same for the models whose OpenVINO probe fails on part of them (LOOP_MODELS: table
+recognisers from PyPI wheels with a Loop the OpenVINO EP cannot compile, where ORT's own [OpenVINO, CPU]
+session fails to load), against one ORT session on the CPU alone.
 """
 
 from __future__ import annotations
@@ -190,3 +194,20 @@ def phases(
     result["paired_compile_ratio"] = statistics.median(r["compile_s"] / r["ort_session_s"] for r in runs)
     result["repeats"] = len(runs)
     return result
+
+
+#: real models (tests/support/pypi_models.py's TABLE_MODELS) whose OpenVINO probe fails on part of them: a
+#: Loop (openvino-loop-body-partitioned); their first compile is judged against one ORT [CPU] session
+LOOP_MODELS = ("slanet", "slanet_plus")
+LOOP_DEVICE = "HETERO:OPENVINO,CPU"
+
+
+def loop_phases(paths: dict[str, Path], repeats: int) -> dict[str, Any]:
+    """{model: {LOOP_DEVICE: phases against one ORT [CPU] session}} for each of ``paths`` (LOOP_MODELS'
+    files), after one untimed warm-up on the first; {"error": ...} for a model that fails."""
+    out: dict[str, Any] = {}
+    if paths:
+        warm_up(next(iter(paths.values())), [(LOOP_DEVICE, "CPU")])
+    for name, path in paths.items():
+        out[name] = {LOOP_DEVICE: phases(path, LOOP_DEVICE, "CPU", repeats, serial=False)}
+    return out

@@ -2,8 +2,9 @@
 
 A device's support is read from ONE probe session with its EP first in the provider list, graph
 optimizations off (node names stay the model's), and ORT's record of which EP took which node. The cost
-grows with the number of devices, not of nodes. A probe that ORT refuses to create is retried without
-the node that has no kernel, or in halves, so a query never fails because of one node.
+grows with the number of devices, not of nodes. Nodes a quirk record says the EP fails on are left out
+of its probe (KNOWN_FAILURES). A probe that ORT refuses to create is retried without the node that has no
+kernel, or in halves cut among the operations, so a query never fails because of one node.
 """
 
 from __future__ import annotations
