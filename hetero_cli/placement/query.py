@@ -376,36 +376,34 @@ def greedy(model: Model, devices: Sequence[Device], probes: Probes | None = None
     for supported_nodes.
     """
     result: dict[str, str] = {}
-    operations = _operations(model.get_ops())
-    remaining = {n.friendly_name for n in operations}
+    remaining = {n.friendly_name for n in _operations(model.get_ops())}
     for device in devices:
         if not remaining:
             break
-        claims = _left_to_cpu(model, device, operations, remaining, probes)
-        if claims is None:
-            claims = supported_nodes(model, device, probes)
-        for name in sorted(remaining & claims):
+        claims = claims_among(model, device, remaining, probes)
+        for name in sorted(claims):
             result[name] = device.name
         remaining -= claims
     _place_constants(model, result, devices[0].name)
     return {n.friendly_name: result[n.friendly_name] for n in model.get_ops() if n.friendly_name in result}
 
 
-def _left_to_cpu(
-    model: Model, device: Device, operations: Sequence[Node], remaining: set[str], probes: Probes | None
-) -> set[str] | None:
-    """What the CPU claims of the ``remaining`` nodes an earlier device left, from a probe of those nodes
-    alone (the CPU EP picks kernels by op and type: a probe of the nodes left answers for them as the whole
-    model's does, and costs a model of them, not the whole model again); None where ``device`` is no CPU,
-    nothing was claimed before it, or that one probe fails (the whole model's probe answers then, as it
-    names the nodes the CPU EP lacks)."""
-    if not device.is_cpu or len(remaining) == len(operations):
-        return None
-    try:
-        proto = _piece(model, [n for n in operations if n.friendly_name in remaining])
-    except ModelError:
-        return None
-    return set(remaining) if _loads(proto, model, device, probes) else None
+def claims_among(model: Model, device: Device, remaining: set[str], probes: Probes | None = None) -> set[str]:
+    """What ``device`` claims of the ``remaining`` non-constant nodes an earlier device of a greedy query
+    left (all of them where it is the first): supported_nodes, except that the CPU after a device that
+    claimed some is probed on the nodes left alone (the CPU EP picks kernels by op and type: a probe of
+    those nodes answers for them as the whole model's does, and costs a model of them, not the whole model
+    again), and on the whole model only where that probe fails (it names the nodes the CPU EP lacks).
+    ``probes``: as for supported_nodes."""
+    operations = _operations(model.get_ops())
+    if device.is_cpu and len(remaining) < len(operations):
+        try:
+            proto = _piece(model, [n for n in operations if n.friendly_name in remaining])
+        except ModelError:
+            proto = None
+        if proto is not None and _loads(proto, model, device, probes):
+            return set(remaining)
+    return remaining & supported_nodes(model, device, probes)
 
 
 def _place_constants(model: Model, result: dict[str, str], default: str) -> None:
