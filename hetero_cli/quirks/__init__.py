@@ -19,7 +19,7 @@ __all__ = [
     "all_quirks",
     "folds_initializers",
     "in_force",
-    "node_refusal",
+    "node_refusals",
     "quirk",
     "quirks_in_force",
 ]
@@ -48,9 +48,10 @@ def quirk(quirk_id: str) -> Quirk:
     raise KeyError(quirk_id)
 
 
-def node_refusal(ep: str) -> Quirk | None:
-    """The quirk in force whose hook refuses nodes of its ``ops`` on ``ep`` (one at most per EP), or None."""
-    return next((q for q in quirks_in_force() if q.ep == ep and q.ops), None)
+def node_refusals(ep: str) -> tuple[Quirk, ...]:
+    """The quirks in force whose hooks refuse nodes of their ``ops`` on ``ep`` (Quirk.refuses), in
+    ``all_quirks``' order; empty where none does."""
+    return tuple(q for q in quirks_in_force() if q.ep == ep and q.ops)
 
 
 def folds_initializers(ep: str) -> bool:

@@ -20,7 +20,8 @@ class Quirk:
     release is affected, and the fixed behaviour where it is not (so a release that brings it back fails it).
     ``hook``: where hetero-cli acts on it (``module.function: what it does``), or ``none: ...`` where it only
     documents it. ``ops``: the op types the hook refuses to hand to the EP, for a quirk whose hook refuses
-    nodes. ``signature``: words the EP's error carries when the defect strikes, for a quirk HETERO_FALLBACK
+    nodes; ``outer_scope_only``: it refuses them only where their body reads values from outside it.
+    ``signature``: words the EP's error carries when the defect strikes, for a quirk HETERO_FALLBACK
     moves subgraphs away from (its warning cites the quirk by them); empty otherwise.
     """
 
@@ -33,7 +34,15 @@ class Quirk:
     repro: str
     hook: str
     ops: frozenset[str] = frozenset()
+    outer_scope_only: bool = False
     signature: str = ""
+
+    def refuses(self, op_type: str, domain: str, reads_outer: bool) -> bool:
+        """Whether the hook refuses a node of ``op_type`` in ``domain`` (ONNX's own ops only) whose body
+        reads values from outside it (``reads_outer``) or not."""
+        return (
+            op_type in self.ops and domain in ("", "ai.onnx") and (reads_outer or not self.outer_scope_only)
+        )
 
     def affects(self, version: str) -> bool:
         """Whether ONNX Runtime ``version`` (e.g. "1.24.1", "1.27.0.dev20260501") has the defect: True

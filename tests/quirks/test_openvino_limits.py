@@ -82,30 +82,46 @@ def test_a_value_info_lie_cuts_a_batch_inside_orts_own_openvino_cpu_split():
     assert run(proto, {"x": x}, OPENVINO).shape == expect(quirks.DECLARED_SHAPE_IN_SPLIT, (2, 3), (4, 3))
 
 
-@needs_openvino
-def test_openvino_cannot_compile_a_loop_whose_body_reads_an_outer_value():
-    """x -> Relu -> r; Loop (3 trips) adds r, read from outside its body, to what it carries."""
+def adding_loop(addend: str, before: list[onnx.NodeProto], inside: list[onnx.NodeProto]) -> onnx.ModelProto:
+    """``before`` nodes, then a Loop of 3 trips over x whose body adds ``addend`` (made by ``inside`` nodes
+    or read from outside the body) to what it carries: [4, 4] for x = [1, 1] and an addend of 1."""
     body = h.make_graph(
         [
-            h.make_node("Add", ["v_in", "r"], ["v_out"], name="body_add"),
+            *inside,
+            h.make_node("Add", ["v_in", addend], ["v_out"], name="body_add"),
             h.make_node("Identity", ["cond_in"], ["cond_out"], name="keep_going"),
         ],
         "body",
         [vi("i", [], TensorProto.INT64), vi("cond_in", [], TensorProto.BOOL), vi("v_in", [2])],
         [vi("cond_out", [], TensorProto.BOOL), vi("v_out", [2])],
     )
-    nodes = [
-        h.make_node("Relu", ["x"], ["r"], name="relu"),
-        h.make_node("Loop", ["trips", "yes", "x"], ["y"], name="loop", body=body),
-    ]
+    nodes = [*before, h.make_node("Loop", ["trips", "yes", "x"], ["y"], name="loop", body=body)]
     inits = [
         h.make_tensor("trips", TensorProto.INT64, [], [3]),
         h.make_tensor("yes", TensorProto.BOOL, [], [True]),
     ]
-    proto = make_model(nodes, [vi("x", [2])], [vi("y", [2])], inits)
+    return make_model(nodes, [vi("x", [2])], [vi("y", [2])], inits)
+
+
+@needs_openvino
+def test_openvino_cannot_compile_a_loop_whose_body_reads_an_outer_value():
+    """x -> Relu -> r; Loop (3 trips) adds r, read from outside its body, to what it carries."""
+    proto = adding_loop("r", [h.make_node("Relu", ["x"], ["r"], name="relu")], [])
     x = np.ones(2, np.float32)
     assert run(proto, {"x": x}, ["CPUExecutionProvider"]).tolist() == [4.0, 4.0]
     with defect_raises(quirks.OUTER_SCOPE_LOOP, match="node not found in graph cache"):
+        assert run(proto, {"x": x}, OPENVINO).tolist() == [4.0, 4.0]
+
+
+@needs_openvino
+def test_openvino_cannot_compile_a_loop_whose_body_it_partitioned():
+    """Loop (3 trips) adds 1, a constant of its own body, to what it carries: the body reads nothing from
+    outside it, yet the EP claims the body's Add as a subgraph of its own and then fails on the Loop."""
+    one = h.make_tensor("o", TensorProto.FLOAT, [2], [1, 1])
+    proto = adding_loop("one", [], [h.make_node("Constant", [], ["one"], name="one", value=one)])
+    x = np.ones(2, np.float32)
+    assert run(proto, {"x": x}, ["CPUExecutionProvider"]).tolist() == [4.0, 4.0]
+    with defect_raises(quirks.LOOP_BODY_PARTITIONED, match="OpenVINO-EP-subgraph"):
         assert run(proto, {"x": x}, OPENVINO).tolist() == [4.0, 4.0]
 
 

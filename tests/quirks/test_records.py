@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hetero_cli.quirks import NOT_REPORTED, all_quirks, folds_initializers, node_refusal, quirk
+from hetero_cli.quirks import NOT_REPORTED, all_quirks, folds_initializers, node_refusals, quirk
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMITS = ROOT / "docs" / "limits.md"
@@ -54,12 +54,21 @@ def test_each_records_repro_test_exists(record):
 
 def test_the_registry_answers_by_id_and_ep():
     assert quirk("openvino-outer-scope-loop").ops == frozenset({"Loop", "Scan"})
-    assert node_refusal("OpenVINOExecutionProvider") is quirk("openvino-outer-scope-loop")
-    assert node_refusal("CPUExecutionProvider") is None
+    refusing = ("openvino-outer-scope-loop", "openvino-loop-body-partitioned")
+    assert node_refusals("OpenVINOExecutionProvider") == tuple(quirk(q) for q in refusing)
+    assert node_refusals("CPUExecutionProvider") == ()
     assert folds_initializers("OpenVINOExecutionProvider") and folds_initializers("TensorrtExecutionProvider")
     assert not folds_initializers("CUDAExecutionProvider")
     with pytest.raises(KeyError):
         quirk("no-such-quirk")
+
+
+def test_a_refusal_for_outer_reads_only_leaves_a_self_contained_body_alone():
+    outer, any_loop = quirk("openvino-outer-scope-loop"), quirk("openvino-loop-body-partitioned")
+    assert outer.refuses("Scan", "", reads_outer=True) and not outer.refuses("Scan", "", reads_outer=False)
+    assert any_loop.refuses("Loop", "ai.onnx", reads_outer=False)
+    assert not any_loop.refuses("Scan", "", reads_outer=False)
+    assert not any_loop.refuses("Loop", "com.example", reads_outer=False)
 
 
 HOOK_REFERENCE = re.compile(r"\b((?:graph|placement|runtime|ort|app|cli)\.[a-z_]+\.[A-Za-z_][\w.]*)")

