@@ -214,3 +214,20 @@ def test_engines_are_picked_by_name_and_unknown_ones_refused(monkeypatch):
     monkeypatch.setitem(engines.ENGINES, "later", "not_built_yet:Engine")
     with pytest.raises(ServeError, match="--engine later is not part of this hetero-cli version"):
         engines.open_engine("later", ServeOptions("m"))
+
+
+class Broken(Doubling):
+    """A backend whose inference fails in a way no model refusal does."""
+
+    async def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        raise RuntimeError("the device fell off")
+
+
+def test_an_unexpected_failure_is_a_kserve_500_and_the_server_keeps_serving():
+    body = json.dumps({"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]})
+    metrics = Metrics("double")
+    with serving(make_app(Broken(), metrics, LIMIT)) as url:
+        for _ in range(2):
+            status, doc = _post(url, "/v2/models/double/infer", body.encode())
+            assert status == 500 and doc == {"error": "internal error: RuntimeError: the device fell off"}
+    assert metrics.requests("failure") == 2

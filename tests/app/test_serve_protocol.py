@@ -156,6 +156,30 @@ def test_malformed_bodies_are_refused(body, length, says):
     assert says in str(caught.value)
 
 
+def test_json_numbers_are_checked_for_kind_and_range():
+    small = TensorSpec("u", "UINT8", (3,))
+    flags = TensorSpec("b", "BOOL", (2,))
+
+    def parse(spec: TensorSpec, data: list) -> np.ndarray:
+        doc = {
+            "inputs": [
+                {"name": spec.name, "shape": list(spec.shape), "datatype": spec.datatype, "data": data}
+            ]
+        }
+        return kserve.parse_infer_request(_json(doc), None, (spec,), ()).feeds[spec.name]
+
+    np.testing.assert_array_equal(
+        parse(small, [[1], [2, 255]]), np.array([1, 2, 255], np.uint8)
+    )  # ragged nesting
+    with pytest.raises(RequestError, match=r"out of UINT8's range 0\.\.255"):
+        parse(small, [1, 2, 300])
+    with pytest.raises(RequestError, match="no UINT8 values"):
+        parse(small, [1, 2, None])
+    np.testing.assert_array_equal(parse(flags, [True, False]), np.array([True, False]))
+    with pytest.raises(RequestError, match="no BOOL values"):
+        parse(flags, [1, 0])
+
+
 def test_binary_data_sizes_must_match_the_data():
     body, length = _tritonclient_body(True)
     with pytest.raises(RequestError, match="no input's binary_data_size claims"):

@@ -13,10 +13,24 @@ dependency (ray) concerns only its engine.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from collections.abc import Callable
+from typing import Protocol
 
 from ...errors import ServeError
+from ...runtime import CompiledModel
 from .options import ServeOptions
+
+
+class Engine(Protocol):
+    """What ``hetero serve`` drives: made from ServeOptions, then ``serve`` or, on a failure before it,
+    ``close``."""
+
+    hint: str
+
+    def serve(self, compiled: CompiledModel, announce: Callable[[str], None]) -> None: ...
+
+    def close(self) -> None: ...
+
 
 #: engine name -> "module:class" under hetero_cli.app.serve
 ENGINES: dict[str, str] = {
@@ -27,7 +41,7 @@ ENGINES: dict[str, str] = {
 EXTRAS: dict[str, str] = {"local": "serve", "ray": "serve"}
 
 
-def open_engine(name: str, options: ServeOptions) -> Any:
+def open_engine(name: str, options: ServeOptions) -> Engine:
     """The engine ``name`` made from ``options``. ServeError for an unknown engine, one whose module is not
     in this install, or whose dependencies are missing (naming the extra that installs them)."""
     if name not in ENGINES:

@@ -18,6 +18,7 @@ import time
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from ...errors import InferenceError, RequestError
 from . import protocol
@@ -38,6 +39,7 @@ def make_app(backend: Backend, metrics: Metrics, max_body_bytes: int) -> FastAPI
     app = FastAPI(title=f"hetero-cli: {backend.name}", docs_url=None, redoc_url=None, openapi_url=None)
     app.add_exception_handler(RequestError, _request_error)
     app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(Exception, _internal_error)
     _health_routes(app, backend)
     _model_routes(app, backend)
     _infer_routes(app, backend, metrics, max_body_bytes)
@@ -122,11 +124,14 @@ async def _read_body(request: Request, limit: int) -> bytes:
         raise RequestError(_too_large(int(declared), limit), 413)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise RequestError(_too_large(size, limit, at_least=True), 413)
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise RequestError(_too_large(size, limit, at_least=True), 413)
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise RequestError("the client went away before its request's body had come", 400) from None
     return b"".join(chunks)
 
 
@@ -140,6 +145,11 @@ def _too_large(size: int, limit: int, *, at_least: bool = False) -> str:
 async def _request_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestError)
     return JSONResponse(protocol.error_body(str(exc)), status_code=exc.status)
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    """Anything else a route raised: a KServe error (500) naming it; the server logs the traceback."""
+    return JSONResponse(protocol.error_body(f"internal error: {type(exc).__name__}: {exc}"), status_code=500)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

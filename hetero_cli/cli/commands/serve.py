@@ -14,6 +14,7 @@ from ...app.serve.options import DEFAULT_MAX_BODY_BYTES, ServeOptions, check_nam
 from ...errors import ServeError
 from ...graph import Model
 from ...placement import config as cfg
+from ..bench_steps import apply_hint
 from ..options import shared, shared_options
 from ..output import info
 from ..runner import CONTEXT, Command
@@ -109,7 +110,8 @@ def serve(
     runner = open_engine(engine, served)  # the port is claimed before the compile: in use, nothing runs
     try:
         if setup.core.configured("HETERO", cfg.PERFORMANCE_HINT) is None:
-            setup.core.set_property("HETERO", {cfg.PERFORMANCE_HINT: runner.hint})
+            # as benchmark's throughput mode: the devices' lanes run at once and share the cores
+            apply_hint(setup, runner.hint.lower(), nireq=len(setup.request.priorities))
         compiled = compile_setup(setup)
     except BaseException:
         runner.close()
