@@ -216,12 +216,14 @@ def test_address_without_the_ray_engine_is_a_usage_error(tmp_path: Path) -> None
 def test_sigterm_stops_a_local_ray_server_with_exit_0_and_nothing_left(tmp_path: Path) -> None:
     path = chain_model(tmp_path / f"{NAME}.onnx", width=8, layers=2)
     port = free_port()
+    home = tmp_path / "home"  # ray.init writes an auth token into ~/.ray unless told otherwise
+    home.mkdir()
     server = subprocess.Popen(
         _hetero("-m", path, "-d", "HETERO:OPENVINO,CPU", "--engine", "ray", "--port", port),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=_env(),
+        env={**_env(), "HOME": str(home)},
         start_new_session=True,
     )
     try:
@@ -242,6 +244,7 @@ def test_sigterm_stops_a_local_ray_server_with_exit_0_and_nothing_left(tmp_path:
         assert server.returncode == 0, err
         assert "Serving 'chain' (KServe v2) on Ray" in out
         assert wait_until(lambda: not _session_processes(server.pid), 30), _session_processes(server.pid)
+        assert not list(home.iterdir())
     finally:
         if server.poll() is None:
             os.killpg(server.pid, signal.SIGKILL)

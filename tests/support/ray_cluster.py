@@ -70,7 +70,9 @@ def _alive(group: int) -> bool:
 
 def _ray_start(args: list[str], folder: Path) -> subprocess.Popen[bytes]:
     ray = Path(sys.executable).with_name("ray")
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    # no token authentication: every process is on 127.0.0.1, and a token file some other Ray left in ~/.ray
+    # would otherwise be read by one node and not another
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
     log = (folder / f"start-{len(list(folder.glob('start-*')))}.log").open("wb")
     return subprocess.Popen(
         [str(ray), "start", *args], stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True

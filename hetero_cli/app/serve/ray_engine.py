@@ -33,11 +33,13 @@ from typing import Any
 import numpy as np
 import ray
 from ray import serve
-from ray.exceptions import RayActorError, RayTaskError
+from ray.exceptions import RayError, RayTaskError
 
+from ...core import Core
 from ...errors import CompileError, HeteroError, InferenceError, RequestError, ServeError
 from ...graph import Model
 from ...placement.partition import Plan
+from ...runtime import CompiledModel
 from .backend import Metrics
 from .http import make_app
 from .options import ServeOptions, tensor_specs
@@ -51,6 +53,8 @@ CONNECT_TIMEOUT_S = 5.0
 #: the longest temporary folder a local Ray instance is started under (else /tmp): its socket paths grow
 #: about 60 bytes longer, and a Unix socket's path is at most 107
 SHORT_TEMP_ROOT = 40
+#: the environment variable that sets Ray's token authentication
+AUTH_MODE = "RAY_AUTH_MODE"
 #: the ingress's name among the application's deployments
 INGRESS = "ingress"
 
@@ -60,8 +64,6 @@ class StageReplica:
     infer request (a request in flight each; ORT sessions run concurrently)."""
 
     def __init__(self, stage: Stage) -> None:
-        from ...core import Core  # the replica's process compiles; the ingress never does
-
         core = Core()
         self.stage = stage
         self.compiled = core.compile_model(core.read_model(stage.model), replica_device(stage.device))
@@ -155,22 +157,30 @@ class RayBackend:
 
 
 async def _answer(response: Any, stage: Stage) -> Any:
-    """Await one stage's DeploymentResponse, its failures as the errors the HTTP app reports."""
+    """Await one stage's DeploymentResponse, its failures as the errors the HTTP app reports: the model's
+    refusal an InferenceError (400); a replica on the way that died or is restarting a RequestError (503:
+    the client may send it again); anything else a RequestError (500) naming the stage."""
     try:
         return await response
     except RayTaskError as exc:
         cause = exc.cause
         if isinstance(cause, HeteroError):
             raise InferenceError(str(cause)) from None
+        if isinstance(cause, RayError):  # an earlier stage's replica died: its error passed down the chain
+            raise _stopped(stage) from None
         raise RequestError(
             f"{stage.name} ({stage.device}) failed: {type(cause).__name__}: {cause}", 500
         ) from None
-    except RayActorError:
-        raise RequestError(
-            f"{stage.name} ({stage.device}) stopped during the request (Ray restarts its replica): send the "
-            "request again",
-            503,
-        ) from None
+    except RayError:  # RayActorError, ActorUnavailableError: the replica died or is being restarted
+        raise _stopped(stage) from None
+
+
+def _stopped(stage: Stage) -> RequestError:
+    return RequestError(
+        f"a stage replica up to {stage.name} ({stage.device}) stopped during the request (Ray restarts it): "
+        "send the request again",
+        503,
+    )
 
 
 @serve.ingress()
@@ -276,7 +286,7 @@ class RayEngine:
             _check_port(options.host, options.port)
         self.options = options
 
-    def serve(self, compiled: Any, announce: Callable[[str], None] = log.info) -> None:
+    def serve(self, compiled: CompiledModel, announce: Callable[[str], None] = log.info) -> None:
         """Serve ``compiled``'s plan until SIGTERM or Ctrl-C, then remove what this run started and return.
         ``announce`` gets the line saying where the server listens. Raises as ray_serving."""
         signals = _StopSignals()
@@ -314,13 +324,33 @@ def _connected(address: str | None, plan: Plan) -> Iterator[None]:
             _check_reachable(address)
             kwargs["address"] = address
         try:
-            ray.init(**kwargs)
+            with _auth_mode("disabled" if address is None else None):
+                ray.init(**kwargs)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             if address is None:
                 raise ServeError(f"cannot start a local Ray instance: {_first_line(exc)}") from None
             raise ServeError(_unreachable(address, exc)) from None
         stack.callback(ray.shutdown)
         yield
+
+
+@contextlib.contextmanager
+def _auth_mode(mode: str | None) -> Iterator[None]:
+    """RAY_AUTH_MODE set to ``mode`` (None: as it is) while Ray starts. A local instance listens on
+    127.0.0.1 only and runs without token authentication: ray.init would otherwise write a token file into
+    ~/.ray, which outlives the run and which a later ``ray start`` reads."""
+    if mode is None:
+        yield
+        return
+    before = os.environ.get(AUTH_MODE)
+    os.environ[AUTH_MODE] = mode
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[AUTH_MODE]
+        else:
+            os.environ[AUTH_MODE] = before
 
 
 def _local_instance(plan: Plan) -> dict[str, Any]:
@@ -333,6 +363,7 @@ def _local_instance(plan: Plan) -> dict[str, Any]:
     return {
         "address": "local",
         "include_dashboard": False,
+        "_node_ip_address": "127.0.0.1",
         "resources": dict.fromkeys(sorted(devices), 1.0),
         "num_cpus": max(os.cpu_count() or 1, len(plan.subgraphs) + 1),
         "_temp_dir": folder,
