@@ -226,7 +226,7 @@ def ray_serving(
     it deployed (Serve itself too where this run started it); ``connected`` is called once Ray is. Raises
     ServeError for an unreachable address or a port in use, CompileError where a stage does not start,
     nothing left running."""
-    with _connected(options.address, plan):
+    with _connected(options.address, plan, options.replicas):
         if connected is not None:
             connected()
         started = _start_serve(options)
@@ -309,7 +309,7 @@ class RayEngine:
 
 
 @contextlib.contextmanager
-def _connected(address: str | None, plan: Plan) -> Iterator[None]:
+def _connected(address: str | None, plan: Plan, replicas: int = 1) -> Iterator[None]:
     """Ray connected for the block: to ``address``, else a local instance declaring the plan's devices
     (in a folder of its own, removed afterwards). ServeError where neither can be had."""
     if ray.is_initialized():
@@ -318,7 +318,7 @@ def _connected(address: str | None, plan: Plan) -> Iterator[None]:
     kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False}
     with contextlib.ExitStack() as stack:
         if address is None:
-            kwargs.update(_local_instance(plan))
+            kwargs.update(_local_instance(plan, replicas))
             stack.callback(shutil.rmtree, kwargs["_temp_dir"], ignore_errors=True)
         else:
             _check_reachable(address)
@@ -331,6 +331,7 @@ def _connected(address: str | None, plan: Plan) -> Iterator[None]:
                 raise ServeError(f"cannot start a local Ray instance: {_first_line(exc)}") from None
             raise ServeError(_unreachable(address, exc)) from None
         stack.callback(ray.shutdown)
+        logging.getLogger("ray.serve").setLevel(logging.WARNING)  # its INFO lines say what hetero says
         yield
 
 
@@ -353,10 +354,10 @@ def _auth_mode(mode: str | None) -> Iterator[None]:
             os.environ[AUTH_MODE] = before
 
 
-def _local_instance(plan: Plan) -> dict[str, Any]:
+def _local_instance(plan: Plan, replicas: int) -> dict[str, Any]:
     """ray.init's arguments for a local instance of this run's own: "local" (never one a ``ray start``
-    left for ray.init() to find), the plan's non-GPU devices declared as resources, enough CPUs for a
-    replica per stage, and a temporary folder short enough for Ray's socket paths (at most 107 bytes)."""
+    left for ray.init() to find), the plan's non-GPU devices declared as resources, enough CPUs for
+    ``replicas`` replicas of every stage, and a temporary folder short enough for Ray's socket paths (at most 107 bytes)."""
     devices = {resource_name(d) for d in plan.devices} - {"CPU", *GPU_FAMILIES}
     root = tempfile.gettempdir()
     folder = tempfile.mkdtemp(prefix="hetero-ray-", dir=root if len(root) <= SHORT_TEMP_ROOT else "/tmp")
@@ -365,7 +366,7 @@ def _local_instance(plan: Plan) -> dict[str, Any]:
         "include_dashboard": False,
         "_node_ip_address": "127.0.0.1",
         "resources": dict.fromkeys(sorted(devices), 1.0),
-        "num_cpus": max(os.cpu_count() or 1, len(plan.subgraphs) + 1),
+        "num_cpus": max(os.cpu_count() or 1, replicas * len(plan.subgraphs)),
         "_temp_dir": folder,
     }
 
