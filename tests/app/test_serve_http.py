@@ -231,3 +231,18 @@ def test_an_unexpected_failure_is_a_kserve_500_and_the_server_keeps_serving():
             status, doc = _post(url, "/v2/models/double/infer", body.encode())
             assert status == 500 and doc == {"error": "internal error: RuntimeError: the device fell off"}
     assert metrics.requests("failure") == 2
+
+
+def test_an_engine_whose_dependency_is_missing_names_the_install(monkeypatch):
+    import sys
+
+    from hetero_cli.app.serve import engines
+    from hetero_cli.app.serve.options import ServeOptions
+
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # as if the serve extra were not installed
+    for module in ("hetero_cli.app.serve.local", "hetero_cli.app.serve.server"):
+        monkeypatch.delitem(sys.modules, module, raising=False)
+    with pytest.raises(
+        ServeError, match=r"--engine local needs uvicorn, which is not installed: run `make install`"
+    ):
+        engines.open_engine("local", ServeOptions("m", port=0))

@@ -123,3 +123,22 @@ def test_clients_that_disconnect_mid_request_leave_nothing_stuck(served):
     assert wait_until(lambda: in_flight(url) == 0)
     x = _x(2, 11)
     np.testing.assert_allclose(infer(url, "chain", x), reference(path, x), rtol=1e-4, atol=1e-5)
+
+
+def test_inputs_the_model_refuses_give_the_request_back_to_the_pool(split):
+    import asyncio
+
+    path, compiled = split
+    backend = LocalBackend(compiled, "chain", jobs=1)
+
+    async def calls() -> np.ndarray:
+        for _ in range(3):  # more refusals than the one request: each must come back to the pool
+            with pytest.raises(hc.InferenceError):
+                await backend.infer({"x": np.zeros((1, WIDTH + 1), np.float32)})
+        return (await backend.infer({"x": _x(2, 5)}))["y"]
+
+    try:
+        got = asyncio.run(asyncio.wait_for(calls(), 120))
+    finally:
+        backend.close()
+    np.testing.assert_allclose(got, reference(path, _x(2, 5)), rtol=1e-4, atol=1e-5)
