@@ -57,6 +57,22 @@ def test_stages_are_wired_as_the_plans_links_run(tmp_path: Path) -> None:
     assert wiring.sinks == (2,) and dict(wiring.outputs) == {"y": 2}
 
 
+def test_the_url_names_the_head_where_the_proxy_listens_on_every_address() -> None:
+    from hetero_cli.app.serve.ray_engine import _url_host
+
+    assert _url_host("0.0.0.0", "10.1.2.3:6379") == "10.1.2.3"
+    assert _url_host("0.0.0.0", None) == "127.0.0.1"
+    assert _url_host("192.168.0.5", "10.1.2.3:6379") == "192.168.0.5"
+
+
+def test_an_address_that_is_no_host_and_port_is_refused_before_ray_starts() -> None:
+    from hetero_cli.app.serve.ray_engine import RayEngine
+    from hetero_cli.errors import ServeError
+
+    with pytest.raises(ServeError, match="is no host:port"):
+        RayEngine(ServeOptions(NAME, address="head-node"))
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
     with two_node_cluster() as running:

@@ -232,7 +232,7 @@ def ray_serving(
         started = _start_serve(options)
         try:
             _deploy(build_app(model, plan, options), options.name)
-            yield f"http://{_url_host(options.host)}:{options.port}"
+            yield f"http://{_url_host(options.host, options.address)}:{options.port}"
         finally:
             _stop_serve(options.name, started)
 
@@ -438,5 +438,9 @@ def _stop_serve(name: str, started: bool) -> None:
         log.warning("stopping Ray Serve: %s", exc)
 
 
-def _url_host(host: str) -> str:
-    return "127.0.0.1" if host in ("0.0.0.0", "") else host
+def _url_host(host: str, address: str | None) -> str:
+    """The host of the server's URL: Serve's proxy listens on ``host`` on the head node, so a wildcard
+    host is reached at the head's address (``address``'s host; 127.0.0.1 for a local instance)."""
+    if host not in ("0.0.0.0", "::", ""):
+        return host
+    return address.rpartition(":")[0] if address else "127.0.0.1"
