@@ -246,10 +246,16 @@ def _deploy(app: Any, name: str) -> None:
         raise CompileError(f"Ray Serve could not start {name!r}: {_first_line(exc)}") from None
 
 
+class _Stopped(BaseException):
+    """A SIGTERM or Ctrl-C before the server serves: unwinds what the run started (a BaseException, so
+    that no ``except Exception`` in Ray's start-up swallows it), and the engine then returns as after one
+    while serving."""
+
+
 class _StopSignals:
-    """SIGTERM and Ctrl-C while ``hetero serve --engine ray`` runs: before it serves they interrupt
-    (KeyboardInterrupt: what was started is stopped on the way out); once it serves (``serving``) they set
-    ``stop``. ``install`` again after ray.init, whose native handler takes SIGTERM over (and aborts)."""
+    """SIGTERM and Ctrl-C while ``hetero serve --engine ray`` runs: before it serves they raise _Stopped;
+    once it serves (``serving``) they set ``stop``. ``install`` again after ray.init, whose native handler
+    takes SIGTERM over (and aborts the process)."""
 
     def __init__(self) -> None:
         self.stop = threading.Event()
@@ -265,9 +271,10 @@ class _StopSignals:
             signal.signal(sig, handler)
 
     def _handle(self, signum: int, frame: Any) -> None:
-        if not self.serving:
-            raise KeyboardInterrupt
+        first = not self.stop.is_set()
         self.stop.set()
+        if first and not self.serving:  # a second signal must not cut short the clean-up the first began
+            raise _Stopped
 
 
 class RayEngine:
@@ -287,8 +294,9 @@ class RayEngine:
         self.options = options
 
     def serve(self, compiled: CompiledModel, announce: Callable[[str], None] = log.info) -> None:
-        """Serve ``compiled``'s plan until SIGTERM or Ctrl-C, then remove what this run started and return.
-        ``announce`` gets the line saying where the server listens. Raises as ray_serving."""
+        """Serve ``compiled``'s plan until SIGTERM or Ctrl-C (while it deploys, too), then remove what this
+        run started and return. ``announce`` gets the line saying where the server listens. Raises as
+        ray_serving."""
         signals = _StopSignals()
         signals.install()
         try:
@@ -301,6 +309,8 @@ class RayEngine:
                 )
                 while not signals.stop.wait(0.5):
                     pass
+        except _Stopped:  # asked to stop while starting: what was started is stopped by now
+            log.debug("stopped while deploying on Ray")
         finally:
             signals.restore()
 
