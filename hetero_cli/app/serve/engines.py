@@ -6,7 +6,7 @@
     close() -> None                            give back what it claimed, where the command fails first
 
 ``local`` is one process under uvicorn (app/serve/local.py); ``ray`` deploys one Ray Serve deployment per
-subgraph (app/serve/ray.py, where present). Each is imported only when asked for, so a missing optional
+subgraph (app/serve/ray_engine.py). Each is imported only when asked for, so a missing optional
 dependency (ray) concerns only its engine.
 """
 
@@ -35,7 +35,7 @@ class Engine(Protocol):
 #: engine name -> "module:class" under hetero_cli.app.serve
 ENGINES: dict[str, str] = {
     "local": "local:LocalEngine",
-    "ray": "ray:RayEngine",
+    "ray": "ray_engine:RayEngine",
 }
 #: the extra that installs each engine's dependencies
 EXTRAS: dict[str, str] = {"local": "serve", "ray": "serve"}

@@ -19,13 +19,16 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 class ServeOptions:
     """``hetero serve``'s options an engine reads: the model's ``name`` in URLs, where to listen
     (``host``, ``port``; 0 for any free port), the largest body accepted, and ``shapes`` ({input: dims,
-    None for a dynamic one}) narrowing the inputs' dynamic dimensions."""
+    None for a dynamic one}) narrowing the inputs' dynamic dimensions. The ray engine's: ``address`` (a
+    running Ray cluster's host:port; None starts a local Ray instance) and ``replicas`` (per stage)."""
 
     name: str
     host: str = "127.0.0.1"
     port: int = 8000
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     shapes: dict[str, list[int | None]] = field(default_factory=dict)
+    address: str | None = None
+    replicas: int = 1
 
 
 def check_name(name: str) -> str:

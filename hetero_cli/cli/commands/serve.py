@@ -11,6 +11,7 @@ import click
 from ...app.benchmark.shapes import parse_shapes
 from ...app.serve.engines import ENGINES, open_engine
 from ...app.serve.options import DEFAULT_MAX_BODY_BYTES, ServeOptions, check_name, tensor_specs
+from ...errors import ServeError
 from ...graph import Model
 from ...placement import config as cfg
 from ..bench_steps import apply_hint
@@ -52,6 +53,18 @@ from ..setup import compile_setup, prepare
     help="local: this process; ray: a Ray Serve deployment per subgraph.",
 )
 @click.option(
+    "--address",
+    metavar="HOST:PORT",
+    help="--engine ray: a running Ray cluster's address (default: start a local Ray instance for the run).",
+)
+@click.option(
+    "--replicas",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="--engine ray: replicas of each subgraph's deployment.",
+)
+@click.option(
     "--max-body-size",
     "max_body",
     type=click.IntRange(min=1),
@@ -70,6 +83,8 @@ def serve(
     port: int,
     name: str | None,
     engine: str,
+    address: str | None,
+    replicas: int,
     max_body: int,
     **options: Any,
 ) -> None:
@@ -80,6 +95,8 @@ def serve(
       hetero serve -m models/digits.onnx -d HETERO:OPENVINO,CPU --affinity softmax=CPU --port 8000
       curl -s localhost:8000/v2/models/digits
     """
+    if engine != "ray" and (address is not None or replicas != 1):
+        raise ServeError("--address and --replicas are the ray engine's: add --engine ray, or leave them out")
     setup = prepare(model, device, **shared(options))
     served = ServeOptions(
         name=check_name(name if name is not None else setup.model_path.stem),
@@ -87,6 +104,8 @@ def serve(
         port=port,
         max_body_bytes=max_body,
         shapes=_shapes(setup.model, shape, data_shape),
+        address=address,
+        replicas=replicas,
     )
     runner = open_engine(engine, served)  # the port is claimed before the compile: in use, nothing runs
     try:
