@@ -25,7 +25,8 @@ from .placement import devices as registry
 from .placement.device_string import DeviceRequest
 from .placement.devices import Device
 from .placement.partition import Plan, partition
-from .runtime import CompiledModel, Fallback, check_loadable, compile_with_fallback
+from .runtime import CompiledModel, Fallback, check_loadable, compile_with_fallback, importing
+from .runtime import cache as compile_cache
 
 ModelSource = Model | str | os.PathLike[str] | bytes | onnx.ModelProto
 SUPPORTED_PROPERTIES = str(props.supported_properties)
@@ -141,6 +142,8 @@ class Core:
             return props.fallback(manual=False)
         if key == cfg.DOT_DIR:
             return props.dot_dir or ""
+        if key == cfg.CACHE_DIR:
+            return props.cache_dir or ""
         raise ConfigError(f"unknown HETERO property {name!r}: HETERO knows {', '.join(HETERO_READABLE)}")
 
     def configured(self, device_name: str, name: str) -> Any:
@@ -217,11 +220,30 @@ class Core:
         of the priority list that supports its nodes instead, with a warning; the CompileError then names
         every device tried. .dot files of the
         split are written only once the compile succeeded (OPENVINO_HETERO_VISUALIZE or
-        HETERO_DUMP_GRAPH_DOT).
+        HETERO_DUMP_GRAPH_DOT). With CACHE_DIR set, a compile of the same model, device string, config
+        and versions loads the export the first one kept there (LOADED_FROM_CACHE; docs/export.md).
         """
         model = self.read_model(model)
         device_name = "CPU" if device_name is None else device_name
         merged, request, devices = self._devices(device_name, config)
+        folder = compile_cache.usable(merged.cache_dir) if merged.cache_dir else None
+        entry = compile_cache.key(model, str(request), merged) if folder is not None else ""
+        compiled = None
+        if folder is not None:
+            compiled = compile_cache.load(folder, entry, devices, merged, str(request), request.hetero)
+        if compiled is None:
+            compiled = self._compile(model, merged, request, devices)
+            if folder is not None:
+                compile_cache.store(folder, entry, compiled)
+        # written once the compile succeeded: a failed one leaves nothing behind (hetero query draws any plan)
+        if visualize.wanted(merged.dump_dot):
+            compiled.dot_files = visualize.dump(model, compiled.plan, merged.dot_dir)  # as fallback left it
+        return compiled
+
+    def _compile(
+        self, model: Model, merged: cfg.SplitConfig, request: DeviceRequest, devices: Sequence[Device]
+    ) -> CompiledModel:
+        """compile_model's query, partition and sessions (no cache)."""
         probes = _probes(merged, devices)  # the query keeps its probes there; the compile may use them
         plan = partition(model, _affinities(model, request, devices, probes))
         by_name: dict[str, Device] = {d.name: d for d in devices}
@@ -240,9 +262,33 @@ class Core:
                 query.check_supported(model, devices)  # names the nodes the CPU EP lacks
             raise
         probes.clear()
-        # written once the compile succeeded: a failed one leaves nothing behind (hetero query draws any plan)
-        if visualize.wanted(merged.dump_dot):
-            compiled.dot_files = visualize.dump(model, compiled.plan, merged.dot_dir)  # as fallback left it
+        return compiled
+
+    def import_model(
+        self, model_stream: Any, device_name: str | None = None, config: Mapping[str, Any] | None = None
+    ) -> CompiledModel:
+        """A CompiledModel from an export (CompiledModel.export_model, ``hetero compile``): its bytes, its
+        path, or a binary file open on it. Its sessions are created straight from the subgraph models it
+        holds: no query, partition or export. ``device_name``: the devices to run on (default: the
+        export's own device string); a subgraph whose device is not among them, or not available here,
+        runs on the CPU (else the last of them), with a warning. ``config``: keys over the export's own.
+
+        Raises ArtifactError for what is no export, is damaged, truncated or tampered with, of another
+        format version or hetero-cli release, or refers to data outside itself; DeviceError,
+        DeviceUnavailableError and ConfigError as compile_model; CompileError where ONNX Runtime cannot
+        create a session of a subgraph.
+        """
+        data, where = importing.read_source(model_stream)
+        unpacked, saved = importing.read_artifact(data, where)
+        if config is not None:
+            _check_mapping(config, "the config")
+        merged = cfg.split(config).merged_over(saved)
+        if device_name is None:
+            device_name = str(unpacked.header.get("device_name") or "CPU")
+        request = device_string.parse(device_name, merged.priorities)
+        devices = device_string.available_priorities(request)
+        compiled = importing.import_compiled(unpacked, where, devices, merged, str(request), request.hetero)
+        compiled.loaded_from_cache = True
         return compiled
 
 

@@ -63,6 +63,12 @@ class CompileError(HeteroError):
         self.reason = reason
 
 
+class ArtifactError(HeteroError, ValueError):
+    """An exported compiled model (Core.import_model, ``hetero benchmark -m OUT``) cannot be imported: not
+    an export, truncated, damaged (its checksum), of another format or hetero-cli version, or holding what
+    no export holds (a subgraph that refers to external data). The message says which, and what to do."""
+
+
 class InferenceError(HeteroError, ValueError):
     """Inputs do not match the model, or a subgraph failed while running (InferRequest.infer, start_async,
     wait, AsyncInferQueue), or an inference API was misused (a request still busy, a bad timeout or

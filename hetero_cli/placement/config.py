@@ -33,11 +33,23 @@ PERF_COUNT = str(properties.enable_profiling)
 DUMP_GRAPH_DOT = "HETERO_DUMP_GRAPH_DOT"
 DOT_DIR = "HETERO_DOT_DIR"
 FALLBACK = "HETERO_FALLBACK"
+CACHE_DIR = (
+    "CACHE_DIR"  # OpenVINO's ov::cache_dir: where compiles keep exports to load later (docs/export.md)
+)
 NUM_THREADS = str(properties.inference_num_threads)
 PRECISION = str(hint.inference_precision)
 PERFORMANCE_HINT = str(hint.performance_mode)
 
-HETERO_KEYS = (PRIORITIES, DEVICE_PROPERTIES, PERF_COUNT, PERFORMANCE_HINT, DUMP_GRAPH_DOT, DOT_DIR, FALLBACK)
+HETERO_KEYS = (
+    PRIORITIES,
+    DEVICE_PROPERTIES,
+    PERF_COUNT,
+    PERFORMANCE_HINT,
+    DUMP_GRAPH_DOT,
+    DOT_DIR,
+    FALLBACK,
+    CACHE_DIR,
+)
 
 # PERFORMANCE_HINT's values (OpenVINO's ov::hint::PerformanceMode). LATENCY, the default, lets one ONNX Runtime
 # session run several subgraphs where it places every node as the plan does; the throughput modes keep one
@@ -317,6 +329,12 @@ class SplitConfig:
         value = self.hetero.get(DOT_DIR)
         return None if value in (None, "") else str(value)
 
+    @property
+    def cache_dir(self) -> str | None:
+        """Where compiles keep their exports (CACHE_DIR), None where unset or empty (no cache)."""
+        value = self.hetero.get(CACHE_DIR)
+        return None if value in (None, "") else os.fspath(value)
+
     def settings(self, device: Device) -> DeviceSettings:
         """The device's settings, with HETERO-level PERF_COUNT applying to every device."""
         return device_settings(device, self.device_values(device))
@@ -386,6 +404,7 @@ def split(config: Mapping[str, Any] | None, *, target: str | None = None) -> Spl
             DUMP_GRAPH_DOT,
             DOT_DIR,
             FALLBACK,
+            CACHE_DIR,
         ):
             out.devices.setdefault(target, {})[canonical_key(key)] = value
         elif upper in HETERO_KEYS:
@@ -396,8 +415,10 @@ def split(config: Mapping[str, Any] | None, *, target: str | None = None) -> Spl
                 check_priorities(value)
             elif upper in (PERF_COUNT, DUMP_GRAPH_DOT, FALLBACK):
                 parse_bool(upper, value)
-            elif upper == DOT_DIR and not (value is None or isinstance(value, str | os.PathLike)):
-                raise ConfigError(f"bad value {value!r:.60} for {DOT_DIR}: give a folder path as a string")
+            elif upper in (DOT_DIR, CACHE_DIR) and not (
+                value is None or isinstance(value, str | os.PathLike)
+            ):
+                raise ConfigError(f"bad value {value!r:.60} for {upper}: give a folder path as a string")
             out.hetero[upper] = value
         else:
             raise ConfigError(
