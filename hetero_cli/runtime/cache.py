@@ -88,9 +88,9 @@ def load(
     if not path.is_file():
         return None
     try:
-        data, where = importing.read_source(path)
-        unpacked, _ = importing.read_artifact(data, where)
-        compiled = importing.import_compiled(unpacked, where, devices, config, device_name, hetero)
+        data, _ = importing.read_source(path)
+        unpacked, _ = importing.read_artifact(data, "the entry")
+        compiled = importing.import_compiled(unpacked, "the entry", devices, config, device_name, hetero)
     except HeteroError as exc:  # an entry is never trusted: any failure to load it means compiling again
         log.warning("the cache entry %s cannot be loaded (%s): compiling the model again", path, exc)
         return None
