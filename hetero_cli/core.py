@@ -9,14 +9,16 @@ outputs = compiled.create_infer_request().infer({"x": x})
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import onnx
 
 from . import device as device_keys
 from . import properties as props
-from .errors import CompileError, ConfigError
+from .errors import ArtifactError, CompileError, ConfigError, HeteroError
 from .graph import Model, read_model
 from .placement import affinities as affinity_marks
 from .placement import config as cfg
@@ -27,6 +29,7 @@ from .placement.devices import Device
 from .placement.partition import Plan, partition
 from .runtime import CompiledModel, Fallback, check_loadable, compile_with_fallback, importing
 from .runtime import cache as compile_cache
+from .runtime.artifact import Unpacked
 
 ModelSource = Model | str | os.PathLike[str] | bytes | onnx.ModelProto
 SUPPORTED_PROPERTIES = str(props.supported_properties)
@@ -47,6 +50,8 @@ class Core:
 
     def __init__(self) -> None:
         self._properties = cfg.SplitConfig()
+        # models read from exports: compile_model of one on its export's devices imports the export
+        self._exports: weakref.WeakKeyDictionary[Model, _Export] = weakref.WeakKeyDictionary()
 
     @property
     def available_devices(self) -> list[str]:
@@ -58,12 +63,37 @@ class Core:
         """Load an ONNX model: a file path, its serialized bytes, an onnx.ModelProto, or a Model (returned
         as it is). Returns a Model with the affinities saved in it (NodeProto.metadata_props) restored.
 
+        An export (CompiledModel.export_model, ``hetero compile``: told by its first bytes, not its name)
+        gives the model it was compiled from; compile_model of that Model on the export's device string,
+        its affinities as read, imports the export instead of compiling (exported_device names it).
         ``weights`` is ignored (OpenVINO's signature; ONNX external data is found beside the model).
         Raises ModelError for a missing or unreadable file, bytes that are no ONNX model, a model that
         breaks ONNX's rules, or one whose IR version and opset this ONNX Runtime cannot load (refused
-        here rather than at the first session).
+        here rather than at the first session). ArtifactError for an export that is damaged or foreign.
         """
-        return model if isinstance(model, Model) else read_model(model, check_loadable)
+        if isinstance(model, Model):
+            return model
+        if importing.is_export(model):
+            return self._read_export(model)
+        return read_model(model, check_loadable)
+
+    def _read_export(self, source: Any) -> Model:
+        """The source model of an export, remembered with it (read_model)."""
+        data, where = importing.read_source(source)
+        unpacked, saved = importing.read_artifact(data, where)
+        model = importing.source_model(unpacked, where)
+        try:
+            device = str(device_string.parse(str(unpacked.header.get("device_name")), saved.priorities))
+        except HeteroError as exc:
+            raise ArtifactError(f"{where} is damaged: its device string is refused ({exc})") from None
+        self._exports[model] = _Export(unpacked, saved, where, device, model.affinities())
+        return model
+
+    def exported_device(self, model: Model) -> str | None:
+        """The device string ``model`` was compiled for, where it was read from an export (read_model);
+        None for a model read from ONNX."""
+        held = self._exports.get(model)
+        return held.device if held is not None else None
 
     def set_property(
         self, device_name: str | Mapping[str, Any], properties: Mapping[str, Any] | None = None
@@ -226,6 +256,14 @@ class Core:
         model = self.read_model(model)
         device_name = "CPU" if device_name is None else device_name
         merged, request, devices = self._devices(device_name, config)
+        held = self._exports.get(model)
+        if held is not None and held.device == str(request) and held.affinities == model.affinities():
+            imported = merged.merged_over(held.config)
+            compiled = importing.import_compiled(
+                held.unpacked, held.where, devices, imported, str(request), request.hetero, model
+            )
+            compiled.loaded_from_cache = True
+            return compiled
         folder = compile_cache.usable(merged.cache_dir) if merged.cache_dir else None
         entry = compile_cache.key(model, str(request), merged) if folder is not None else ""
         compiled = None
@@ -290,6 +328,18 @@ class Core:
         compiled = importing.import_compiled(unpacked, where, devices, merged, str(request), request.hetero)
         compiled.loaded_from_cache = True
         return compiled
+
+
+@dataclass(frozen=True)
+class _Export:
+    """An export read_model read: the artifact, its config, how messages name it, its device string and
+    the affinities its source model had when read."""
+
+    unpacked: Unpacked
+    config: cfg.SplitConfig
+    where: str
+    device: str
+    affinities: dict[str, str]
 
 
 def _saved_automatic(

@@ -20,8 +20,13 @@ from ..errors import ModelError
 from ..graph import Model
 from ..graph.external import all_tensors, is_external
 from ..ort.session import ort
+from ..placement import config as cfg
 from ..placement.export import fed_initializers, subgraph_model
 from . import artifact
+
+#: config keys an export leaves out and an import refuses to take from one: paths on the machine that
+#: compiled it (an untrusted file must not make an import read or write there), and .dot dumps
+LOCAL_KEYS = frozenset({*cfg.PATH_OPTIONS, *cfg.JSON_OPTIONS, cfg.DOT_DIR, cfg.DUMP_GRAPH_DOT, cfg.CACHE_DIR})
 
 if TYPE_CHECKING:
     from .compiled_model import CompiledModel
@@ -53,7 +58,7 @@ def export_compiled(compiled: CompiledModel) -> bytes:
         **versions(),
         "model": model.name,
         "device_name": compiled.device_name,
-        "config": {"hetero": jsonable(compiled.config.hetero), "devices": jsonable(compiled.config.devices)},
+        "config": jsonable(_portable(compiled.config)),
         "one_session": compiled.one_session,
         "manual": bool(fallback is not None and fallback.manual),
         "plan": {**plan.to_dict(), "affinities": dict(plan.affinities)},
@@ -76,11 +81,30 @@ def write_artifact(data: bytes, path: str | os.PathLike[str]) -> None:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         with os.fdopen(fd, "wb") as out:
             out.write(data)
+        os.chmod(tmp, target.stat().st_mode & 0o7777 if target.exists() else 0o666 & ~_umask())
         os.replace(tmp, target)
     except OSError as exc:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
         raise ModelError(f"cannot write {target}: {exc.strerror or exc}: check the folder") from None
+
+
+def _portable(config: cfg.SplitConfig) -> dict[str, Any]:
+    """``config`` as an export keeps it: {"hetero": {...}, "devices": {device: {...}}}, LOCAL_KEYS left out."""
+    return {
+        "hetero": {k: v for k, v in config.hetero.items() if k not in LOCAL_KEYS},
+        "devices": {
+            d: {k: v for k, v in values.items() if k not in LOCAL_KEYS}
+            for d, values in config.devices.items()
+        },
+    }
+
+
+def _umask() -> int:
+    """The process's umask (read by setting it, and back): what a new file's permissions leave out."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def jsonable(value: Any) -> Any:

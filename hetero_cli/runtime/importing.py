@@ -28,14 +28,11 @@ from . import artifact
 from .compiled_model import CompiledModel, CompiledSubgraph
 from .compiler import constant_outputs, one_session, prepare_subgraph
 from .environment import check_loadable
-from .exporting import external, hetero_cli_version
+from .exporting import LOCAL_KEYS, external, hetero_cli_version
 from .fallback import Fallback
 from .parallel import in_parallel
 
 log = logging.getLogger("hetero_cli")
-
-#: config keys an imported artifact's config may not set: paths an untrusted file would read or write
-_PATH_KEYS = frozenset({*cfg.PATH_OPTIONS, *cfg.JSON_OPTIONS, cfg.DOT_DIR, cfg.DUMP_GRAPH_DOT, cfg.CACHE_DIR})
 
 
 def read_source(source: Any) -> tuple[bytes | memoryview, str]:
@@ -62,6 +59,21 @@ def read_source(source: Any) -> tuple[bytes | memoryview, str]:
         ) from None
 
 
+def is_export(source: Any) -> bool:
+    """Whether ``source`` (bytes, or a path) starts as an export does (artifact.MAGIC): the one test every
+    reader of a model applies, whatever the file's name. False where a path cannot be read (the model
+    reader says why)."""
+    if isinstance(source, bytes | bytearray | memoryview):
+        return artifact.is_artifact(bytes(source[: len(artifact.MAGIC)]))
+    if not isinstance(source, str | os.PathLike):
+        return False
+    try:
+        with open(source, "rb") as file:
+            return artifact.is_artifact(file.read(len(artifact.MAGIC)))
+    except OSError:
+        return False
+
+
 def read_artifact(data: bytes | memoryview, where: str) -> tuple[artifact.Unpacked, cfg.SplitConfig]:
     """Check an artifact's bytes (artifact.unpack), its hetero-cli version and its config.
 
@@ -86,8 +98,8 @@ def read_artifact(data: bytes | memoryview, where: str) -> tuple[artifact.Unpack
     try:
         saved = header["config"]
         flat = {**saved["hetero"], **saved["devices"]}
-        dropped = sorted({k for k in saved["hetero"] if k in _PATH_KEYS} | _path_keys(saved["devices"]))
-        config = cfg.split({k: _without_paths(v) for k, v in flat.items() if k not in _PATH_KEYS})
+        dropped = sorted({k for k in saved["hetero"] if k in LOCAL_KEYS} | _path_keys(saved["devices"]))
+        config = cfg.split({k: _without_paths(v) for k, v in flat.items() if k not in LOCAL_KEYS})
     except (KeyError, TypeError, AttributeError, HeteroError) as exc:
         raise ArtifactError(f"{where} is damaged: its config is not what hetero-cli writes ({exc})") from None
     if dropped:
@@ -96,11 +108,11 @@ def read_artifact(data: bytes | memoryview, where: str) -> tuple[artifact.Unpack
 
 
 def _path_keys(devices: Mapping[str, Any]) -> set[str]:
-    return {k for values in devices.values() for k in values if k in _PATH_KEYS}
+    return {k for values in devices.values() for k in values if k in LOCAL_KEYS}
 
 
 def _without_paths(value: Any) -> Any:
-    return {k: v for k, v in value.items() if k not in _PATH_KEYS} if isinstance(value, Mapping) else value
+    return {k: v for k, v in value.items() if k not in LOCAL_KEYS} if isinstance(value, Mapping) else value
 
 
 def import_compiled(
@@ -110,9 +122,11 @@ def import_compiled(
     config: cfg.SplitConfig,
     device_name: str,
     hetero: bool,
+    source: Model | None = None,
 ) -> CompiledModel:
     """A CompiledModel of an artifact read by read_artifact: its sessions created from the subgraph models
-    it holds, on ``devices`` (the import's available devices, in priority order).
+    it holds, on ``devices`` (the import's available devices, in priority order). ``source``: the model
+    source_model read from it already, if any (the compiled model's ``model``).
 
     A subgraph whose device is not among ``devices`` (the artifact was compiled on a machine with a device
     this one lacks, or the import names other devices) moves to the CPU where it is listed, else to the
@@ -121,9 +135,9 @@ def import_compiled(
     cannot be created.
     """
     model_bytes, *payloads = unpacked.payloads
-    for i, payload in enumerate(unpacked.payloads):
-        _check_inline(payload, where, "its source model" if i == 0 else f"subgraph{i}'s model")
-    model = read_model(bytes(model_bytes), check_loadable)
+    for i, payload in enumerate(payloads, 1):
+        _check_inline(payload, where, f"subgraph{i}'s model")
+    model = source if source is not None else source_model(unpacked, where)
     plan = _plan(unpacked.header, model, len(payloads), where)
     plan, moved = _replace(plan, devices, where)
     by_name = {d.name: d for d in devices}
@@ -145,6 +159,15 @@ def import_compiled(
         hetero and len(devices) > 1 and config.fallback(manual), manual, tuple(devices)
     )
     return result
+
+
+def source_model(unpacked: artifact.Unpacked, where: str) -> Model:
+    """The model an artifact was compiled from (its first payload), read as read_model reads one.
+    ArtifactError where it refers to data outside the artifact; ModelError where it is no model ONNX
+    Runtime loads."""
+    payload = unpacked.payloads[0] if unpacked.payloads else memoryview(b"")
+    _check_inline(payload, where, "its source model")
+    return read_model(bytes(payload), check_loadable)
 
 
 def _preparer(
