@@ -398,13 +398,9 @@ def split(config: Mapping[str, Any] | None, *, target: str | None = None) -> Spl
             )
         elif isinstance(value, Mapping) and upper not in HETERO_KEYS and not _target_key(target, key):
             _add_device(out, key, value, target)
-        elif target is not None and upper not in (
-            PRIORITIES,
-            PERFORMANCE_HINT,
-            DUMP_GRAPH_DOT,
-            DOT_DIR,
-            FALLBACK,
-            CACHE_DIR,
+        elif target is not None and (
+            upper not in (PRIORITIES, PERFORMANCE_HINT, DUMP_GRAPH_DOT, DOT_DIR, FALLBACK, CACHE_DIR)
+            or _knows(target, key)  # the EP's own option of that name (OpenVINO's cache_dir)
         ):
             out.devices.setdefault(target, {})[canonical_key(key)] = value
         elif upper in HETERO_KEYS:
