@@ -250,3 +250,37 @@ def test_the_export_is_versioned_and_names_what_it_holds(exported):
     assert header["hetero_cli"] == exporting.hetero_cli_version()
     assert {"onnx", "onnxruntime", "plan", "config", "device_name"} <= set(header)
     assert len(header["payloads"]) == 1 + len(header["plan"]["subgraphs"])
+
+
+def test_paths_in_an_exports_config_are_left_out_with_a_warning(exported, caplog):
+    def add_paths(header):
+        header["config"]["devices"]["CPU"] = {"INFERENCE_NUM_THREADS": 1}
+        header["config"]["hetero"]["HETERO_DOT_DIR"] = "/etc"
+        return header
+
+    with caplog.at_level(logging.WARNING, logger="hetero_cli"):
+        imported = hc.Core().import_model(_repacked(exported, add_paths))
+    assert "HETERO_DOT_DIR" not in imported.config.hetero
+    assert imported.config.devices["CPU"] == {"INFERENCE_NUM_THREADS": 1}
+    assert any("HETERO_DOT_DIR name paths and are not imported" in r.getMessage() for r in caplog.records)
+    own = artifact.unpack(
+        hc.Core().compile_model(hardmax_model(), "CPU", {"CACHE_DIR": "x"}).export_model(), "it"
+    )
+    assert "CACHE_DIR" not in own.header["config"]["hetero"]  # an export leaves machine-local keys out
+
+
+def test_read_model_of_an_export_compiles_by_importing_it(tmp_path, monkeypatch):
+    path = tmp_path / "named.onnx"  # an export, whatever its name
+    compiled = hc.Core().compile_model(hardmax_model(), "HETERO:CPU")
+    compiled.export_model(path)
+    core = hc.Core()
+    model = core.read_model(path)
+    assert core.exported_device(model) == "HETERO:CPU" and len(model.get_ops()) == 6
+    with monkeypatch.context() as patch:
+        _no_query(patch)
+        again = core.compile_model(model, "HETERO:CPU")
+    assert again.get_property("LOADED_FROM_CACHE") is True and again.model is model
+    _same(again(X), compiled(X))
+    fresh = core.compile_model(model, "CPU")  # another device string: the model is compiled for it
+    assert fresh.get_property("LOADED_FROM_CACHE") is False
+    _same(fresh(X), compiled(X))
