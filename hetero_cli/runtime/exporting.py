@@ -64,11 +64,22 @@ def export_compiled(compiled: CompiledModel) -> bytes:
         "plan": {**plan.to_dict(), "affinities": dict(plan.affinities)},
     }
     devices = {c.device: c.target for c in compiled.subgraphs}
-    payloads = [_inline(model.proto, model).SerializeToString()]
+    payloads = [_serialized(_inline(model.proto, model), f"the model {model.name}")]
     for s in subgraphs:
         fed = fed_initializers(model, s, devices[s.device].kind.folds_initializers)
-        payloads.append(subgraph_model(model, s, embed=True, fed=fed).SerializeToString())
+        payloads.append(_serialized(subgraph_model(model, s, embed=True, fed=fed), s.name))
     return artifact.pack(header, payloads)
+
+
+def _serialized(proto: onnx.ModelProto, what: str) -> bytes:
+    """``proto``'s bytes; ModelError where protobuf cannot hold it (over 2 GB with its weights inline)."""
+    try:
+        return proto.SerializeToString()
+    except ValueError as exc:  # protobuf's size limit: "exceeds maximum protobuf size of 2GB"
+        raise ModelError(
+            f"{what} cannot be exported: {exc}; an export holds every weight inline, in one protobuf message "
+            "per model, which protobuf limits to 2 GB"
+        ) from None
 
 
 def write_artifact(data: bytes, path: str | os.PathLike[str]) -> None:

@@ -16,9 +16,10 @@ from typing import Any
 
 import onnx
 
-from ..errors import ArtifactError, HeteroError
+from ..errors import ArtifactError, CompileError, HeteroError
 from ..graph import Model, read_model
 from ..graph.external import all_tensors
+from ..ort.failures import failure_reason
 from ..ort.session import SUBGRAPH, assignment, create_session, ort, record_assignment, session_options
 from ..placement import config as cfg
 from ..placement.devices import Device
@@ -141,19 +142,21 @@ def import_compiled(
     plan = _plan(unpacked.header, model, len(payloads), where)
     plan, moved = _replace(plan, devices, where)
     by_name = {d.name: d for d in devices}
-    if unpacked.header.get("one_session") and not moved:
-        return _one(model, plan, by_name, config, device_name, model_bytes)
-    shared = len(plan.subgraphs) > 1
-    made = in_parallel(
-        [
-            _preparer(model, s, by_name[s.device], config, bytes(p), shared)
-            for s, p in zip(plan.subgraphs, payloads, strict=True)
-        ]
-    )
-    constants = constant_outputs(model, plan)
-    result = CompiledModel(
-        model, plan, made, config, device_name, constants=constants, prepare=prepare_subgraph
-    )
+    one = unpacked.header.get("one_session") and not moved
+    if one and any(not by_name[name].is_cpu for name in plan.devices):
+        result = _one(model, plan, by_name, config, device_name, model_bytes)
+    else:
+        shared = len(plan.subgraphs) > 1
+        made = in_parallel(
+            [
+                _preparer(model, s, by_name[s.device], config, bytes(p), shared)
+                for s, p in zip(plan.subgraphs, payloads, strict=True)
+            ]
+        )
+        constants = constant_outputs(model, plan)
+        result = CompiledModel(
+            model, plan, made, config, device_name, constants=constants, prepare=prepare_subgraph
+        )
     manual = bool(unpacked.header.get("manual"))
     result.fallback = Fallback(
         hetero and len(devices) > 1 and config.fallback(manual), manual, tuple(devices)
@@ -187,7 +190,8 @@ def _one(
     device_name: str,
     data: memoryview,
 ) -> CompiledModel:
-    """A split that ran in one ORT session (compiler.whole_plan_probe), made again as the query made it."""
+    """A split that ran in one ORT session (compiler.whole_plan_probe), made again as the query made it.
+    CompileError where ONNX Runtime refuses it."""
     device = next(devices[name] for name in plan.devices if not devices[name].is_cpu)
     settings = config.settings(device)
     threads = settings.intra_op_num_threads or None
@@ -196,9 +200,15 @@ def _one(
     if threads:
         so.intra_op_num_threads = threads
     record_assignment(so)
-    session = create_session(
-        bytes(data), so, providers, purpose=SUBGRAPH, subject=model.name, device=device.name
-    )
+    try:
+        session = create_session(
+            bytes(data), so, providers, purpose=SUBGRAPH, subject=model.name, device=device.name
+        )
+    except Exception as exc:  # ORT's own error classes: one line saying which session and why
+        raise CompileError(
+            f"the one session of {model.name}'s split could not be created on {device.ep}: "
+            f"{failure_reason(exc)}; import it on another device string, or compile the model again"
+        ) from None
     probe = Probe(providers, session, assignment(session), threads)
     return one_session(model, plan, devices, config, device_name, device, probe)
 

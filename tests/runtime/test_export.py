@@ -71,6 +71,7 @@ def test_an_automatic_split_round_trips_bit_for_bit(monkeypatch, hint):
     assert compiled.get_property("LOADED_FROM_CACHE") is False
     assert imported.get_property("EXECUTION_DEVICES") == compiled.get_property("EXECUTION_DEVICES")
     assert imported.get_property("PERFORMANCE_HINT") == hint
+    assert imported.get_property("HETERO_FALLBACK") is compiled.get_property("HETERO_FALLBACK") is True
 
 
 @needs_openvino
