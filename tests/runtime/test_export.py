@@ -285,3 +285,15 @@ def test_read_model_of_an_export_compiles_by_importing_it(tmp_path, monkeypatch)
     fresh = core.compile_model(model, "CPU")  # another device string: the model is compiled for it
     assert fresh.get_property("LOADED_FROM_CACHE") is False
     _same(fresh(X), compiled(X))
+
+
+def test_a_model_protobuf_cannot_hold_is_a_model_error(monkeypatch, tmp_path):
+    class TooBig:
+        def SerializeToString(self):  # what protobuf raises for a message over 2 GB
+            raise ValueError("Message onnx.ModelProto exceeds maximum protobuf size of 2GB: 2400000000")
+
+    compiled = hc.Core().compile_model(hardmax_model(), "CPU")
+    monkeypatch.setattr(exporting, "_inline", lambda proto, model: TooBig())
+    with pytest.raises(hc.ModelError, match="cannot be exported: .*2GB.*limits to 2 GB"):
+        compiled.export_model(tmp_path / "out.hetero")
+    assert list(tmp_path.iterdir()) == []
