@@ -294,6 +294,6 @@ def test_a_model_protobuf_cannot_hold_is_a_model_error(monkeypatch, tmp_path):
 
     compiled = hc.Core().compile_model(hardmax_model(), "CPU")
     monkeypatch.setattr(exporting, "_inline", lambda proto, model: TooBig())
-    with pytest.raises(hc.ModelError, match="cannot be exported: .*2GB.*limits to 2 GB"):
+    with pytest.raises(hc.ModelError, match=r"cannot be exported: .*2GB.*limits to 2 GB"):
         compiled.export_model(tmp_path / "out.hetero")
     assert list(tmp_path.iterdir()) == []
