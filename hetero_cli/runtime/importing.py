@@ -63,11 +63,11 @@ def read_source(source: Any) -> tuple[bytes | memoryview, str]:
 def is_export(source: Any) -> bool:
     """Whether ``source`` (bytes, or a path) starts as an export does (artifact.MAGIC): the one test every
     reader of a model applies, whatever the file's name. False where a path cannot be read (the model
-    reader says why)."""
+    reader says why), or is no regular file."""
     if isinstance(source, bytes | bytearray | memoryview):
         return artifact.is_artifact(bytes(source[: len(artifact.MAGIC)]))
-    if not isinstance(source, str | os.PathLike):
-        return False
+    if not isinstance(source, str | os.PathLike) or not Path(source).is_file():
+        return False  # a pipe is never opened here: it would wait for a writer (the model reader refuses it)
     try:
         with open(source, "rb") as file:
             return artifact.is_artifact(file.read(len(artifact.MAGIC)))
