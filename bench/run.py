@@ -19,13 +19,15 @@ Sections (each also in the JSON file):
 4. phases - compile time split into query (probe sessions), partition, subgraph export and EP compile;
    loop_compile - the same for table recognisers from PyPI wheels whose OpenVINO probe fails on part of
    them (a Loop the EP cannot compile), against one ORT [CPU] session (``--sections loop_compile`` alone).
+   reuse - a fresh automatic compile against importing its export and a compile CACHE_DIR loads, as paired
+   ratios, on mlp_sanitised and the placement section's real models (bench/reuse.py; issue 31).
 5. rss - peak RSS per runtime, each in a fresh interpreter.
 6. partition scaling - partition() alone on 10k- and 100k-node synthetic graphs.
 7. throughput - inferences/s with 1, 2 and 4 async requests in flight on split models (bench/throughput.py).
 8. placement - ``hetero tune``'s placement against the automatic plan and each single-device runtime, with
    the tuning time, on light/ models and real models from PyPI wheels (bench/placement.py).
 
-Then every target of issues 6 and 21 is checked: one PASS / FAIL / SKIP line each, with the figure.
+Then every target of issues 6, 21 and 31 is checked: one PASS / FAIL / SKIP line each, with the figure.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ import onnxruntime as ort
 import phases
 import placement
 import report
+import reuse
 import rss
 import runtimes
 import scaling
@@ -73,6 +76,7 @@ SECTIONS = (
     "crossing",
     "phases",
     "loop_compile",
+    "reuse",
     "rss",
     "partition",
     "throughput",
@@ -536,6 +540,35 @@ def section_loop_compile(run: Run) -> None:
     run.console.print(report.phases_table(out))
 
 
+def section_reuse(run: Run, models: list[Subject], tmp: Path) -> None:
+    """A fresh automatic HETERO:OPENVINO,CPU compile against importing its export and a compile CACHE_DIR
+    loads (bench/reuse.py), on the synthetic split models and the real models of the placement section."""
+    if skipped_without_openvino(run, "reuse"):
+        return
+    out: dict[str, Any] = {}
+    run.results["reuse"] = out
+    names = () if run.settings.quick else tuple(placement.REAL)  # --quick: the synthetic model only
+    chosen = [(s.name, "synthetic", s.path) for s in models if s.kind == "synthetic"]
+    chosen += [(name, kind, path) for name, kind, path in placement.subjects(names, tmp) if kind == "real"]
+    for name, kind, path in chosen:
+        run.progress(f"reuse: {name}")
+        try:
+            out[name] = {
+                "kind": kind,
+                **reuse.reuse(path, placement.DEVICE, min(run.settings.phase_repeats, 5)),
+            }
+        except Exception as exc:
+            out[name] = {"kind": kind, "error": run.error(f"reuse {name}", exc)}
+            continue
+        row = out[name]
+        run.console.print(
+            f"reuse {name}: {row['subgraphs']} subgraph(s), fresh {row['fresh_s']:.3f} s, import "
+            f"{row['import_s']:.3f} s ({row['import_ratio']:.3f}x), cached {row['cached_s']:.3f} s "
+            f"({row['cached_ratio']:.3f}x)",
+            soft_wrap=True,
+        )
+
+
 def section_rss(run: Run, models: list[Subject]) -> None:
     """Peak RSS of each base runtime on every non-chain model, each in a fresh interpreter (2 at a time:
     memory does not mind sharing the CPUs)."""
@@ -768,6 +801,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ("crossing", lambda: section_crossing(run)),
             ("phases", lambda: section_phases(run, models)),
             ("loop_compile", lambda: section_loop_compile(run)),
+            ("reuse", lambda: section_reuse(run, models, Path(tmp))),
             ("rss", lambda: section_rss(run, models)),
             ("partition", lambda: section_partition(run)),
             ("throughput", lambda: section_throughput(run, models)),

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import reuse
+
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 
 LATENCY_CPU = 1.02
@@ -130,6 +132,8 @@ def check(results: dict[str, Any]) -> list[Target]:
         _placement_win,
         _placement_budget,
         _placement_validation,
+        _reuse_several,
+        _reuse_real,
     ]
     out = []
     for fn in checks:
@@ -394,6 +398,47 @@ def _loop_compile(results: dict[str, Any]) -> Target:
         "table recognisers whose OpenVINO probe fails on a Loop (ORT's [OpenVINO, CPU] session cannot load "
         "them)",
         LOOP_COMPILE,
+        cases,
+    )
+
+
+def _reuse_cases(results: dict[str, Any], real: bool) -> tuple[float, list[tuple[str, float | None, str]]]:
+    """(limit, cases) of the reuse section's rows reuse.limit judges by one limit: real models whose fresh
+    compile takes over reuse.REAL_SLOW_S (``real``), or the other plans of several subgraphs."""
+    cases: list[tuple[str, float | None, str]] = []
+    wanted = reuse.REAL_SLOW if real else reuse.SEVERAL_SUBGRAPHS
+    for model, row in results.get("reuse", {}).items():
+        if (row.get("kind") == "real") != real:
+            continue
+        if "error" in row:
+            cases.append((model, None, f"error: {row['error']}"))
+            continue
+        if reuse.limit(row, row["kind"]) != wanted:
+            continue
+        note = f"(fresh {row['fresh_s']:.2f} s, {row['subgraphs']} subgraph(s), {row['repeats']} paired repetitions)"
+        cases.append((f"{model} import", row["import_ratio"], note))
+        cases.append((f"{model} CACHE_DIR", row["cached_ratio"], note))
+    return wanted, cases
+
+
+def _reuse_several(results: dict[str, Any]) -> Target:
+    limit, cases = _reuse_cases(results, real=False)
+    return _ratio_target(
+        "reuse_split",
+        "import, and a compile CACHE_DIR loads / a fresh automatic HETERO:OPENVINO,CPU compile, plans of "
+        "several subgraphs (median of paired ratios)",
+        limit,
+        cases,
+    )
+
+
+def _reuse_real(results: dict[str, Any]) -> Target:
+    limit, cases = _reuse_cases(results, real=True)
+    return _ratio_target(
+        "reuse_real",
+        "import, and a compile CACHE_DIR loads / a fresh automatic HETERO:OPENVINO,CPU compile, PyPI models "
+        f"whose fresh compile takes over {reuse.REAL_SLOW_S:g} s (median of paired ratios)",
+        limit,
         cases,
     )
 

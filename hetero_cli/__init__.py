@@ -21,6 +21,7 @@ from .app.validate import validate_model
 from .core import Core
 from .errors import (
     AffinityError,
+    ArtifactError,
     CompileError,
     ConfigError,
     DeviceError,
@@ -39,6 +40,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AffinityError",
+    "ArtifactError",
     "AsyncInferQueue",
     "CompileError",
     "CompiledModel",

@@ -9,14 +9,16 @@ outputs = compiled.create_infer_request().infer({"x": x})
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import onnx
 
 from . import device as device_keys
 from . import properties as props
-from .errors import CompileError, ConfigError
+from .errors import ArtifactError, CompileError, ConfigError, HeteroError
 from .graph import Model, read_model
 from .placement import affinities as affinity_marks
 from .placement import config as cfg
@@ -25,7 +27,9 @@ from .placement import devices as registry
 from .placement.device_string import DeviceRequest
 from .placement.devices import Device
 from .placement.partition import Plan, partition
-from .runtime import CompiledModel, Fallback, check_loadable, compile_with_fallback
+from .runtime import CompiledModel, Fallback, check_loadable, compile_with_fallback, importing
+from .runtime import cache as compile_cache
+from .runtime.artifact import Unpacked
 
 ModelSource = Model | str | os.PathLike[str] | bytes | onnx.ModelProto
 SUPPORTED_PROPERTIES = str(props.supported_properties)
@@ -46,6 +50,8 @@ class Core:
 
     def __init__(self) -> None:
         self._properties = cfg.SplitConfig()
+        # models read from exports: compile_model of one on its export's devices imports the export
+        self._exports: weakref.WeakKeyDictionary[Model, _Export] = weakref.WeakKeyDictionary()
 
     @property
     def available_devices(self) -> list[str]:
@@ -57,12 +63,37 @@ class Core:
         """Load an ONNX model: a file path, its serialized bytes, an onnx.ModelProto, or a Model (returned
         as it is). Returns a Model with the affinities saved in it (NodeProto.metadata_props) restored.
 
+        An export (CompiledModel.export_model, ``hetero compile``: told by its first bytes, not its name)
+        gives the model it was compiled from; compile_model of that Model on the export's device string,
+        its affinities as read, imports the export instead of compiling (exported_device names it).
         ``weights`` is ignored (OpenVINO's signature; ONNX external data is found beside the model).
         Raises ModelError for a missing or unreadable file, bytes that are no ONNX model, a model that
         breaks ONNX's rules, or one whose IR version and opset this ONNX Runtime cannot load (refused
-        here rather than at the first session).
+        here rather than at the first session). ArtifactError for an export that is damaged or foreign.
         """
-        return model if isinstance(model, Model) else read_model(model, check_loadable)
+        if isinstance(model, Model):
+            return model
+        if importing.is_export(model):
+            return self._read_export(model)
+        return read_model(model, check_loadable)
+
+    def _read_export(self, source: Any) -> Model:
+        """The source model of an export, remembered with it (read_model)."""
+        data, where = importing.read_source(source)
+        unpacked, saved = importing.read_artifact(data, where)
+        model = importing.source_model(unpacked, where)
+        try:
+            device = str(device_string.parse(str(unpacked.header.get("device_name")), saved.priorities))
+        except HeteroError as exc:
+            raise ArtifactError(f"{where} is damaged: its device string is refused ({exc})") from None
+        self._exports[model] = _Export(unpacked, saved, where, device, model.affinities())
+        return model
+
+    def exported_device(self, model: Model) -> str | None:
+        """The device string ``model`` was compiled for, where it was read from an export (read_model);
+        None for a model read from ONNX."""
+        held = self._exports.get(model)
+        return held.device if held is not None else None
 
     def set_property(
         self, device_name: str | Mapping[str, Any], properties: Mapping[str, Any] | None = None
@@ -143,6 +174,8 @@ class Core:
             return props.fallback(manual=False)
         if key == cfg.DOT_DIR:
             return props.dot_dir or ""
+        if key == cfg.CACHE_DIR:
+            return props.cache_dir or ""
         raise ConfigError(f"unknown HETERO property {name!r}: HETERO knows {', '.join(HETERO_READABLE)}")
 
     def configured(self, device_name: str, name: str) -> Any:
@@ -228,11 +261,38 @@ class Core:
         of the priority list that supports its nodes instead, with a warning; the CompileError then names
         every device tried. .dot files of the
         split are written only once the compile succeeded (OPENVINO_HETERO_VISUALIZE or
-        HETERO_DUMP_GRAPH_DOT).
+        HETERO_DUMP_GRAPH_DOT). With CACHE_DIR set, a compile of the same model, device string, config
+        and versions loads the export the first one kept there (LOADED_FROM_CACHE; docs/export.md).
         """
         model = self.read_model(model)
         device_name = "CPU" if device_name is None else device_name
         merged, request, devices = self._devices(device_name, config)
+        held = self._exports.get(model)
+        if held is not None and held.device == str(request) and held.affinities == model.affinities():
+            imported = merged.merged_over(held.config)
+            compiled = importing.import_compiled(
+                held.unpacked, held.where, devices, imported, str(request), request.hetero, model
+            )
+            compiled.loaded_from_cache = True
+            return compiled
+        folder = compile_cache.usable(merged.cache_dir) if merged.cache_dir else None
+        entry = compile_cache.key(model, str(request), merged) if folder is not None else ""
+        compiled = None
+        if folder is not None:
+            compiled = compile_cache.load(folder, entry, devices, merged, str(request), request.hetero)
+        if compiled is None:
+            compiled = self._compile(model, merged, request, devices)
+            if folder is not None:
+                compile_cache.store(folder, entry, compiled)
+        # written once the compile succeeded: a failed one leaves nothing behind (hetero query draws any plan)
+        if visualize.wanted(merged.dump_dot):
+            compiled.dot_files = visualize.dump(model, compiled.plan, merged.dot_dir)  # as fallback left it
+        return compiled
+
+    def _compile(
+        self, model: Model, merged: cfg.SplitConfig, request: DeviceRequest, devices: Sequence[Device]
+    ) -> CompiledModel:
+        """compile_model's query, partition and sessions (no cache)."""
         probes = _probes(merged, devices)  # the query keeps its probes there; the compile may use them
         plan = partition(model, _affinities(model, request, devices, probes, merged))
         by_name: dict[str, Device] = {d.name: d for d in devices}
@@ -251,10 +311,46 @@ class Core:
                 query.check_supported(model, devices)  # names the nodes the CPU EP lacks
             raise
         probes.clear()
-        # written once the compile succeeded: a failed one leaves nothing behind (hetero query draws any plan)
-        if visualize.wanted(merged.dump_dot):
-            compiled.dot_files = visualize.dump(model, compiled.plan, merged.dot_dir)  # as fallback left it
         return compiled
+
+    def import_model(
+        self, model_stream: Any, device_name: str | None = None, config: Mapping[str, Any] | None = None
+    ) -> CompiledModel:
+        """A CompiledModel from an export (CompiledModel.export_model, ``hetero compile``): its bytes, its
+        path, or a binary file open on it. Its sessions are created straight from the subgraph models it
+        holds: no query, partition or export. ``device_name``: the devices to run on (default: the
+        export's own device string); a subgraph whose device is not among them, or not available here,
+        runs on the CPU (else the last of them), with a warning. ``config``: keys over the export's own.
+
+        Raises ArtifactError for what is no export, is damaged, truncated or tampered with, of another
+        format version or hetero-cli release, or refers to data outside itself; DeviceError,
+        DeviceUnavailableError and ConfigError as compile_model; CompileError where ONNX Runtime cannot
+        create a session of a subgraph.
+        """
+        data, where = importing.read_source(model_stream)
+        unpacked, saved = importing.read_artifact(data, where)
+        if config is not None:
+            _check_mapping(config, "the config")
+        merged = cfg.split(config).merged_over(saved)
+        if device_name is None:
+            device_name = str(unpacked.header.get("device_name") or "CPU")
+        request = device_string.parse(device_name, merged.priorities)
+        devices = device_string.available_priorities(request)
+        compiled = importing.import_compiled(unpacked, where, devices, merged, str(request), request.hetero)
+        compiled.loaded_from_cache = True
+        return compiled
+
+
+@dataclass(frozen=True)
+class _Export:
+    """An export read_model read: the artifact, its config, how messages name it, its device string and
+    the affinities its source model had when read."""
+
+    unpacked: Unpacked
+    config: cfg.SplitConfig
+    where: str
+    device: str
+    affinities: dict[str, str]
 
 
 def _saved_automatic(

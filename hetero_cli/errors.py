@@ -35,6 +35,12 @@ class ModelError(HeteroError):
     file changed on disk while its weights are still read from it."""
 
 
+class ArtifactError(ModelError):
+    """An exported compiled model (Core.import_model, ``hetero benchmark -m OUT``) cannot be imported: not
+    an export, truncated, damaged (its checksum), of another format or hetero-cli version, or holding what
+    no export holds (a subgraph that refers to external data). The message says which, and what to do."""
+
+
 class AffinityError(HeteroError, ValueError):
     """Affinities are incomplete, name unknown nodes (Model.set_affinities), or name devices outside the
     priority list or unavailable here (Core.plan, compile_model)."""

@@ -29,7 +29,6 @@ from .runner import Command
 REFUSED = {
     "-pin": "ONNX Runtime's execution providers take no thread pinning option here: pin the process "
     "with taskset or numactl instead",
-    "-cdir": "hetero-cli has no model cache yet (each run compiles the ONNX model afresh): leave it out",
     "-lfile": "hetero-cli always reads the ONNX model that -m names itself: leave it out",
     "-extensions": "hetero-cli loads no custom-operation libraries: use a model of standard ONNX operators",
     "-c": "GPU custom kernels (clDNN .xml) are OpenVINO GPU plugin files, which ONNX Runtime's "
@@ -39,7 +38,6 @@ REFUSED = {
 #: benchmark_app's long forms of the refused options.
 REFUSED_LONG = {
     "--infer_threads_pinning": "-pin",
-    "--cache_dir": "-cdir",
     "--load_from_file": "-lfile",
     "--extensions": "-extensions",
     "--path_to_cldnn_config": "-c",
@@ -260,6 +258,9 @@ def benchmark_app_options(func: Callable[..., Any]) -> Callable[..., Any]:
             help="Mean subtracted from the -i images' pixels: [R,G,B] or name[R,G,B],... (as classify --mean)."),
         opt("--scale_values", "scale_values", metavar="[R,G,B]",
             help="Scale the -i images' pixels are divided by, after the mean (as classify --scale)."),
+        opt("-cdir", "--cache_dir", "cache_dir", metavar="DIR", callback=named,
+            help="Keep the compiled split in DIR (CACHE_DIR): a later run with the same model, device and "
+            "config loads it instead of compiling."),
         opt("-nthreads", "--number_threads", "nthreads", type=click.IntRange(min=1),
             help="INFERENCE_NUM_THREADS of every CPU and OPENVINO device of -d."),
         opt("-latency_percentile", "--latency_percentile", "latency_percentile",

@@ -11,6 +11,7 @@ from .. import __version__
 from ..runtime import runtime_versions
 from .commands.benchmark import benchmark
 from .commands.classify import classify
+from .commands.compile import compile_command
 from .commands.devices import devices
 from .commands.export import export
 from .commands.query import query
@@ -52,6 +53,7 @@ def hetero(debug: bool) -> None:
 hetero.add_command(classify, "classify")
 hetero.add_command(benchmark, "benchmark")
 hetero.add_command(query, "query")
+hetero.add_command(compile_command, "compile")
 hetero.add_command(validate, "validate")
 hetero.add_command(tune, "tune")
 hetero.add_command(export, "export")

@@ -5,11 +5,12 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from .. import data
 from ..core import Core
@@ -18,7 +19,7 @@ from ..graph import Model
 from ..placement import affinities as placed
 from ..placement import config as cfg
 from ..placement import device_string, visualize
-from ..runtime import CompiledModel, unfeedable
+from ..runtime import CompiledModel, is_export, unfeedable
 from .files import check_current_directory, check_writable, unwritable
 from .options import apply_config, parse_config_options, read_affinities, read_config_file
 from .output import info, warn
@@ -57,7 +58,9 @@ def prepare(
 ) -> Setup:
     """Everything a command reads from the user, checked before anything runs (errors here exit with 2):
     the model at ``model_path`` (default: models/digits.onnx) for ``device``, the shared options' values.
-    Prints the model read unless ``announce`` is off. With ``feeds`` (a command that runs inferences) a
+    Prints the model read unless ``announce`` is off. An export (hetero compile's, told by its first bytes)
+    gives its source model, compiled by importing the export on its own device string unless -d names
+    another (Core.read_model). With ``feeds`` (a command that runs inferences) a
     model input no data can be fed to (bfloat16, float8) is a ModelError, before any data is read."""
     options = parse_config_options(config)
     loaded = read_config_file(load_config) if load_config else {}
@@ -68,6 +71,9 @@ def prepare(
         )
     path = Path(model_path) if model_path is not None else default_model()
     core = Core()
+    exported = core.read_model(path) if is_export(path) else None
+    if exported is not None:
+        device = _export_device(core, exported, device, affinities_given)
     apply_config(core, device, loaded, options)
     if perf_count:
         core.set_property("HETERO", {cfg.PERF_COUNT: "YES"})
@@ -75,13 +81,28 @@ def prepare(
     request = parse_device(core, device)
     if announce:
         info(f"Reading the model: {path}")
-    model = core.read_model(path)
+    model = exported if exported is not None else core.read_model(path)
     if feeds:
         check_feedable(model)
     if dots is not None:
         check_dot_files(model, dots, render)
     affinities = placed.check_affinities(model, affinities_given)
     return Setup(core, model, path, device, request, affinities, dots, render)
+
+
+def _export_device(core: Core, model: Model, device: str, affinities: Mapping[str, str]) -> str:
+    """The device string a command runs an export on: the one given with -d, else the export's own (its
+    split, imported as it was compiled). A usage error for --affinity, which an export's fixed placement
+    cannot take."""
+    if affinities:
+        raise click.UsageError(
+            "--affinity and --affinity-file place the nodes of an ONNX model; an export's placement is fixed: "
+            "give the .onnx model, or export again with hetero compile --affinity"
+        )
+    context = click.get_current_context(silent=True)
+    source = context.get_parameter_source("device") if context is not None else None
+    given = source is not None and source not in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
+    return device if given else core.exported_device(model) or device
 
 
 def check_feedable(model: Model) -> None:

@@ -33,6 +33,9 @@ PERF_COUNT = str(properties.enable_profiling)
 DUMP_GRAPH_DOT = "HETERO_DUMP_GRAPH_DOT"
 DOT_DIR = "HETERO_DOT_DIR"
 FALLBACK = "HETERO_FALLBACK"
+CACHE_DIR = (
+    "CACHE_DIR"  # OpenVINO's ov::cache_dir: where compiles keep exports to load later (docs/export.md)
+)
 NUM_THREADS = str(properties.inference_num_threads)
 PRECISION = str(hint.inference_precision)
 PERFORMANCE_HINT = str(hint.performance_mode)
@@ -48,10 +51,19 @@ HETERO_KEYS = (
     DUMP_GRAPH_DOT,
     DOT_DIR,
     FALLBACK,
+    CACHE_DIR,
 )
 # HETERO's keys that stay HETERO's when a plain device is the target (a plain device's config takes
 # PERF_COUNT as its own)
-HETERO_ONLY_KEYS = (PRIORITIES, PERFORMANCE_HINT, DISTRIBUTION_POLICY, DUMP_GRAPH_DOT, DOT_DIR, FALLBACK)
+HETERO_ONLY_KEYS = (
+    PRIORITIES,
+    PERFORMANCE_HINT,
+    DISTRIBUTION_POLICY,
+    DUMP_GRAPH_DOT,
+    DOT_DIR,
+    FALLBACK,
+    CACHE_DIR,
+)
 
 # MODEL_DISTRIBUTION_POLICY's values HETERO takes (OpenVINO's ov::hint::ModelDistributionPolicy; HETERO
 # accepts only PIPELINE_PARALLEL, as OpenVINO's does)
@@ -383,6 +395,12 @@ class SplitConfig:
         value = self.hetero.get(DOT_DIR)
         return None if value in (None, "") else str(value)
 
+    @property
+    def cache_dir(self) -> str | None:
+        """Where compiles keep their exports (CACHE_DIR), None where unset or empty (no cache)."""
+        value = self.hetero.get(CACHE_DIR)
+        return None if value in (None, "") else os.fspath(value)
+
     def settings(self, device: Device) -> DeviceSettings:
         """The device's settings, with HETERO-level PERF_COUNT applying to every device."""
         return device_settings(device, self.device_values(device))
@@ -446,7 +464,10 @@ def split(config: Mapping[str, Any] | None, *, target: str | None = None) -> Spl
             )
         elif isinstance(value, Mapping) and upper not in HETERO_KEYS and not _target_key(target, key):
             _add_device(out, key, value, target)
-        elif target is not None and upper not in HETERO_ONLY_KEYS:
+        elif target is not None and (
+            upper not in HETERO_ONLY_KEYS
+            or _knows(target, key)  # the EP's own option of that name (OpenVINO's cache_dir)
+        ):
             out.devices.setdefault(target, {})[canonical_key(key)] = value
         elif upper in HETERO_KEYS:
             # a bad value fails when set, not at compile time
@@ -458,8 +479,10 @@ def split(config: Mapping[str, Any] | None, *, target: str | None = None) -> Spl
                 parse_distribution_policy(value)
             elif upper in (PERF_COUNT, DUMP_GRAPH_DOT, FALLBACK):
                 parse_bool(upper, value)
-            elif upper == DOT_DIR and not (value is None or isinstance(value, str | os.PathLike)):
-                raise ConfigError(f"bad value {value!r:.60} for {DOT_DIR}: give a folder path as a string")
+            elif upper in (DOT_DIR, CACHE_DIR) and not (
+                value is None or isinstance(value, str | os.PathLike)
+            ):
+                raise ConfigError(f"bad value {value!r:.60} for {upper}: give a folder path as a string")
             out.hetero[upper] = value
         else:
             raise ConfigError(

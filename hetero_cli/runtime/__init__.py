@@ -7,6 +7,7 @@ from .compiled_model import CompiledModel, CompiledSubgraph
 from .compiler import compile_plan, compile_with_fallback
 from .environment import check_loadable, runtime_versions, set_log_level
 from .fallback import Fallback, Move
+from .importing import is_export
 from .infer_request import InferRequest
 from .inputs import unfeedable
 from .native import Creating, interrupt_ends_process, sessions_in_creation
@@ -41,6 +42,7 @@ __all__ = [
     "counter_tables",
     "format_counters",
     "interrupt_ends_process",
+    "is_export",
     "pipeline_of",
     "runtime_versions",
     "sessions_in_creation",

@@ -5,6 +5,7 @@ declared shape wrong) and ``fall_back`` (HETERO_FALLBACK) build the next revisio
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -141,6 +142,8 @@ EXECUTION_DEVICES = str(properties.execution_devices)
 #: OpenVINO's ov::hetero::number_of_submodels; NUMBER_OF_SUBGRAPHS is its alias here (earlier releases' name)
 HETERO_NUMBER_OF_SUBMODELS = "HETERO_NUMBER_OF_SUBMODELS"
 NUMBER_OF_SUBGRAPHS = "NUMBER_OF_SUBGRAPHS"
+#: OpenVINO's ov::loaded_from_cache: True where the compile loaded an export from CACHE_DIR or import_model made it
+LOADED_FROM_CACHE = "LOADED_FROM_CACHE"
 FALLBACK = cfg.FALLBACK
 OPTIMAL_NUMBER_OF_INFER_REQUESTS = str(properties.optimal_number_of_infer_requests)
 #: what get_property answers, in the order SUPPORTED_PROPERTIES lists them
@@ -150,6 +153,7 @@ COMPILED_PROPERTIES = (
     HETERO_NUMBER_OF_SUBMODELS,
     NUMBER_OF_SUBGRAPHS,
     OPTIMAL_NUMBER_OF_INFER_REQUESTS,
+    LOADED_FROM_CACHE,
     cfg.PERFORMANCE_HINT,
     cfg.DEVICE_PROPERTIES,
     cfg.PRIORITIES,
@@ -196,6 +200,7 @@ class CompiledModel:
         # HETERO_FALLBACK: on or off, the priority list and the moves so far (compile_with_fallback sets it)
         self.fallback: falling.Fallback | None = None
         self._change_lock = threading.Lock()
+        self.loaded_from_cache = False  # made from an export (CACHE_DIR's, or Core.import_model's)
         self.inputs: list[TensorInfo] = model.inputs
         self.outputs: list[TensorInfo] = model.outputs
 
@@ -269,7 +274,8 @@ class CompiledModel:
         a list of device names, HETERO_NUMBER_OF_SUBMODELS (as OpenVINO names it; NUMBER_OF_SUBGRAPHS is its
         alias) and OPTIMAL_NUMBER_OF_INFER_REQUESTS ints,
         PERFORMANCE_HINT and MULTI_DEVICE_PRIORITIES strs, DEVICE_PROPERTIES {device: {key: value}},
-        HETERO_FALLBACK a bool (whether this compile's subgraphs move where their device fails them).
+        HETERO_FALLBACK a bool (whether this compile's subgraphs move where their device fails them),
+        LOADED_FROM_CACHE a bool (whether it was made from an export: CACHE_DIR's or import_model's).
         ConfigError for any other name."""
         key = str(name).upper()
         if key == SUPPORTED_PROPERTIES:
@@ -278,6 +284,8 @@ class CompiledModel:
             return self.execution_devices
         if key in (HETERO_NUMBER_OF_SUBMODELS, NUMBER_OF_SUBGRAPHS):
             return len(self.subgraphs)
+        if key == LOADED_FROM_CACHE:
+            return self.loaded_from_cache
         if key == OPTIMAL_NUMBER_OF_INFER_REQUESTS:
             # one request per pipeline stage keeps every device busy (OpenVINO: the max over submodels)
             return max(1, len({r.device for r in self.runs}))
@@ -291,6 +299,18 @@ class CompiledModel:
         if key == FALLBACK:
             return self.fallback is not None and self.fallback.enabled
         raise ConfigError(f"unknown compiled-model property {name!r}: use {', '.join(COMPILED_PROPERTIES)}")
+
+    def export_model(self, path: str | os.PathLike[str] | None = None) -> bytes:
+        """This compiled model as it runs now, as one self-contained artifact (exporting.export_compiled):
+        its bytes, also written to ``path`` (whole or not at all) where one is given. Core.import_model
+        loads it. Raises ModelError where ``path`` cannot be written."""
+        from .exporting import export_compiled, write_artifact
+
+        with self._change_lock:
+            data = export_compiled(self)
+        if path is not None:
+            write_artifact(data, path)
+        return data
 
     def relax(self, refused: Mapping[str, tuple[int, ...] | None], failed: CompiledSubgraph) -> bool:
         """Compile again, with those dimensions dynamic, every subgraph that passes a tensor subgraph

@@ -57,9 +57,11 @@ def prepare_subgraph(
     probe: Probe | None = None,
     *,
     shared: bool = False,
+    exported: bytes | None = None,
 ) -> Callable[[], CompiledSubgraph]:
     """Export one subgraph now; the returned call creates its session on its device's EP with that
-    device's settings (the EP compile).
+    device's settings (the EP compile). ``exported``: the subgraph's ONNX model, weights inline, as an
+    export holds it (exporting.import_compiled): used as it is, nothing is exported.
 
     With PERF_COUNT on for the device, ORT's profiler writes its trace under ``profile_dir``. ``probe``: the
     query's session of the whole model on this device, used as is where it is what a compile would make.
@@ -77,15 +79,15 @@ def prepare_subgraph(
     fed = fed_initializers(model, subgraph, device.kind.folds_initializers)
     if (
         probe is not None
+        and exported is None
         and not profiling
         and not fed
         and _serves(probe, subgraph, providers, settings.intra_op_num_threads or None)
     ):
         reused = CompiledSubgraph(subgraph, device, probe.session, probe.placement, from_probe=True)
         return lambda: _checked(reused)
-    whole = model.session_file if not fed and _is_whole_model(model, subgraph) else None
-    data = str(whole) if whole is not None else subgraph_model(model, subgraph, fed=fed).SerializeToString()
-    so = session_options(external_dir=model.external_dir)
+    data, external_dir = _session_model(model, subgraph, fed, exported)
+    so = session_options(external_dir=external_dir)
     record_assignment(so)
     if shared:
         so.add_session_config_entry(FORCE_SPINNING_STOP, "1")
@@ -137,6 +139,18 @@ def prepare_subgraph(
         return _checked(CompiledSubgraph(subgraph, device, session, assignment(session), profiler))
 
     return finish
+
+
+def _session_model(
+    model: Model, subgraph: Subgraph, fed: frozenset[str], exported: bytes | None
+) -> tuple[str | bytes, Any]:
+    """What a subgraph's session loads (the model's file where the subgraph is all of it, else the
+    subgraph exported now, or ``exported``) and the folder its external data lies in."""
+    if exported is not None:
+        return exported, None
+    whole = model.session_file if not fed and _is_whole_model(model, subgraph) else None
+    data = str(whole) if whole is not None else subgraph_model(model, subgraph, fed=fed).SerializeToString()
+    return data, model.external_dir
 
 
 def _checked(compiled: CompiledSubgraph) -> CompiledSubgraph:
@@ -294,7 +308,7 @@ def compile_plan(
     kept = probes if probes is not None else {}
     whole = whole_plan_probe(model, plan, devices, config, kept)
     if whole is not None:
-        return _one_session(model, plan, devices, config, device_name, *whole)
+        return one_session(model, plan, devices, config, device_name, *whole)
     if len(plan.subgraphs) != 1 or fed_initializers(
         model, plan.subgraphs[0], devices[plan.subgraphs[0].device].kind.folds_initializers
     ):
@@ -447,7 +461,7 @@ def whole_plan_probe(
     return device, probe
 
 
-def _one_session(
+def one_session(
     model: Model,
     plan: Plan,
     devices: Mapping[str, Device],

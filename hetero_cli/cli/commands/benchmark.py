@@ -63,7 +63,7 @@ def benchmark(**options: Any) -> None:
       hetero benchmark -m models/digits.onnx -b 8 -hint tput -t 10 --json > result.json
 
     A dynamic input needs its data shape (-shape, -data_shape, -b or -i), as in benchmark_app, or
-    --fill-dynamic. Options benchmark_app has and hetero-cli cannot honour (-pin, -cdir, -lfile,
+    --fill-dynamic. Options benchmark_app has and hetero-cli cannot honour (-pin, -lfile,
     -extensions, -c) stop the command with the reason and what to use instead.
     """
     o = SimpleNamespace(**options)
@@ -138,7 +138,8 @@ def _run(o: SimpleNamespace) -> dict[str, Any]:
     with busy("Compiling the model (and querying the devices for the automatic placement)"):
         compiled = compile_setup(setup)
     compile_ms = (time.perf_counter() - t0) * 1000.0
-    info(f"Compile model took {compile_ms:.2f} ms")
+    cached = " (loaded from the cache)" if compiled.get_property("LOADED_FROM_CACHE") else ""
+    info(f"Compile model took {compile_ms:.2f} ms{cached}")
     step(8, "Querying optimal runtime parameters")
     nireq = mode.nireq or int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
     print_runtime_parameters(compiled, nireq)
@@ -213,7 +214,10 @@ def _run(o: SimpleNamespace) -> dict[str, Any]:
 
 
 def _device_options(setup: Setup, o: SimpleNamespace) -> None:
-    """-nthreads, -nstreams and -infer_precision as the devices' properties (step 3)."""
+    """-cdir, -nthreads, -nstreams and -infer_precision as HETERO's and the devices' properties (step 3)."""
+    if o.cache_dir is not None:
+        setup.core.set_property({cfg.CACHE_DIR: o.cache_dir})
+        info(f"-cdir {o.cache_dir}: {cfg.CACHE_DIR}={o.cache_dir}")
     devices = list(setup.request.priorities)
     names = [d.name for d in devices]
     if o.nthreads is not None:

@@ -1,0 +1,66 @@
+"""A compile loaded rather than made: a fresh automatic compile against Core.import_model of its export and
+against a compile that CACHE_DIR loads (docs/export.md), as ratios over paired repetitions.
+
+Each repetition times, in turn (the order rotating between repetitions): ``fresh_s``, a Core().compile_model
+of the file; ``import_s``, Core().import_model of that compile's export (bytes in memory); ``cached_s``, a
+Core().compile_model with CACHE_DIR set, whose entry an untimed compile wrote first (the cache key hashes
+the model's file, so that is inside the time). The ratios are the medians of each repetition's
+``import_s / fresh_s`` and ``cached_s / fresh_s``.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from measure import timed
+
+import hetero_cli
+
+#: the targets of issue 31: on models whose automatic plan has several subgraphs, and on real models whose
+#: fresh compile takes over REAL_SLOW_S
+SEVERAL_SUBGRAPHS = 0.5
+REAL_SLOW = 0.2
+REAL_SLOW_S = 1.0
+
+
+def reuse(path: Path, device: str, repeats: int) -> dict[str, Any]:
+    """Median times and paired ratios of a fresh compile, an import and a cached compile of ``path``."""
+    with tempfile.TemporaryDirectory(prefix="hetero_reuse_") as cache:
+        config = {"CACHE_DIR": cache}
+        first = hetero_cli.Core().compile_model(str(path), device, config)
+        data = first.export_model()
+        subgraphs = len(first.subgraphs)
+        del first
+        runs = []
+        for k in range(max(1, repeats)):
+            out: dict[str, float] = {}
+            steps = {
+                "fresh_s": lambda: hetero_cli.Core().compile_model(str(path), device),
+                "import_s": lambda: hetero_cli.Core().import_model(data),
+                "cached_s": lambda: hetero_cli.Core().compile_model(str(path), device, config),
+            }
+            names = list(steps)
+            for name in names[k % 3 :] + names[: k % 3]:
+                gc.collect()
+                out[name], compiled = timed(steps[name])
+                if name == "cached_s" and not compiled.get_property("LOADED_FROM_CACHE"):
+                    raise RuntimeError(f"{path.name}: the cached compile did not load the cache")
+                del compiled
+            runs.append(out)
+    result: dict[str, Any] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    result["import_ratio"] = statistics.median(r["import_s"] / r["fresh_s"] for r in runs)
+    result["cached_ratio"] = statistics.median(r["cached_s"] / r["fresh_s"] for r in runs)
+    result.update(subgraphs=subgraphs, export_bytes=len(data), repeats=len(runs))
+    return result
+
+
+def limit(entry: dict[str, Any], kind: str) -> float | None:
+    """The target a measured row is judged by: REAL_SLOW for a real model whose fresh compile takes over
+    REAL_SLOW_S, SEVERAL_SUBGRAPHS for any other plan of several subgraphs, None (not judged) otherwise."""
+    if kind == "real":
+        return REAL_SLOW if entry["fresh_s"] > REAL_SLOW_S else None
+    return SEVERAL_SUBGRAPHS if entry["subgraphs"] > 1 else None

@@ -1,0 +1,109 @@
+"""CACHE_DIR: a compile keeps its export in a folder, keyed by SHA-256 of what decides the compile (the
+model's bytes with its weight files, the device string, the config, the versions); a later compile of the
+same loads it (importing.import_compiled) instead of querying, partitioning and compiling.
+
+An entry is untrusted input: a damaged or stale one is ignored with a warning and written again. Writes
+go through a temporary file and a rename (exporting.write_artifact), so processes sharing a cache never
+see part of an entry. A cache folder that cannot be used is a warning, never a failed compile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..errors import HeteroError
+from ..graph import Model
+from ..graph.external import all_tensors, external_info, is_external
+from ..placement import config as cfg
+from ..placement.devices import Device
+from . import exporting, importing
+from .compiled_model import CompiledModel
+
+log = logging.getLogger("hetero_cli")
+
+SUFFIX = ".hetero"
+_CHUNK = 1 << 20
+
+
+def key(model: Model, device_name: str, config: cfg.SplitConfig) -> str:
+    """The hex SHA-256 of a compile: the model as held (graph, affinities set since reading), the bytes of
+    its file and of the external data files it names, ``device_name``, the config (CACHE_DIR itself
+    left out) and the versions (exporting.versions). ModelError where the model's file cannot be read."""
+    digest = hashlib.sha256()
+    digest.update(model.skeleton.SerializeToString(deterministic=True))
+    for file in _files(model):
+        digest.update(str(file.name).encode() + b"\0")
+        with file.open("rb") as data:
+            while chunk := data.read(_CHUNK):
+                digest.update(chunk)
+    hetero = {k: v for k, v in config.hetero.items() if k != cfg.CACHE_DIR}
+    settings = {"hetero": hetero, "devices": config.devices}
+    described = [device_name, exporting.versions(), exporting.jsonable(settings)]
+    digest.update(json.dumps(described, sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def _files(model: Model) -> list[Path]:
+    """The model's own file and its external data files (resolved in its folder), each once."""
+    files = [model.path] if model.path is not None else []
+    folder = model.external_dir
+    if folder is not None:
+        names = sorted(
+            {external_info(t).get("location", "") for t in all_tensors(model.skeleton) if is_external(t)}
+        )
+        files += [Path(folder) / name for name in names if name]
+    return files
+
+
+def usable(folder: str) -> Path | None:
+    """The cache folder, made where missing; None, with a warning, where it is a file or cannot be made."""
+    path = Path(folder)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        log.warning(
+            "CACHE_DIR %s cannot be used (%s): compiling without the cache; give a folder you can write",
+            path,
+            exc.strerror or exc,
+        )
+        return None
+    return path
+
+
+def load(
+    folder: Path,
+    entry: str,
+    devices: Sequence[Device],
+    config: cfg.SplitConfig,
+    device_name: str,
+    hetero: bool,
+) -> CompiledModel | None:
+    """The compiled model of cache entry ``entry`` in ``folder``, LOADED_FROM_CACHE; None where there is no
+    such entry, or (with a warning) where it is damaged or stale: the caller compiles and stores again."""
+    path = folder / (entry + SUFFIX)
+    if not path.is_file():
+        return None
+    try:
+        data, _ = importing.read_source(path)
+        unpacked, _ = importing.read_artifact(data, "the entry")
+        compiled = importing.import_compiled(unpacked, "the entry", devices, config, device_name, hetero)
+    except HeteroError as exc:  # an entry is never trusted: any failure to load it means compiling again
+        log.warning("the cache entry %s cannot be loaded (%s): compiling the model again", path, exc)
+        return None
+    compiled.loaded_from_cache = True
+    return compiled
+
+
+def store(folder: Path, entry: str, compiled: CompiledModel) -> None:
+    """Write ``compiled``'s export as cache entry ``entry`` (whole or not at all); a warning where the
+    folder cannot be written (the compile itself stands)."""
+    try:
+        exporting.write_artifact(compiled.export_model(), folder / (entry + SUFFIX))
+    except HeteroError as exc:
+        log.warning(
+            "the compiled model could not be kept in CACHE_DIR (%s): the next compile starts again", exc
+        )

@@ -1,0 +1,147 @@
+"""Export a compiled model as one self-contained artifact (artifact.py's format; importing.py reads it).
+What is exported is what runs: the compiled model's plan and devices as they are now (after any
+HETERO_FALLBACK move), each subgraph's ONNX model with its weights inline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+import logging
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import onnx
+
+from ..errors import ModelError
+from ..graph import Model
+from ..graph.external import all_tensors, is_external
+from ..ort.session import ort
+from ..placement import config as cfg
+from ..placement.export import fed_initializers, subgraph_model
+from . import artifact
+
+#: config keys an export leaves out and an import refuses to take from one: paths on the machine that
+#: compiled it (an untrusted file must not make an import read or write there), and .dot dumps
+LOCAL_KEYS = frozenset({*cfg.PATH_OPTIONS, *cfg.JSON_OPTIONS, cfg.DOT_DIR, cfg.DUMP_GRAPH_DOT, cfg.CACHE_DIR})
+
+if TYPE_CHECKING:
+    from .compiled_model import CompiledModel
+
+log = logging.getLogger("hetero_cli")
+
+
+def hetero_cli_version() -> str:
+    """The installed hetero-cli's version (package metadata)."""
+    return importlib.metadata.version("hetero-cli")
+
+
+def versions() -> dict[str, str]:
+    """The versions an artifact records and a cache key holds: hetero-cli, onnx, onnxruntime."""
+    return {"hetero_cli": hetero_cli_version(), "onnx": onnx.__version__, "onnxruntime": ort.__version__}
+
+
+def export_compiled(compiled: CompiledModel) -> bytes:
+    """The artifact of ``compiled`` as it runs now: the source model and each subgraph's ONNX model, every
+    weight inline, with the plan (devices as the sessions run them), the config and the versions.
+
+    Raises ModelError where the model's weights cannot be read back from its file.
+    """
+    model = compiled.model
+    subgraphs = [dataclasses.replace(c.subgraph, device=c.device) for c in compiled.subgraphs]
+    plan = dataclasses.replace(compiled.plan, subgraphs=tuple(subgraphs))
+    fallback = compiled.fallback
+    header = {
+        **versions(),
+        "model": model.name,
+        "device_name": compiled.device_name,
+        "config": jsonable(_portable(compiled.config)),
+        "one_session": compiled.one_session,
+        "manual": bool(fallback is not None and fallback.manual),
+        "plan": {**plan.to_dict(), "affinities": dict(plan.affinities)},
+    }
+    devices = {c.device: c.target for c in compiled.subgraphs}
+    payloads = [_serialized(_inline(model.proto, model), f"the model {model.name}")]
+    for s in subgraphs:
+        fed = fed_initializers(model, s, devices[s.device].kind.folds_initializers)
+        payloads.append(_serialized(subgraph_model(model, s, embed=True, fed=fed), s.name))
+    return artifact.pack(header, payloads)
+
+
+def _serialized(proto: onnx.ModelProto, what: str) -> bytes:
+    """``proto``'s bytes; ModelError where protobuf cannot hold it (over 2 GB with its weights inline)."""
+    try:
+        return proto.SerializeToString()
+    except ValueError as exc:  # protobuf's size limit: "exceeds maximum protobuf size of 2GB"
+        raise ModelError(
+            f"{what} cannot be exported: {exc}; an export holds every weight inline, in one protobuf message "
+            "per model, which protobuf limits to 2 GB"
+        ) from None
+
+
+def write_artifact(data: bytes, path: str | os.PathLike[str]) -> None:
+    """Write ``data`` to ``path`` through a temporary file beside it and a rename: a reader (another
+    process's cache lookup) sees the old file or the new one, never part of one. ModelError where the
+    folder cannot be written; nothing is left behind then."""
+    target = Path(path)
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.chmod(tmp, target.stat().st_mode & 0o7777 if target.exists() else 0o666 & ~_umask())
+        os.replace(tmp, target)
+    except OSError as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        raise ModelError(f"cannot write {target}: {exc.strerror or exc}: check the folder") from None
+
+
+def _portable(config: cfg.SplitConfig) -> dict[str, Any]:
+    """``config`` as an export keeps it: {"hetero": {...}, "devices": {device: {...}}}, LOCAL_KEYS left out."""
+    return {
+        "hetero": {k: v for k, v in config.hetero.items() if k not in LOCAL_KEYS},
+        "devices": {
+            d: {k: v for k, v in values.items() if k not in LOCAL_KEYS}
+            for d, values in config.devices.items()
+        },
+    }
+
+
+def _umask() -> int:
+    """The process's umask (read by setting it, and back): what a new file's permissions leave out."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` with what JSON has no type for (enums such as properties.Type) as its text."""
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
+
+def _inline(proto: onnx.ModelProto, model: Model) -> onnx.ModelProto:
+    """``proto`` with the data of weights kept in external files copied in (a copy; ``proto`` as it is
+    where none is external)."""
+    if not any(external(t) for t in all_tensors(proto)):
+        return proto
+    from onnx.external_data_helper import load_external_data_for_model
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    load_external_data_for_model(copy, str(model.external_dir or "."))
+    return copy
+
+
+def external(tensor: onnx.TensorProto) -> bool:
+    """Whether ``tensor`` says its data lies outside the model (a location, or EXTERNAL alone)."""
+    return is_external(tensor) or len(tensor.external_data) > 0

@@ -1,0 +1,295 @@
+"""Import an exported compiled model (exporting.py writes it): the sessions are created straight from the
+subgraphs' ONNX models it holds, with no query, partition or export. An artifact is untrusted input: every
+length, name and tensor in it is checked before anything is built from it (ArtifactError), and nothing in
+it makes an import read or write outside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from ..errors import ArtifactError, CompileError, HeteroError
+from ..graph import Model, read_model
+from ..graph.external import all_tensors
+from ..ort.failures import failure_reason
+from ..ort.session import SUBGRAPH, assignment, create_session, ort, record_assignment, session_options
+from ..placement import config as cfg
+from ..placement.devices import Device
+from ..placement.partition import Plan, Subgraph
+from ..placement.query import Probe
+from . import artifact
+from .compiled_model import CompiledModel, CompiledSubgraph
+from .compiler import constant_outputs, one_session, prepare_subgraph
+from .environment import check_loadable
+from .exporting import LOCAL_KEYS, external, hetero_cli_version
+from .fallback import Fallback
+from .parallel import in_parallel
+
+log = logging.getLogger("hetero_cli")
+
+
+def read_source(source: Any) -> tuple[bytes | memoryview, str]:
+    """The bytes of an artifact given as bytes, a path, or a binary file object, and how messages name
+    it. Raises ArtifactError for a path that is no readable file, or anything else."""
+    if isinstance(source, bytes | bytearray | memoryview):
+        return source, "these bytes"
+    if hasattr(source, "read"):
+        where = str(getattr(source, "name", "the stream"))
+        data = source.read()
+        if not isinstance(data, bytes | bytearray):
+            raise ArtifactError(f"{where} is a text stream: open the export in binary mode ('rb')")
+        return data, where
+    if not isinstance(source, str | os.PathLike):
+        raise ArtifactError(
+            f"cannot import from {type(source).__name__}: give an export's bytes, its path or a binary file"
+        )
+    path = Path(source)
+    try:
+        return path.read_bytes(), str(path)
+    except OSError as exc:
+        raise ArtifactError(
+            f"cannot read {path}: {exc.strerror or exc}: give the path of an export"
+        ) from None
+
+
+def is_export(source: Any) -> bool:
+    """Whether ``source`` (bytes, or a path) starts as an export does (artifact.MAGIC): the one test every
+    reader of a model applies, whatever the file's name. False where a path cannot be read (the model
+    reader says why), or is no regular file."""
+    if isinstance(source, bytes | bytearray | memoryview):
+        return artifact.is_artifact(bytes(source[: len(artifact.MAGIC)]))
+    if not isinstance(source, str | os.PathLike) or not Path(source).is_file():
+        return False  # a pipe is never opened here: it would wait for a writer (the model reader refuses it)
+    try:
+        with open(source, "rb") as file:
+            return artifact.is_artifact(file.read(len(artifact.MAGIC)))
+    except OSError:
+        return False
+
+
+def read_artifact(data: bytes | memoryview, where: str) -> tuple[artifact.Unpacked, cfg.SplitConfig]:
+    """Check an artifact's bytes (artifact.unpack), its hetero-cli version and its config.
+
+    Returns it unpacked, with the config it was compiled with (paths it names left out: an import reads
+    and writes nothing outside the artifact). Raises ArtifactError.
+    """
+    unpacked = artifact.unpack(data, where)
+    header = unpacked.header
+    theirs, ours = str(header.get("hetero_cli", "unknown")), hetero_cli_version()
+    if theirs.split(".")[:2] != ours.split(".")[:2]:
+        raise ArtifactError(
+            f"{where} was exported by hetero-cli {theirs}; this is hetero-cli {ours}, which imports exports of "
+            f"{'.'.join(ours.split('.')[:2])}.x only: compile the model again (hetero compile)"
+        )
+    if header.get("onnxruntime") != ort.__version__:
+        log.warning(
+            "%s was exported with ONNX Runtime %s, this is %s: its outputs may differ from the exported split's",
+            where,
+            header.get("onnxruntime"),
+            ort.__version__,
+        )
+    try:
+        saved = header["config"]
+        flat = {**saved["hetero"], **saved["devices"]}
+        dropped = sorted({k for k in saved["hetero"] if k in LOCAL_KEYS} | _path_keys(saved["devices"]))
+        config = cfg.split({k: _without_paths(v) for k, v in flat.items() if k not in LOCAL_KEYS})
+    except (KeyError, TypeError, AttributeError, HeteroError) as exc:
+        raise ArtifactError(f"{where} is damaged: its config is not what hetero-cli writes ({exc})") from None
+    if dropped:
+        log.warning("%s: the config keys %s name paths and are not imported", where, ", ".join(dropped))
+    return unpacked, config
+
+
+def _path_keys(devices: Mapping[str, Any]) -> set[str]:
+    return {k for values in devices.values() for k in values if k in LOCAL_KEYS}
+
+
+def _without_paths(value: Any) -> Any:
+    return {k: v for k, v in value.items() if k not in LOCAL_KEYS} if isinstance(value, Mapping) else value
+
+
+def import_compiled(
+    unpacked: artifact.Unpacked,
+    where: str,
+    devices: Sequence[Device],
+    config: cfg.SplitConfig,
+    device_name: str,
+    hetero: bool,
+    source: Model | None = None,
+) -> CompiledModel:
+    """A CompiledModel of an artifact read by read_artifact: its sessions created from the subgraph models
+    it holds, on ``devices`` (the import's available devices, in priority order). ``source``: the model
+    source_model read from it already, if any (the compiled model's ``model``).
+
+    A subgraph whose device is not among ``devices`` (the artifact was compiled on a machine with a device
+    this one lacks, or the import names other devices) moves to the CPU where it is listed, else to the
+    last of ``devices``, with a warning. Raises ArtifactError for a header or payload that is not what an
+    export holds (a subgraph model referring to external data among them), CompileError where a session
+    cannot be created.
+    """
+    model_bytes, *payloads = unpacked.payloads
+    for i, payload in enumerate(payloads, 1):
+        _check_inline(payload, where, f"subgraph{i}'s model")
+    model = source if source is not None else source_model(unpacked, where)
+    plan = _plan(unpacked.header, model, len(payloads), where)
+    plan, moved = _replace(plan, devices, where)
+    by_name = {d.name: d for d in devices}
+    one = unpacked.header.get("one_session") and not moved
+    if one and any(not by_name[name].is_cpu for name in plan.devices):
+        result = _one(model, plan, by_name, config, device_name, model_bytes)
+    else:
+        shared = len(plan.subgraphs) > 1
+        made = in_parallel(
+            [
+                _preparer(model, s, by_name[s.device], config, bytes(p), shared)
+                for s, p in zip(plan.subgraphs, payloads, strict=True)
+            ]
+        )
+        constants = constant_outputs(model, plan)
+        result = CompiledModel(
+            model, plan, made, config, device_name, constants=constants, prepare=prepare_subgraph
+        )
+    manual = bool(unpacked.header.get("manual"))
+    result.fallback = Fallback(
+        hetero and len(devices) > 1 and config.fallback(manual), manual, tuple(devices)
+    )
+    return result
+
+
+def source_model(unpacked: artifact.Unpacked, where: str) -> Model:
+    """The model an artifact was compiled from (its first payload), read as read_model reads one.
+    ArtifactError where it refers to data outside the artifact; ModelError where it is no model ONNX
+    Runtime loads."""
+    payload = unpacked.payloads[0] if unpacked.payloads else memoryview(b"")
+    _check_inline(payload, where, "its source model")
+    return read_model(bytes(payload), check_loadable)
+
+
+def _preparer(
+    model: Model, subgraph: Subgraph, device: Device, config: cfg.SplitConfig, data: bytes, shared: bool
+) -> Callable[[], Callable[[], CompiledSubgraph]]:
+    """The job in_parallel runs: prepare_subgraph with the exported model ``data`` (no export)."""
+    return functools.partial(
+        prepare_subgraph, model, subgraph, device, config, None, None, shared=shared, exported=data
+    )
+
+
+def _one(
+    model: Model,
+    plan: Plan,
+    devices: Mapping[str, Device],
+    config: cfg.SplitConfig,
+    device_name: str,
+    data: memoryview,
+) -> CompiledModel:
+    """A split that ran in one ORT session (compiler.whole_plan_probe), made again as the query made it.
+    CompileError where ONNX Runtime refuses it."""
+    device = next(devices[name] for name in plan.devices if not devices[name].is_cpu)
+    settings = config.settings(device)
+    threads = settings.intra_op_num_threads or None
+    providers = device.providers(settings.provider_options)
+    so = session_options()
+    if threads:
+        so.intra_op_num_threads = threads
+    record_assignment(so)
+    try:
+        session = create_session(
+            bytes(data), so, providers, purpose=SUBGRAPH, subject=model.name, device=device.name
+        )
+    except Exception as exc:  # ORT's own error classes: one line saying which session and why
+        raise CompileError(
+            f"the one session of {model.name}'s split could not be created on {device.ep}: "
+            f"{failure_reason(exc)}; import it on another device string, or compile the model again"
+        ) from None
+    probe = Probe(providers, session, assignment(session), threads)
+    return one_session(model, plan, devices, config, device_name, device, probe)
+
+
+def _check_inline(payload: memoryview, where: str, what: str) -> None:
+    """ArtifactError where ``payload`` is no ONNX model, or one with a tensor whose data lies outside it."""
+    proto = onnx.ModelProto()
+    try:
+        proto.ParseFromString(bytes(payload))
+    except Exception:  # protobuf's DecodeError, or what its C++ parser raises: the payload is not a model
+        raise ArtifactError(f"{where} is damaged: {what} is not an ONNX model") from None
+    for tensor in all_tensors(proto):
+        if external(tensor):
+            location = next((e.value for e in tensor.external_data if e.key == "location"), "?")
+            raise ArtifactError(
+                f"{where} is refused: {what} refers to external data ({tensor.name!r} at {location!r}); an "
+                "export holds every weight inline and is never read beyond itself: export the model again"
+            )
+
+
+def _plan(header: Mapping[str, Any], model: Model, count: int, where: str) -> Plan:
+    """The artifact's Plan; ArtifactError where it is not what an export writes for ``model``."""
+    try:
+        saved = header["plan"]
+        subgraphs = tuple(
+            Subgraph(
+                index=i,
+                device=str(s["device"]),
+                nodes=_names(s["nodes"]),
+                constant_nodes=_names(s["constant_nodes"]),
+                inputs=_names(s["inputs"]),
+                outputs=_names(s["outputs"]),
+                fixed=_names(s["fixed"]),
+            )
+            for i, s in enumerate(saved["subgraphs"])
+        )
+        sources = {str(k): v if isinstance(v, str) else int(v) for k, v in saved["output_sources"].items()}
+        plan = Plan(
+            model_name=model.name,
+            subgraphs=subgraphs,
+            inputs=_names(saved["inputs"]),
+            outputs=_names(saved["outputs"]),
+            output_sources=sources,
+            affinities={str(k): str(v) for k, v in saved["affinities"].items()},
+            folded=_names(saved["folded"]),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError, AssertionError):
+        plan = None
+    nodes = {n.friendly_name for n in model.get_ops()}
+    if plan is None or len(plan.subgraphs) != count or not all(set(s.nodes) <= nodes for s in plan.subgraphs):
+        raise ArtifactError(f"{where} is damaged: its plan does not match the subgraphs and model it holds")
+    return plan
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise TypeError("not a list of names")
+    return tuple(value)
+
+
+def _replace(plan: Plan, devices: Sequence[Device], where: str) -> tuple[Plan, bool]:
+    """``plan`` with each subgraph whose device is not among ``devices`` moved (import_compiled's rule),
+    and whether any moved."""
+    names = [d.name for d in devices]
+    target = "CPU" if "CPU" in names else names[-1]
+    moved = [s for s in plan.subgraphs if s.device not in names]
+    if not moved:
+        return plan, False
+    for s in moved:
+        log.warning(
+            "%s: %s (%d node(s)) was compiled for %s, which this import does not have (it has %s): it runs on %s",
+            where,
+            s.name,
+            len(s.nodes),
+            s.device,
+            ", ".join(names),
+            target,
+        )
+    subgraphs = tuple(
+        s if s.device in names else dataclasses.replace(s, device=target) for s in plan.subgraphs
+    )
+    gone = {s.device for s in moved}
+    affinities = {n: target if d in gone else d for n, d in plan.affinities.items()}
+    return dataclasses.replace(plan, subgraphs=subgraphs, affinities=affinities), True

@@ -1,0 +1,90 @@
+"""``hetero compile -o OUT`` writes the export; ``hetero benchmark -m OUT`` and the other commands take it
+where they take an .onnx (told by its first bytes, not its name) and import it instead of compiling;
+``hetero benchmark -cdir DIR`` keeps the compiled split in a cache and says when it loaded it."""
+
+from __future__ import annotations
+
+import pytest
+from cli.test_benchmark_app_options import DIGITS, IMAGES
+from click.testing import CliRunner
+from support.helpers import needs_openvino
+
+from hetero_cli.cli import hetero
+from hetero_cli.runtime import artifact
+
+SPLIT = "HETERO:OPENVINO,CPU"
+SHAPE = ["-shape", "[1,1,32,32]"]
+
+
+def run(*args):
+    return CliRunner().invoke(hetero, [str(a) for a in args])
+
+
+def _compile(tmp_path, *extra, name="digits.bin"):
+    out = tmp_path / name  # not .hetero: an export is told by its first bytes
+    result = run("compile", "-m", DIGITS, "-d", SPLIT, "-o", out, *extra)
+    assert result.exit_code == 0, result.output
+    assert f"Wrote {out}" in result.output
+    return out
+
+
+@needs_openvino
+def test_compile_writes_an_export_benchmark_loads(tmp_path):
+    out = _compile(tmp_path, "--config", "PERFORMANCE_HINT=THROUGHPUT")
+    header = artifact.unpack(out.read_bytes(), "it").header
+    assert header["device_name"] == SPLIT and header["config"]["hetero"]["PERFORMANCE_HINT"] == "THROUGHPUT"
+    result = run("benchmark", "-m", out, "-niter", "4", *SHAPE)
+    assert result.exit_code == 0, result.output
+    assert "(loaded from the cache)" in result.output
+    assert "subgraph2: OPENVINO" in result.output  # the export's own device string, as -d was not given
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["digits.bin"]
+
+
+@needs_openvino
+def test_the_other_commands_take_an_export(tmp_path):
+    out = _compile(tmp_path)
+    validated = run("validate", "-m", out, "-d", SPLIT, *SHAPE)
+    assert validated.exit_code == 0, validated.output
+    assert "PASSED" in validated.output
+    queried = run("query", "-m", out, "-d", SPLIT, "--summary")
+    assert queried.exit_code == 0, queried.output
+    classified = run("classify", "-m", out, "-i", IMAGES / "digit_3.png")
+    assert classified.exit_code == 0, classified.output
+
+
+def test_a_damaged_export_is_one_line_and_exit_2(tmp_path):
+    out = tmp_path / "bad.onnx"
+    out.write_bytes(artifact.MAGIC + b"1\n" + b"\0" * 40)
+    result = run("benchmark", "-m", out, "-niter", "1", *SHAPE)
+    assert result.exit_code == 2, result.output
+    (line,) = [text for text in result.output.splitlines() if "[ ERROR ]" in text]
+    assert "bad.onnx is truncated" in line or "bad.onnx is damaged" in line
+
+
+@needs_openvino
+def test_an_export_takes_no_affinity(tmp_path):
+    out = _compile(tmp_path)
+    result = run("benchmark", "-m", out, "-niter", "1", "--affinity", "softmax=CPU", *SHAPE)
+    assert result.exit_code == 2
+    assert "an export's placement is fixed" in result.output
+
+
+@pytest.mark.parametrize("out", ["missing/out.hetero", "."])
+def test_an_output_that_cannot_be_written_is_refused_before_compiling(tmp_path, monkeypatch, out):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "missing").write_text("a file where a folder would be")
+    result = run("compile", "-m", DIGITS, "-d", "CPU", "-o", out)
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for -o" in result.output and "Compiling" not in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["missing"]
+
+
+def test_benchmark_cdir_loads_the_second_run_from_the_cache(tmp_path):
+    first = run("benchmark", "-m", DIGITS, "-cdir", tmp_path / "cache", "-niter", "2", *SHAPE)
+    assert first.exit_code == 0, first.output
+    assert "Compile model took" in first.output and "(loaded from the cache)" not in first.output
+    second = run("benchmark", "-m", DIGITS, "-cdir", tmp_path / "cache", "-niter", "2", *SHAPE)
+    assert second.exit_code == 0, second.output
+    assert "(loaded from the cache)" in second.output
+    assert "WARNING ] the entry" not in second.output
+    assert len(list((tmp_path / "cache").iterdir())) == 1
