@@ -306,8 +306,7 @@ class CompiledModel:
         loads it. Raises ModelError where ``path`` cannot be written."""
         from .exporting import export_compiled, write_artifact
 
-        with self._change_lock:
-            data = export_compiled(self)
+        data = export_compiled(self)
         if path is not None:
             write_artifact(data, path)
         return data

@@ -51,19 +51,21 @@ def export_compiled(compiled: CompiledModel) -> bytes:
     Raises ModelError where the model's weights cannot be read back from its file.
     """
     model = compiled.model
-    subgraphs = [dataclasses.replace(c.subgraph, device=c.device) for c in compiled.subgraphs]
-    plan = dataclasses.replace(compiled.plan, subgraphs=tuple(subgraphs))
+    # one frozen revision: a fallback meanwhile swaps in the next one, never edits this one
+    revision = compiled.current()
+    subgraphs = [dataclasses.replace(c.subgraph, device=c.device) for c in revision.subgraphs]
+    plan = dataclasses.replace(revision.plan, subgraphs=tuple(subgraphs))
     fallback = compiled.fallback
     header = {
         **versions(),
         "model": model.name,
         "device_name": compiled.device_name,
         "config": jsonable(_portable(compiled.config)),
-        "one_session": compiled.one_session,
+        "one_session": revision.one_session,
         "manual": bool(fallback is not None and fallback.manual),
         "plan": {**plan.to_dict(), "affinities": dict(plan.affinities)},
     }
-    devices = {c.device: c.target for c in compiled.subgraphs}
+    devices = {c.device: c.target for c in revision.subgraphs}
     payloads = [_serialized(_inline(model.proto, model), f"the model {model.name}")]
     for s in subgraphs:
         fed = fed_initializers(model, s, devices[s.device].kind.folds_initializers)
