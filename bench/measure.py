@@ -50,7 +50,7 @@ class Stats:
 BUILDER = "runtimes:build"
 BENCH = str(Path(__file__).resolve().parent)
 #: about how long each worker process times its runtime (after its warm-up), and the bounds on its runs
-PROCESS_MS = 600.0
+PROCESS_MS = 400.0
 LEAST_RUNS, MOST_RUNS = 5, 200
 WARMUP = 3
 

@@ -383,7 +383,8 @@ def placement_table(section: dict[str, Any]) -> Table:
     ratio to the fastest single-device runtime and to the automatic plan."""
     table = Table(
         title=f"placement: hetero tune on {section.get('device')} (budget {section.get('tune_budget_s', 0):g} s per "
-        "model) against the automatic plan and each single device, medians of interleaved runs, ms",
+        "model) against the automatic plan and each single device, medians of per-process medians (each runtime "
+        "alone in its own process), ms",
         title_justify="left",
     )
     ids = ("tuned", "hetero_ov", "hetero_cpu", "hetero_openvino", "ort_cpu", "ort_ov", "openvino")

@@ -111,9 +111,10 @@ def test_quick_run_writes_results_json(quick_run):
     if HAS_OPENVINO_EP:
         assert {"ort_ov", "hetero_ov"} <= set(groups["openvino"]["runtimes"])
     for group in ("cpu", "openvino"):
-        assert groups[group]["block"] >= 1
+        assert groups[group]["method"] == "per-process" and groups[group]["iterations"] >= 1
         for row in groups[group]["runtimes"].values():
             assert {"median_ms", "min_ms", "max_ms"} <= set(row["stats"])
+            assert len(row["process_ms"]) == groups[group]["iterations"]
     assert groups["cpu"]["runtimes"]["hetero_cpu"]["ratio"] > 0
     if HAS_OPENVINO_EP:  # the forced split has exactly ORT's own placement: 2 * cuts + 1 subgraphs
         per_cut = results["crossing"]["per_cut"]

@@ -21,7 +21,7 @@ import numpy as np
 from ...errors import CompileError
 from ...graph import Model
 from ...placement.affinities import mark_automatic
-from ..measure import Launch, Measurement, RuntimeSpec, method
+from ..measure import Launch, Measurement, RuntimeSpec, in_worker, method
 from ..measure.builders import HETERO
 from . import runs
 from .measure import Clock
@@ -35,7 +35,10 @@ MIN_NOISE = 0.01
 MIN_ROUNDS, MAX_ROUNDS = 1, 5
 #: inferences dropped at the start of each process, and about how long its timed inferences last (ms)
 WARMUP_RUNS = 5
-PROCESS_MS = 1000.0
+PROCESS_MS = 500.0
+#: what starting a worker process costs (seconds: an interpreter importing hetero_cli and onnxruntime),
+#: in the estimate of a round's time; no part of it where the finalists are timed in this process
+PROCESS_START_S = 1.5
 LEAST_RUNS, MOST_RUNS = 10, 200
 
 
@@ -109,7 +112,8 @@ def final(
             "no candidate could be measured: every one failed to compile or run (see the notes)"
         )
     contenders = finalists(report.candidates)
-    one_round = sum(compile_s + process_s(c.median_ms) for c in contenders)
+    start_s = PROCESS_START_S if on.launch in (None, in_worker) else 0.0
+    one_round = sum(start_s + compile_s + process_s(c.median_ms) for c in contenders)
     if clock.left(until) < one_round:
         report.notes.append(
             f"no time left to time the finalists alone, each in its own process (one round takes about "
