@@ -6,6 +6,7 @@ worker's round trip checks that samples come back, not what they are."""
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from hetero_cli.app.measure import (
 from hetero_cli.app.measure.builders import HETERO
 from hetero_cli.app.tune import decide, tune_model
 from hetero_cli.app.tune.report import AUTOMATIC, COST_MODEL, SINGLE, Candidate
+from hetero_cli.app.tune.runs import MEASURED_CONFIG_KEY
 from hetero_cli.cli.setup import DEFAULT_MODEL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -180,3 +182,21 @@ def test_tune_and_bench_both_time_through_the_one_measuring_function(monkeypatch
         {"ort_cpu": bench_measure.spec("ort_cpu", DEFAULT_MODEL)}, DIGITS_FEEDS, rounds=1, guesses={}
     )
     assert callers[-1] == ["ort_cpu"] and found["ort_cpu"].process_ms == [1.0]
+
+
+@needs_openvino
+def test_the_saved_model_records_the_configuration_it_was_measured_with(tmp_path):
+    config = {"CPU": {"INFERENCE_NUM_THREADS": 1}}
+    result = tune_model(
+        hc.Core(),
+        str(DEFAULT_MODEL),
+        "HETERO:OPENVINO,CPU",
+        config=config,
+        shapes={"image": (1, 1, 32, 32)},
+        budget_s=30.0,
+        timer=lambda label, run, count: [1.0] * count,
+    )
+    assert result.report.config == config
+    result.model.save(tmp_path / "tuned.onnx")
+    saved = hc.Core().read_model(tmp_path / "tuned.onnx")
+    assert json.loads(saved.metadata_props[MEASURED_CONFIG_KEY]) == config

@@ -65,16 +65,21 @@ def process_s(median_ms: float | None) -> float:
 
 
 def save_candidate(
-    model: Model, affinities: Mapping[str, str], automatic: Mapping[str, str], path: Path
+    model: Model,
+    affinities: Mapping[str, str],
+    automatic: Mapping[str, str],
+    path: Path,
+    config: Mapping[str, Any] | None = None,
 ) -> None:
     """``model`` saved at ``path`` with ``affinities`` set as tune saves its winner (runs.keep: marked as the
-    automatic plan's where they are that plan's), the model's affinities cleared again afterwards."""
-    runs.keep(model, affinities, automatic)
+    automatic plan's where they are that plan's, ``config`` recorded), the model as it was afterwards."""
+    runs.keep(model, affinities, automatic, config)
     try:
         model.save(path)
     finally:
         runs.clear_affinities(model)
         mark_automatic(model, False)
+        model.set_metadata(runs.MEASURED_CONFIG_KEY, None)
 
 
 @dataclass(frozen=True)
@@ -169,7 +174,7 @@ def measure_finalists(
         specs = {}
         for i, c in enumerate(contenders):
             path = Path(folder) / f"candidate{i}.onnx"
-            save_candidate(on.model, c.affinities, automatic, path)
+            save_candidate(on.model, c.affinities, automatic, path, on.config)
             args = {"path": str(path), "device": on.device, "config": dict(on.config)}
             specs[c.name] = RuntimeSpec(HETERO, args)
         found = method.measure_runtimes(  # through the module: the one function tune and bench call

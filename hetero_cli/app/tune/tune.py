@@ -259,7 +259,8 @@ class _Search:
         self.measure()
         winner = self.choose(tolerances)
         self.per_subgraph(winner)
-        runs.keep(self.model, self.all_nodes(winner.affinities), self.report.candidate(AUTOMATIC).affinities)
+        automatic = self.report.candidate(AUTOMATIC).affinities
+        runs.keep(self.model, self.all_nodes(winner.affinities), automatic, self.config)
         self.report.winner = winner.name
         self.report.elapsed_s = self.clock.elapsed()
         self.tell("done")

@@ -16,13 +16,14 @@ from ...app import benchmark as bench
 from ...app.tune import DEFAULT_TOLERANCES, Validation, tune_model
 from ...app.tune.chart import write_chart
 from ...app.tune.decide import MIN_NOISE
+from ...app.tune.runs import MEASURED_CONFIG_KEY
 from ...app.validate import Tolerances, check_sized, input_shapes
 from ...errors import HeteroError, TuneBudgetError
 from ...graph import Model
 from ...placement import devices as registry
 from ..files import check_writable
 from ..floats import FiniteFloat
-from ..options import int_range_option, int_ranges, named
+from ..options import int_range_option, int_ranges, named, read_config_file
 from ..output import box, console, info
 from ..progress import keep_cursor
 from ..runner import CONTEXT, running, written
@@ -174,6 +175,7 @@ def tune(
         info(f"    {name}: random {text}")
     result = _search(setup, feeds, shapes, budget_s, seed, tolerances, given if feeds is None else None)
     report = result.report
+    _record_config(result, config, load_config)
     _print_candidates(report)
     _print_verdict(report)
     _save_model(result.model, save, setup)
@@ -185,6 +187,20 @@ def tune(
     # it differs), and the command says FAILED as hetero validate does: exit 1, the files it wrote stay
     written().keep()
     return 1
+
+
+def _record_config(result: Any, config: Sequence[str], load_config: str | None) -> None:
+    """The configuration the candidates were measured with (the command line's --config and -load_config:
+    the core's properties every compile of the search used) in the report and the saved model's metadata
+    (runs.MEASURED_CONFIG_KEY), where there is any."""
+    given: dict[str, Any] = {}
+    if load_config:
+        given["-load_config"] = read_config_file(load_config)
+    if config:
+        given["--config"] = list(config)
+    if given:
+        result.report.config = given
+        result.model.set_metadata(MEASURED_CONFIG_KEY, json.dumps(given))
 
 
 def _tolerances(atol: Sequence[str], rtol: Sequence[str]) -> Tolerances:
@@ -449,6 +465,12 @@ def _save_model(model: Model, save: str, setup: Setup) -> None:
     info(
         f"Saved {save} with the winning affinities: `hetero benchmark -m {save} -d {setup.request}` runs it as is"
     )
+    measured = model.metadata_props.get(MEASURED_CONFIG_KEY)
+    if measured:
+        info(
+            f"It was measured with the configuration {measured} (kept in the file's metadata, "
+            f"{MEASURED_CONFIG_KEY}): give the same --config to run it as measured"
+        )
 
 
 def _save_report(report: Any, folder: Path) -> None:
