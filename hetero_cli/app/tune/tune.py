@@ -47,10 +47,11 @@ DEFAULT_TOLERANCES = Tolerances(
     default=OutputTolerance(atol=1e-3, rtol=1e-3), infinities_compare_equal=True, nans_compare_equal=True
 )
 #: the budget's shares: the cost model may spend until COST_MODEL_END, the in-process measuring until
-#: MEASURE_END, the finalists' per-process measuring until FINAL_END (its first MIN_ROUNDS rounds whatever
-#: the clock says), the rest is left for the validation and the counters per subgraph
-COST_MODEL_END = 0.45
-MEASURE_END = 0.6
+#: MEASURE_END, the finalists' per-process measuring until FINAL_END (a round only where its estimate fits;
+#: the largest share: a process start and a compile per finalist and round), the rest is left for the
+#: validation and the counters per subgraph
+COST_MODEL_END = 0.35
+MEASURE_END = 0.45
 FINAL_END = 0.9
 #: cost-model placements measured end to end at most
 MAX_COST_MODEL = 6
