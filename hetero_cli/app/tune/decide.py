@@ -42,13 +42,17 @@ PROCESS_START_S = 1.5
 LEAST_RUNS, MOST_RUNS = 10, 200
 
 
-def finalists(candidates: Sequence[Candidate]) -> list[Candidate]:
-    """The candidates timed per process: the fastest split (cost-model candidate) by the search's median,
-    the automatic plan and each single device, those measured without error."""
-    ok = [c for c in candidates if c.error is None and c.median_ms is not None]
-    splits = sorted((c for c in ok if c.kind == COST_MODEL), key=lambda c: c.median_ms or 0.0)
-    out = [c for c in ok if c.name == AUTOMATIC or c.kind == SINGLE]
-    return splits[:1] + out
+def finalists(report: TuneReport, margin: float) -> list[Candidate]:
+    """The candidates timed per process: the first split (cost-model candidate) of the search's ranking
+    (report.ranked(``margin``): the fastest, or a simpler one within ``margin`` of it), the automatic plan
+    and each single device, those measured without error."""
+    ranked = report.ranked(margin)
+    splits = [c for c in ranked if c.kind == COST_MODEL]
+    return splits[:1] + [
+        c
+        for c in report.candidates
+        if any(c is r for r in ranked) and (c.name == AUTOMATIC or c.kind == SINGLE)
+    ]
 
 
 def runs_per_process(median_ms: float | None) -> int:
@@ -116,7 +120,7 @@ def final(
         raise CompileError(
             "no candidate could be measured: every one failed to compile or run (see the notes)"
         )
-    contenders = finalists(report.candidates)
+    contenders = finalists(report, margin)
     start_s = PROCESS_START_S if on.launch in (None, in_worker) else 0.0
     one_round = sum(start_s + compile_s + process_s(c.median_ms) for c in contenders)
     if clock.left(until) < one_round:
