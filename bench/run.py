@@ -81,7 +81,7 @@ class Settings:
     quick: bool
     light: tuple[str, ...]
     synthetic: tuple[str, ...] = ("mlp_sanitised",)
-    light_splits: tuple[int, ...] = SPLITS
+    light_splits: tuple[int, ...] = (2, 16)  # a process per split and round: the chains keep all of SPLITS
     chain_splits: tuple[int, ...] = SPLITS
     rounds: int = 3  # the comparisons' rounds: each runtime timed in this many worker processes
     phase_repeats: int = 7
