@@ -156,7 +156,9 @@ def test_quick_run_writes_results_json(quick_run):
         assert {"tuned", "hetero_ov", "hetero_cpu", "ort_cpu", "ort_ov"} <= set(entry["runtimes"]), entry
         assert entry["tune"]["wall_s"] > 0 and entry["tune"]["winner"]
         assert entry["fastest_single"] in entry["runtimes"] and entry["vs_automatic"] > 0
-        assert entry["instances"] == 4  # every runtime compiled four times, its samples their mean
+        assert entry["method"] == "per-process" and entry["iterations"] == 1  # --quick: one round
+        for row in entry["runtimes"].values():  # one process per runtime and round: a median each
+            assert len(row["process_ms"]) == entry["iterations"] and row["stats"]["n"] == entry["iterations"]
     for key in ("placement_vs_single", "placement_vs_automatic", "placement_win", "placement_validation"):
         assert status[key] in ("PASS", "FAIL"), (key, results["targets"])
 
