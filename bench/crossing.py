@@ -9,8 +9,9 @@ OpenVINO EP's per-invocation cost once per OpenVINO run and copy nothing (host m
 what hetero-cli adds is the crossing: ending one session's run and starting the next.
 
 For cuts = 0, 1, 3, 7 the two, and the split's own sessions chained by the thinnest loop (``chain``), are
-timed interleaved (bench/measure.py). Per cut count: the median of the per-iteration difference hetero -
-ORT; the slope of that against the boundaries (2 per cut) is the cost of one crossing beyond ORT's own.
+timed each alone in a worker process of its own, in rounds (bench/measure.py per_process, hetero-cli's
+measuring method; ``build`` makes one in its worker). Per cut count: the median of the per-round difference
+hetero - ORT of the per-process medians; the slope of that against the boundaries (2 per cut) is the cost of one crossing beyond ORT's own.
 The bare chain splits it into ORT's per-run cost and hetero-cli's own bookkeeping.
 """
 
@@ -27,6 +28,7 @@ import onnxruntime as ort
 import runtimes
 
 import hetero_cli
+from hetero_cli.app.measure import RuntimeSpec
 from hetero_cli.ort.session import assignment, record_assignment
 
 CUTS = (0, 1, 3, 7)
@@ -80,11 +82,21 @@ def prepare(cuts: int, feeds: dict[str, np.ndarray]) -> dict[str, runtimes.Prepa
     return {"ort": ort_prepared, "hetero": split, "bare": runtimes.prepare_chain("bare", split, feeds)}
 
 
+def build(feeds: dict[str, np.ndarray], kind: str, cuts: int) -> Any:
+    """Runtime ``kind`` ("ort", "hetero" or "bare") of the chain with ``cuts`` cuts, as a measuring worker
+    builds it (hetero_cli.app.measure RuntimeSpec "crossing:build"): the callable running one inference."""
+    trio = prepare(int(cuts), feeds)
+    infer = trio[kind].infer
+    infer.__dict__["prepared"] = trio[kind] if kind != "bare" else (trio["hetero"], trio["bare"])
+    return infer
+
+
 def section(run: Any) -> dict[str, Any]:
-    """Time every cut count's three runtimes interleaved; per-crossing cost beyond ORT's own split."""
+    """Time every cut count's three runtimes, each in its own process; per-crossing cost beyond ORT's."""
     settings = run.settings
     feeds = graphs.random_feeds([("x", list(SHAPE))], seed=0)
-    prepared: dict[str, runtimes.Prepared] = {}
+    shapes: dict[str, tuple[int, int]] = {}
+    guesses: dict[str, float] = {}
     agreement: dict[str, float] = {}
     for cuts in CUTS:
         trio = prepare(cuts, feeds)
@@ -93,33 +105,38 @@ def section(run: Any) -> dict[str, Any]:
             float(np.max(np.abs(trio[k].outputs()["y"] - want))) for k in ("hetero", "bare")
         )
         for kind, p in trio.items():
-            prepared[f"{kind}_{cuts}"] = p
-    run.progress(f"crossings: {len(prepared)} runtimes interleaved")
-    samples, wall, block = measure.interleaved(
-        {rid: p.infer for rid, p in prepared.items()},
-        budget_s=settings.chain_budget_s,
-        lo=settings.chain_lo,
-        hi=settings.chain_hi,
-        warmup=settings.warmup,
-    )
+            shapes[f"{kind}_{cuts}"] = (p.subgraphs, p.boundaries)
+            guesses[f"{kind}_{cuts}"] = measure.guess_ms(p.infer)
+        del trio
+    specs = {
+        rid: RuntimeSpec(
+            "crossing:build", {"kind": rid.split("_")[0], "cuts": int(rid.split("_")[1])}, (measure.BENCH,)
+        )
+        for rid in shapes
+    }
+    run.progress(f"crossings: {len(specs)} runtimes, each in its own process")
+    found, wall = measure.per_process(specs, feeds, rounds=settings.rounds, guesses=guesses)
+    samples = {rid: m.process_ms for rid, m in found.items()}
     per_cut: dict[str, Any] = {}
     points: dict[str, list[tuple[float, float]]] = {"hetero": [], "bare": [], "hetero_minus_bare": []}
     for cuts in CUTS:
         ort_s, het_s, bare_s = (samples[f"{k}_{cuts}"] for k in ("ort", "hetero", "bare"))
-        boundaries = prepared[f"hetero_{cuts}"].boundaries
+        subgraphs, boundaries = shapes[f"hetero_{cuts}"]
         diff = {
-            "hetero": statistics.median((h - o) * 1e6 for h, o in zip(het_s, ort_s, strict=True)),
-            "bare": statistics.median((b - o) * 1e6 for b, o in zip(bare_s, ort_s, strict=True)),
-            "hetero_minus_bare": statistics.median((h - b) * 1e6 for h, b in zip(het_s, bare_s, strict=True)),
+            "hetero": statistics.median((h - o) * 1e3 for h, o in zip(het_s, ort_s, strict=False)),
+            "bare": statistics.median((b - o) * 1e3 for b, o in zip(bare_s, ort_s, strict=False)),
+            "hetero_minus_bare": statistics.median(
+                (h - b) * 1e3 for h, b in zip(het_s, bare_s, strict=False)
+            ),
         }
         for series, value in diff.items():
             points[series].append((boundaries, value))
         per_cut[str(cuts)] = {
-            "subgraphs": prepared[f"hetero_{cuts}"].subgraphs,
+            "subgraphs": subgraphs,
             "boundaries": boundaries,
-            "ort_median_us": statistics.median(ort_s) * 1e6,
-            "hetero_median_us": statistics.median(het_s) * 1e6,
-            "bare_median_us": statistics.median(bare_s) * 1e6,
+            "ort_median_us": statistics.median(ort_s) * 1e3,
+            "hetero_median_us": statistics.median(het_s) * 1e3,
+            "bare_median_us": statistics.median(bare_s) * 1e3,
             "hetero_minus_ort_us": diff["hetero"],
             "bare_minus_ort_us": diff["bare"],
             "hetero_minus_bare_us": diff["hetero_minus_bare"],
@@ -128,8 +145,8 @@ def section(run: Any) -> dict[str, Any]:
     slopes = {series: measure.fit_line(*zip(*pts, strict=True))[0] for series, pts in points.items()}
     return {
         "model": f"sanitised_chain({LENGTH}, cuts, {list(SHAPE)})",
-        "iterations": len(next(iter(samples.values()))),
-        "block": block,
+        "iterations": settings.rounds,
+        "method": "per-process",
         "wall_s": wall,
         "per_cut": per_cut,
         "slope_us": slopes,

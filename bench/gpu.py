@@ -49,8 +49,6 @@ GROUPS = {
     "splits": ["ort_cuda", "ort_cpu", *(f"gsplit_k{k}" for k in SPLITS)],
 }
 PIPELINED = ("squeezenet", "resnet50")  # cut in two for the throughput rows, when in the run
-# GPU runtimes take a millisecond or two: shorter budgets than run.py's still give hundreds of iterations
-FULL = {"budget_s": 4.0, "heavy_budget_s": 6.0, "split_budget_s": 6.0, "split_lo": 10, "split_hi": 400}
 
 
 def gpu_description() -> str | None:
@@ -132,10 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     light = harness.light_models(args)
     sections = ("latency", "throughput")
-    if args.quick:
-        settings = harness.Settings.fast(light, sections)
-    else:
-        settings = dataclasses.replace(harness.Settings.full(light, sections), **FULL)
+    # each runtime timed alone in its own process, in rounds (bench/measure.py per_process), as run.py's
+    settings = (harness.Settings.fast if args.quick else harness.Settings.full)(light, sections)
     out = args.out or (HERE / "results" / "gpu" / "tmp" if args.quick else HERE / "results" / "gpu")
     out.mkdir(parents=True, exist_ok=True)
     run = harness.Run(settings, out, report.console())

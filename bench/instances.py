@@ -1,20 +1,20 @@
-"""How far apart identical sessions of one model measure, and what hetero-cli's inference path adds to
+"""How far apart identical runtimes of one model measure, and what hetero-cli's inference path adds to
 its own session's ``run``: the noise under the placement section's 2 % targets (docs/performance.md).
 
-    .venv/bin/python bench/instances.py                       # ppocr_rec, 3 instances each, 30 s
-    .venv/bin/python bench/instances.py --model ppocr_det --instances 2 --budget 20
+    .venv/bin/python bench/instances.py                       # ppocr_rec, 3 instances each, 3 rounds
+    .venv/bin/python bench/instances.py --model ppocr_det --instances 2 --rounds 4
 
-In one interleaved group (bench/measure.py, each runtime's own block, one thread per session): ``k``
-compiles of automatic HETERO:OPENVINO,CPU (``hetero_ov#i``), ``k`` plain ORT [OpenVINO, CPU] sessions
-(``ort_ov#i``), and ``inner_run``: the first hetero compile's own ORT session called with ``run`` on the
-same feeds. Prints each one's median and its median paired ratio to ``ort_ov#0``; ``hetero_ov#0`` against
-``inner_run`` is hetero-cli's own path, the rest is the spread between instances.
+Timed by hetero-cli's measuring method (bench/measure.py per_process: each alone in a worker process of
+its own, in rounds, one thread per session): ``k`` compiles of automatic HETERO:OPENVINO,CPU
+(``hetero_ov#i``), ``k`` plain ORT [OpenVINO, CPU] sessions (``ort_ov#i``), and ``inner_run``: a hetero
+compile's own ORT session called with ``run`` on the same feeds. Prints each one's median of per-process
+medians and its median per-round ratio to ``ort_ov#0``; ``hetero_ov#0`` against ``inner_run`` is
+hetero-cli's own path, the rest is the spread between instances.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -24,42 +24,62 @@ import measure
 import placement
 import runtimes
 
+from hetero_cli.app.measure import RuntimeSpec
 
-def group(name: str, instances: int, folder: Path) -> tuple[dict[str, runtimes.Prepared], dict[str, Any]]:
-    """The group's runtimes for placement model ``name`` (its static copy written in ``folder``) and the
-    feeds they are bound to."""
-    [(_, _, path)] = placement.subjects([name], folder)
-    feeds = placement.feeds_for(name, path)
-    prepared: dict[str, runtimes.Prepared] = {}
+
+def inner_run(feeds: dict[str, Any], path: str) -> Any:
+    """The first session of automatic HETERO:OPENVINO,CPU's compile of ``path``, called with ``run``: a
+    measuring worker's runtime (RuntimeSpec "instances:inner_run")."""
+    prepared = runtimes.prepare_hetero("hetero_ov", Path(path), feeds, placement.DEVICE)
+    session = prepared.handle.subgraphs[0].session
+
+    def run() -> Any:
+        return session.run(None, feeds)
+
+    run.__dict__["prepared"] = prepared
+    return run
+
+
+def specs(path: Path, instances: int) -> dict[str, RuntimeSpec]:
+    """The runtimes timed: ``instances`` of each, and inner_run."""
+    out: dict[str, RuntimeSpec] = {}
     for i in range(instances):
-        prepared[f"hetero_ov#{i}"] = runtimes.prepare_hetero("hetero_ov", path, feeds, placement.DEVICE)
-        prepared[f"ort_ov#{i}"] = runtimes.prepare("ort_ov", path, feeds)
-    return prepared, feeds
+        out[f"hetero_ov#{i}"] = measure.spec("hetero_ov", path, device=placement.DEVICE)
+        out[f"ort_ov#{i}"] = measure.spec("ort_ov", path)
+    out["inner_run"] = RuntimeSpec("instances:inner_run", {"path": str(path)}, (measure.BENCH,))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="ppocr_rec", help=f"one of {', '.join(placement.MODELS)}")
-    parser.add_argument("--instances", type=int, default=3, help="compiles of each runtime (default 3)")
-    parser.add_argument("--budget", type=float, default=30.0, help="seconds of interleaved timing")
+    parser.add_argument(
+        "--instances", type=int, default=3, help="processes of each runtime per round (default 3)"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
     parser.add_argument("--threads", type=int, default=1, help="threads per session (default 1)")
     args = parser.parse_args(argv)
-    if args.model not in placement.MODELS or args.instances < 1:
-        parser.error(f"--model must be one of {', '.join(placement.MODELS)}, --instances at least 1")
+    if args.model not in placement.MODELS or args.instances < 1 or args.rounds < 1:
+        parser.error(
+            f"--model must be one of {', '.join(placement.MODELS)}, --instances and --rounds at least 1"
+        )
     runtimes.set_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
-        prepared, feeds = group(args.model, args.instances, Path(tmp))
-        session = prepared["hetero_ov#0"].handle.subgraphs[0].session
-        timed = {rid: p.infer for rid, p in prepared.items()}
-        timed["inner_run"] = lambda: session.run(None, feeds)
-        samples, wall, _ = measure.interleaved(
-            timed, budget_s=args.budget, lo=10, hi=100_000, warmup=2, own_blocks=True
+        [(_, _, path)] = placement.subjects([args.model], Path(tmp))
+        feeds = placement.feeds_for(args.model, path)
+        guess = measure.guess_ms(runtimes.prepare("ort_ov", path, feeds).infer)
+        timed = specs(path, args.instances)
+        found, wall = measure.per_process(
+            timed, feeds, rounds=args.rounds, guesses=dict.fromkeys(timed, guess)
         )
-    base = samples["ort_ov#0"]
-    print(f"{args.model}: {len(base)} iterations in {wall:.1f} s, {args.threads} thread(s) per session")
-    for rid, got in samples.items():
-        ratio = placement.paired(got, base)["median"]
-        print(f"{rid:12s} median {statistics.median(got) * 1e3:8.3f} ms   paired vs ort_ov#0 {ratio:.4f}")
+    base = found["ort_ov#0"]
+    print(f"{args.model}: {args.rounds} rounds in {wall:.1f} s, {args.threads} thread(s) per session")
+    for rid, got in found.items():
+        if got.median_ms is None:
+            print(f"{rid:12s} failed: {got.error}")
+            continue
+        ratio = measure.round_ratios(got, [base])["median"]
+        print(f"{rid:12s} median {got.median_ms:8.3f} ms   paired vs ort_ov#0 {ratio:.4f}")
     return 0
 
 

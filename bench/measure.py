@@ -1,24 +1,26 @@
-"""Interleaved latency measurement and the statistics reported for it.
+"""The bench's side of hetero-cli's one measuring method (hetero_cli.app.measure, issue 30), and the
+statistics reported for it.
 
-Every iteration runs each runtime once, in an order shuffled anew each iteration (seeded), so slow drifts
-of a shared, noisy machine hit every runtime alike. A runtime runs a short block of inferences in a row
-(``block_size``: about 10 ms of them, 1 for slow models) and its sample is the median of the block after
-its first inference: an ONNX Runtime session's idle threads spin for a while after its run, on the cores
-the next runtime needs, so the first inference after a switch measures the previous runtime's neighbour,
-not the runtime (two alternating sessions of a 1 MiB Softmax chain: 980 us each alone, 1670 us
-alternating). The rest of the block is what a user serving one model sees. The garbage collector is off
-while timing, as in ``timeit``.
+Every comparison of runtimes goes through ``per_process``: each runtime built in a worker process of its
+own (runtimes.build, named by ``spec``), WARMUP inferences dropped, about PROCESS_MS timed, in rounds that
+alternate the runtimes in a seeded order; a runtime's figure is the median of its per-process medians,
+its noise their relative spread. Sessions of several runtimes in one process disturb each other (an ORT
+session's idle threads spin after its run, on the cores the next runtime needs: a plain ORT [OpenVINO,
+CPU] session ran 21.6 ms alone and 37.5 ms after each run of a CPU session), so no runtime shares a
+process with another while it is timed. What is bench-only (the statistics, the per-round ratios) is here.
 """
 
 from __future__ import annotations
 
-import gc
-import random
+import math
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
+
+from hetero_cli.app.measure import Measurement, RuntimeSpec, method
 
 
 @dataclass(frozen=True)
@@ -44,78 +46,72 @@ class Stats:
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
 
 
-BLOCK_MS = 10.0  # a block of inferences lasts about this long
-MAX_BLOCK = 8
-SLOW_MS = 20.0  # a runtime this slow runs one inference per iteration: a neighbour's spin is noise to it
+#: the builder every bench runtime is built by in its worker process (bench/runtimes.py, this folder)
+BUILDER = "runtimes:build"
+BENCH = str(Path(__file__).resolve().parent)
+#: about how long each worker process times its runtime (after its warm-up), and the bounds on its runs
+PROCESS_MS = 400.0
+LEAST_RUNS, MOST_RUNS = 5, 200
+WARMUP = 3
 
 
-def block_size(latency_ms: float) -> int:
-    """Inferences per block for a group whose slowest runtime takes ``latency_ms``: 1 (kept) for slow
-    models, else 2 to 8 of which the first is dropped."""
-    if latency_ms >= SLOW_MS:
-        return 1
-    return max(2, min(MAX_BLOCK, int(BLOCK_MS / max(latency_ms, 1e-3)) + 1))
+def spec(runtime: str, path: Path, **args: Any) -> RuntimeSpec:
+    """Bench runtime ``runtime`` (runtimes.prepare's ids) of the model file ``path`` as a worker builds it
+    (runtimes.build; ``args``: its other arguments, JSON-ready)."""
+    return RuntimeSpec(BUILDER, {"runtime": runtime, "path": str(path), **args}, (BENCH,))
 
 
-def interleaved(
-    runs: Mapping[str, Callable[[], Any]],
+def runs_for(latency_ms: float | None) -> int:
+    """Timed inferences per process for a runtime of about ``latency_ms``: about PROCESS_MS of them."""
+    if not latency_ms or latency_ms <= 0:
+        return LEAST_RUNS
+    return max(LEAST_RUNS, min(MOST_RUNS, int(PROCESS_MS / latency_ms)))
+
+
+def guess_ms(run: Callable[[], Any], count: int = 3) -> float:
+    """The fastest of ``count`` runs of ``run`` (ms): what sizes a worker's timed runs."""
+    return min(timed(run)[0] for _ in range(max(1, count))) * 1e3
+
+
+def per_process(
+    specs: Mapping[str, RuntimeSpec],
+    feeds: Mapping[str, Any],
     *,
-    budget_s: float,
-    lo: int,
-    hi: int,
-    warmup: int = 2,
-    own_blocks: bool = False,
-) -> tuple[dict[str, list[float]], float, int]:
-    """Time every callable of ``runs`` once per iteration, interleaved; return samples, wall time, block
-    (the largest block used).
+    rounds: int,
+    guesses: Mapping[str, float],
+    seed: int = 0,
+) -> tuple[dict[str, Measurement], float]:
+    """Every runtime of ``specs`` timed by hetero-cli's one measuring method (app.measure.method:
+    measure_runtimes, the one hetero tune's decision calls): each alone in a worker process of its own,
+    ``rounds`` rounds in a seeded order, WARMUP inferences dropped per process, about PROCESS_MS timed
+    (sized by ``guesses``: {label: ms}). Returns ({label: Measurement}, wall seconds)."""
+    began = time.perf_counter()
+    found = method.measure_runtimes(
+        specs,
+        dict(feeds),
+        rounds=rounds,
+        min_rounds=rounds,
+        warmup=WARMUP,
+        runs={label: runs_for(guesses.get(label)) for label in specs},
+        seed=seed,
+    )
+    return found, time.perf_counter() - began
 
-    ``warmup`` untimed rotations come first (first inferences allocate and compile kernels); the slowest
-    runtime's fastest warm-up run chooses the block size (a first inference's time would choose blocks too
-    short for the model: a 0.6 ms split got blocks of 2, the second inference after a switch, not the
-    steady state a block measures). With ``own_blocks`` each runtime's own fastest warm-up run chooses its
-    block, never under 2 (the first dropped): where the group mixes an 11 ms runtime with 20 ms ones, blocks
-    of 1 left the fast one's samples to the neighbour's after-effects, and two identical placements measured
-    3 % apart. Then iterations (each in a fresh random order) run until ``budget_s`` has passed and at
-    least ``lo`` iterations are done, or ``hi`` are: the wall time stays near the budget however the
-    machine's load changes.
-    """
-    names = list(runs)
-    shuffler = random.Random(0)
-    fastest = dict.fromkeys(names, float("inf"))
-    for _ in range(max(1, warmup)):
-        for name in names:
-            took, _ = timed(runs[name])
-            fastest[name] = min(fastest[name], took * 1e3)
-    if own_blocks:
-        blocks = {name: max(2, block_size(fastest[name])) for name in names}
-    else:
-        blocks = dict.fromkeys(names, block_size(max(fastest.values(), default=0.0)))
-    block = max(blocks.values(), default=1)
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    clock = time.perf_counter
-    enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    began = clock()
-    try:
-        for i in range(max(lo, hi)):
-            order = names[:]
-            shuffler.shuffle(order)
-            for name in order:
-                fn = runs[name]
-                times = []
-                for _ in range(blocks[name]):
-                    start = clock()
-                    fn()
-                    times.append(clock() - start)
-                samples[name].append(statistics.median(times[1:] if len(times) > 1 else times))
-            done = i + 1
-            if done % 2 == 0 and done >= lo and clock() - began >= budget_s:
-                break
-    finally:
-        if enabled:
-            gc.enable()
-    return samples, clock() - began, block
+
+def stats_of(m: Measurement) -> Stats:
+    """Statistics of a runtime's per-process medians (n: processes)."""
+    return Stats.of([ms / 1e3 for ms in m.process_ms])
+
+
+def round_ratios(candidate: Measurement, baselines: Sequence[Measurement]) -> dict[str, float]:
+    """Quartiles of the per-round ratios candidate / baseline (the mean of ``baselines`` that round): each
+    round times every runtime once, in processes back to back, so a slow drift of the machine cancels."""
+    rows = zip(candidate.process_ms, *(b.process_ms for b in baselines), strict=False)
+    ratios = sorted(c / statistics.fmean(b) for c, *b in rows)
+    if not ratios:
+        return {"p25": math.nan, "median": math.nan, "p75": math.nan}
+    q = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else [ratios[0]] * 3
+    return {"p25": q[0], "median": q[1], "p75": q[2]}
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:

@@ -3,7 +3,8 @@ single-device runtime, on light/ models and on real models from PyPI wheels.
 
 Per model: ``tune_model`` on HETERO:OPENVINO,CPU within a budget (30 s; ``--quick`` 8 s), its wall time
 recorded; the tuned model saved (affinities in its nodes) and compiled from that file as a user would run
-it; then, timed interleaved in one group (bench/measure.py, as the latency section times its groups):
+it; then each of these timed alone in a worker process of its own, in rounds (bench/measure.py per_process:
+hetero-cli's one measuring method, the one hetero tune's decision calls):
 
 * ``tuned``: the tuned model, manual mode;
 * ``hetero_ov``: automatic HETERO:OPENVINO,CPU;
@@ -17,8 +18,8 @@ and the tuning read, so all of them run the same static graph. Inputs: seeded un
 
 from __future__ import annotations
 
+import gc
 import importlib
-import statistics
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -33,6 +34,7 @@ import pytest
 import runtimes
 
 import hetero_cli
+from hetero_cli.app.measure import RuntimeSpec, method
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,7 +50,10 @@ def _tests_module(name: str) -> Any:
 
 pypi_models = _tests_module("support.pypi_models")
 DEVICE = "HETERO:OPENVINO,CPU"
-LIGHT = ("squeezenet", "shufflenet", "inception_v1", "resnet50", "bvlc_alexnet", "zfnet512")
+#: light/ models (ShuffleNet, Inception v1, ResNet-50, AlexNet and ZFNet-512 were timed here before issue
+#: 30: per-process timing costs a process per runtime and round, and make bench stays near 25 minutes
+#: without them)
+LIGHT = ("squeezenet",)
 #: real models (tests/support/pypi_models.py) and the shape of each input with dynamic dimensions
 REAL: dict[str, dict[str, tuple[int, ...]]] = {
     "ppocr_det": {"x": (1, 3, 320, 320)},
@@ -58,6 +63,11 @@ REAL: dict[str, dict[str, tuple[int, ...]]] = {
     "silero_vad_16k_sequence": {"input": (32, 576)},
     # a 512x288 frame after the first (the recurrent states the previous frame's r1o..r4o)
     "rvm_mobilenetv3": pypi_models.RVM_FRAME,
+    # issue 30's three kinds (tests/support/pypi_models.py BENCH_MODELS): a QDQ int8 audio transformer
+    # (8 s of 10 ms log-mel frames), a CRNN with an LSTM, an SVTR recogniser
+    "smart_turn_qdq": {"input_features": (1, 80, 800)},
+    "ddddocr_crnn": {"input1": (1, 1, 64, 256)},
+    "ppocr_v6_rec": {"x": (1, 3, 48, 320)},
 }
 #: inputs a real model needs a set value in (the rest are seeded uniform [0, 1) floats): RVM's
 #: downsample_ratio, the fraction of the frame its backbone sees
@@ -79,30 +89,6 @@ LABELS = {
     "ort_ov": "ORT [OpenVINO, CPU]",
     "openvino": "native OpenVINO CPU f32",
 }
-HEAVY = ("resnet50", "ppocr_det", "rvm_mobilenetv3")
-#: every runtime is compiled several times and each sample is the mean of its instances' (interleaved
-#: apart): compiles of one runtime differ by up to 2 % in one process (bench/instances.py on ppocr_rec),
-#: which a 2 % target cannot leave to the draw of one instance, nor to the least of four drawn runtimes
-INSTANCES = 4
-#: models whose weights, held by every instance of seven runtimes, would crowd the machine's memory
-#: (AlexNet and ZFNet-512: 230-250 MB of float weights per copy): two instances each
-LARGE = ("bvlc_alexnet", "zfnet512")
-
-
-def instance_id(rid: str, i: int) -> str:
-    """The name runtime ``rid``'s instance ``i`` is timed under (instance 0: ``rid`` itself)."""
-    return rid if i == 0 else f"{rid}~{i + 1}"
-
-
-def creation_order(ids: Sequence[str], instances: int) -> list[tuple[str, int]]:
-    """(runtime, instance) in the order they are compiled: the runtimes in turn for each instance, the
-    order reversed every other instance, so that no runtime is always compiled first or last (where a
-    compile lands in memory shows in its speed)."""
-    order = []
-    for i in range(instances):
-        for rid in ids if i % 2 == 0 else reversed(ids):
-            order.append((rid, i))
-    return order
 
 
 def feeds_for(name: str, path: Path) -> dict[str, np.ndarray]:
@@ -186,17 +172,11 @@ def prepare(rid: str, path: Path, tuned: Path, feeds: Mapping[str, np.ndarray]) 
     return runtimes.prepare(rid, path, feeds)
 
 
-def paired(candidate: Sequence[float], baseline: Sequence[float]) -> dict[str, float]:
-    """Quartiles of the per-iteration ratios candidate / baseline (the machine's drift cancels in each)."""
-    ratios = sorted(c / b for c, b in zip(candidate, baseline, strict=True))
-    q = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else [ratios[0]] * 3
-    return {"p25": q[0], "median": q[1], "p75": q[2]}
-
-
 def measure_model(run: Any, name: str, kind: str, path: Path, tmp: Path) -> dict[str, Any]:
-    """Tune one model, then time the tuned placement interleaved with the automatic plan and every
-    single-device runtime, each as INSTANCES compiles (two for LARGE models) made in creation_order;
-    medians, and each one's paired ratio of the tuned placement to it."""
+    """Tune one model, then time the tuned placement, the automatic plan and every single-device runtime
+    by hetero-cli's measuring method (bench/measure.py per_process: each alone in a worker process, in
+    rounds); medians of the per-process medians, their noise, and the tuned placement's ratio to each
+    (medians, and the quartiles of the per-round ratios)."""
     settings = run.settings
     feeds = feeds_for(name, path)
     entry: dict[str, Any] = {
@@ -205,6 +185,7 @@ def measure_model(run: Any, name: str, kind: str, path: Path, tmp: Path) -> dict
         "inputs": {k: list(v.shape) for k, v in feeds.items()},
         "device": DEVICE,
         "tune_budget_s": settings.tune_budget_s,
+        "method": "per-process",
     }
     run.progress(f"placement: {name}, tuning within {settings.tune_budget_s:g} s")
     tuned_path = tmp / f"{name}_tuned.onnx"
@@ -214,70 +195,82 @@ def measure_model(run: Any, name: str, kind: str, path: Path, tmp: Path) -> dict
     if not all_on_openvino:
         ids.remove("hetero_openvino")
         entry["hetero_openvino_skipped"] = note
-    run.progress(f"placement: {name}, timing {', '.join(ids)}")
-    count = 2 if name in LARGE else INSTANCES
-    compiled: dict[str, runtimes.Prepared] = {}
-    errors: dict[str, str] = {}
-    for rid, i in creation_order(ids, count):
-        if rid in errors:
-            continue
-        try:
-            compiled[instance_id(rid, i)] = prepare(rid, path, tuned_path, feeds)
-        except Exception as exc:  # a runtime that fails is a result, not the end of the section
-            errors[rid] = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
-    prepared = {rid: compiled[rid] for rid in ids if rid not in errors}
-    expected = prepared["ort_cpu"].outputs() if "ort_cpu" in prepared else None
-    timed = {key: p.infer for key, p in compiled.items() if key.split("~")[0] not in errors}
-    raw, wall, block = measure.interleaved(
-        timed,
-        budget_s=settings.placement_budget_s,
-        lo=settings.heavy_lo if name in HEAVY else settings.lo,
-        hi=settings.hi,
-        warmup=settings.warmup,
-        own_blocks=True,
+    shapes, errors = _compiled_once(ids, path, tuned_path, feeds)
+    timed = [rid for rid in ids if rid not in errors]
+    run.progress(f"placement: {name}, timing {', '.join(timed)} each in its own process")
+    found, wall = measure.per_process(
+        {rid: spec(rid, path, tuned_path) for rid in timed},
+        feeds,
+        rounds=settings.placement_rounds,
+        guesses={rid: shapes[rid]["guess_ms"] for rid in timed},
     )
-    samples = {
-        rid: [
-            statistics.fmean(row)
-            for row in zip(*(raw[instance_id(rid, i)] for i in range(count)), strict=True)
-        ]
-        for rid in prepared
-    }
-    compiled.clear()
-    stats = {rid: measure.Stats.of(s) for rid, s in samples.items()}
-    entry.update(
-        {
-            "iterations": stats["tuned"].n if "tuned" in stats else 0,
-            "block": block,
-            "wall_s": wall,
-            "instances": count,
-        }
-    )
+    errors.update({rid: m.error for rid, m in found.items() if m.error and not m.process_ms})
+    measured = {rid: m for rid, m in found.items() if m.process_ms}
+    stats = {rid: measure.stats_of(m) for rid, m in measured.items()}
+    entry.update({"iterations": settings.placement_rounds, "wall_s": wall, "errors": errors})
     entry["runtimes"] = {
         rid: {
             "label": LABELS[rid],
-            "subgraphs": p.subgraphs,
-            "sessions": p.sessions,
-            "compile_s": p.compile_s,
+            **{k: v for k, v in shapes[rid].items() if k != "guess_ms"},
             "stats": stats[rid].to_dict(),
-            "max_abs_diff_vs_ort_cpu": runtimes.max_abs_diff(p.outputs(), expected) if expected else None,
-            "tuned_paired_ratio": paired(samples["tuned"], samples[rid]) if "tuned" in samples else None,
+            "process_ms": m.process_ms,
+            "noise": m.noise,
+            "tuned_paired_ratio": measure.round_ratios(measured["tuned"], [m])
+            if "tuned" in measured
+            else None,
         }
-        for rid, p in prepared.items()
+        for rid, m in measured.items()
     }
-    entry["errors"] = errors
+    entry["noise"] = method.noise_of(list(measured.values()))
     singles = {rid: stats[rid].median_ms for rid in SINGLE if rid in stats}
     if singles and "tuned" in stats:
         fastest = min(singles, key=lambda rid: singles[rid])
         entry["fastest_single"] = fastest
-        entry["vs_fastest_single"] = entry["runtimes"][fastest]["tuned_paired_ratio"]["median"]
-        entry["vs_every_single"] = {
-            rid: entry["runtimes"][rid]["tuned_paired_ratio"]["median"] for rid in singles
-        }
+        entry["vs_fastest_single"] = stats["tuned"].median_ms / singles[fastest]
+        entry["vs_every_single"] = {rid: stats["tuned"].median_ms / ms for rid, ms in singles.items()}
     if "hetero_ov" in stats and "tuned" in stats:
-        entry["vs_automatic"] = entry["runtimes"]["hetero_ov"]["tuned_paired_ratio"]["median"]
-    prepared.clear()
+        entry["vs_automatic"] = stats["tuned"].median_ms / stats["hetero_ov"].median_ms
     return entry
+
+
+def spec(rid: str, path: Path, tuned: Path) -> RuntimeSpec:
+    """Runtime ``rid`` of the placement group as its worker builds it (runtimes.build)."""
+    if rid == "tuned":  # manual mode: the affinities in the file
+        return measure.spec(rid, tuned, device=DEVICE)
+    if rid == "hetero_openvino":
+        return measure.spec(rid, path, device="OPENVINO")
+    return measure.spec(rid, path)
+
+
+def _compiled_once(
+    ids: Sequence[str], path: Path, tuned: Path, feeds: Mapping[str, np.ndarray]
+) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """Each runtime compiled once here, one at a time, for what is not timed: its subgraphs and sessions,
+    its compile time, its outputs against ORT [CPU]'s, and a first latency that sizes its workers' runs.
+    Returns ({runtime: those}, {runtime: error} for those that fail to compile or run)."""
+    shapes: dict[str, dict[str, Any]] = {}
+    errors: dict[str, str] = {}
+    expected = None
+    for rid in sorted(ids, key=lambda r: r != "ort_cpu"):  # the reference first
+        try:
+            p = prepare(rid, path, tuned, feeds)
+            outputs = p.outputs()
+            guess = measure.guess_ms(p.infer)
+        except Exception as exc:  # a runtime that fails is a result, not the end of the section
+            errors[rid] = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
+            continue
+        if rid == "ort_cpu":
+            expected = outputs
+        shapes[rid] = {
+            "subgraphs": p.subgraphs,
+            "sessions": p.sessions,
+            "compile_s": p.compile_s,
+            "max_abs_diff_vs_ort_cpu": runtimes.max_abs_diff(outputs, expected) if expected else None,
+            "guess_ms": guess,
+        }
+        del p
+        gc.collect()
+    return shapes, errors
 
 
 def section(run: Any, tmp: Path) -> dict[str, Any]:

@@ -143,7 +143,7 @@ def latency_table(model: str, entry: dict[str, Any]) -> Table:
     """One model's runtimes: medians, min, max and the ratio of medians to each row's baseline."""
     threads = f", {entry['threads']} thread(s) per session" if entry.get("threads") else ""
     table = Table(
-        title=f"{model}: latency over {entry['iterations']} interleaved iterations ({entry['wall_s']:.1f} s{threads})",
+        title=f"{model}: latency: {entry['iterations']} rounds, each runtime in its own process ({entry['wall_s']:.1f} s{threads})",
         title_justify="left",
     )
     for column in (
@@ -224,7 +224,7 @@ def crossing_table(section: dict[str, Any]) -> Table:
     slopes = section["slope_us"]
     table = Table(
         title=f"crossings: {section['model']}, ORT's own split vs the same placement forced in hetero-cli, "
-        f"{section['iterations']} interleaved iterations; per boundary beyond ORT: {slopes['hetero']:.1f} us "
+        f"{section['iterations']} rounds, each runtime in its own process; per boundary beyond ORT: {slopes['hetero']:.1f} us "
         f"(ORT's per-run cost {slopes['bare']:.1f}, hetero-cli's own {slopes['hetero_minus_bare']:.1f})",
         title_justify="left",
     )
@@ -383,7 +383,8 @@ def placement_table(section: dict[str, Any]) -> Table:
     ratio to the fastest single-device runtime and to the automatic plan."""
     table = Table(
         title=f"placement: hetero tune on {section.get('device')} (budget {section.get('tune_budget_s', 0):g} s per "
-        "model) against the automatic plan and each single device, medians of interleaved runs, ms",
+        "model) against the automatic plan and each single device, medians of per-process medians (each runtime "
+        "alone in its own process), ms",
         title_justify="left",
     )
     ids = ("tuned", "hetero_ov", "hetero_cpu", "hetero_openvino", "ort_cpu", "ort_ov", "openvino")

@@ -5,8 +5,9 @@
 
 Sections (each also in the JSON file):
 
-1. latency - per model, every runtime compiled once, then timed interleaved (each iteration in a fresh
-   random order, short blocks of inferences, bench/measure.py) with seeded uniform [0, 1) inputs, in
+1. latency - per model, every runtime compiled once here (its outputs checked), then timed each alone in a
+   worker process of its own, in rounds of a seeded order (bench/measure.py per_process: hetero-cli's one
+   measuring method, hetero_cli.app.measure) with seeded uniform [0, 1) inputs, in
    groups: one ORT session [CPU] with HETERO:CPU; one ORT session [OpenVINO, CPU] with automatic
    HETERO:OPENVINO,CPU and native OpenVINO (f32); forced splits into k = 2, 4, 8, 16 subgraphs, and on the
    synthetic chains the split's own sessions chained bare. Median, min, max, ratio to the baseline.
@@ -95,22 +96,9 @@ class Settings:
     quick: bool
     light: tuple[str, ...]
     synthetic: tuple[str, ...] = ("mlp_sanitised",)
-    light_splits: tuple[int, ...] = SPLITS
+    light_splits: tuple[int, ...] = (2, 16)  # a process per split and round: the chains keep all of SPLITS
     chain_splits: tuple[int, ...] = SPLITS
-    budget_s: float = 8.0  # interleaved timing per model and group, after warm-up
-    heavy_budget_s: float = 14.0  # models whose rotation takes over a second (VGG-19, ResNet-50)
-    lo: int = 10
-    heavy_lo: int = 16  # VGG-19's rotation takes 1.6 s: 10 pairs left its paired ratio at the noise's mercy
-    hi: int = (
-        400  # fast models (a split MLP of 0.6 ms) fill their budget rather than stop at a few hundred ms
-    )
-    split_budget_s: float = 8.0  # the forced-split group of a light/ model
-    split_lo: int = 5
-    split_hi: int = 30
-    chain_budget_s: float = 10.0
-    chain_lo: int = 20
-    chain_hi: int = 400
-    warmup: int = 2
+    rounds: int = 3  # the comparisons' rounds: each runtime timed in this many worker processes
     phase_repeats: int = 7
     rss_models: int = 0  # measure peak RSS on the first N non-chain models (0: all)
     partition_sizes: tuple[int, int] = (10_000, 100_000)
@@ -119,34 +107,22 @@ class Settings:
     sections: tuple[str, ...] = SECTIONS
     threads: int = 0  # threads per session, 0: each runtime's default
     tune_budget_s: float = placement.TUNE_BUDGET_S  # hetero tune's budget per model (placement section)
-    placement_budget_s: float = 20.0  # the placement section's interleaved timing per model: 2 % targets
+    placement_rounds: int = 3  # the placement section's rounds: each runtime timed in 3 processes
     placement_models: tuple[str, ...] = ()  # the placement section's models (empty: its defaults)
 
     @classmethod
     def full(cls, light: Sequence[str], sections: Sequence[str], threads: int = 0) -> Settings:
-        """The ``make bench`` run: every light/ model, median of 10-400 interleaved iterations (16 at least for the heaviest)."""
+        """The ``make bench`` run: every light/ model, each runtime timed in 3 worker processes."""
         return cls(quick=False, light=tuple(light), sections=tuple(sections), threads=threads)
 
     @classmethod
     def fast(cls, light: Sequence[str], sections: Sequence[str], threads: int = 0) -> Settings:
-        """``--quick``: 1 light/ model plus the synthetic one, a few iterations, small partition graphs."""
+        """``--quick``: 1 light/ model plus the synthetic one, 1 round, small partition graphs."""
         return cls(
             quick=True,
             light=tuple(light),
             light_splits=(2, 16),
             chain_splits=(2, 16),
-            budget_s=0.3,
-            heavy_budget_s=0.3,
-            lo=3,
-            heavy_lo=3,
-            hi=10,
-            split_budget_s=0.3,
-            split_lo=2,
-            split_hi=5,
-            chain_budget_s=0.3,
-            chain_lo=5,
-            chain_hi=30,
-            warmup=1,
             phase_repeats=1,
             rss_models=1,
             partition_sizes=(500, 5_000),
@@ -155,7 +131,8 @@ class Settings:
             sections=tuple(sections),
             threads=threads,
             tune_budget_s=placement.QUICK_TUNE_BUDGET_S,
-            placement_budget_s=0.3,
+            placement_rounds=1,  # --quick checks the plumbing: one process per runtime
+            rounds=1,
         )
 
 
@@ -245,8 +222,8 @@ def latency_group(
     feeds: dict[str, np.ndarray],
     reference: str = "ort_cpu",
 ) -> dict[str, Any]:
-    """Compile the runtimes ``ids`` for ``subject``, check they agree with ``reference``'s outputs, time
-    them interleaved."""
+    """Compile the runtimes ``ids`` for ``subject``, check they agree with ``reference``'s outputs, then
+    time each alone in its own worker process, in rounds (measure.per_process)."""
     settings = run.settings
     prepared: dict[str, runtimes.Prepared] = {}
     errors: dict[str, str] = {}
@@ -263,34 +240,39 @@ def latency_group(
     diffs = {
         rid: runtimes.max_abs_diff(p.outputs(), expected) if expected else None for rid, p in prepared.items()
     }
-    if subject.kind == "chain":
-        budget, lo, hi = settings.chain_budget_s, settings.chain_lo, settings.chain_hi
-    elif name == "splits":
-        budget, lo, hi = settings.split_budget_s, settings.split_lo, settings.split_hi
-    else:
-        heavy = subject.name in HEAVY
-        budget = settings.heavy_budget_s if heavy else settings.budget_s
-        lo, hi = settings.heavy_lo if heavy else settings.lo, settings.hi
-    samples, wall, block = measure.interleaved(
-        {rid: p.infer for rid, p in prepared.items()}, budget_s=budget, lo=lo, hi=hi, warmup=settings.warmup
+    guesses = {rid: measure.guess_ms(p.infer) for rid, p in prepared.items()}
+    shapes = {rid: (p.subgraphs, p.boundaries, p.sessions, p.compile_s) for rid, p in prepared.items()}
+    prepared.clear()  # nothing of this process runs while the workers time
+    splits.clear()
+    gc.collect()
+    found, wall = measure.per_process(
+        {rid: measure.spec(rid, subject.path) for rid in shapes},
+        feeds,
+        rounds=settings.rounds,
+        guesses=guesses,
     )
-    stats = {rid: measure.Stats.of(s) for rid, s in samples.items()}
+    errors.update({rid: m.error for rid, m in found.items() if m.error and not m.process_ms})
+    samples = {rid: m for rid, m in found.items() if m.process_ms}
+    stats = {rid: measure.stats_of(m) for rid, m in samples.items()}
     group: dict[str, Any] = {
-        "iterations": next(iter(stats.values())).n if stats else 0,
-        "block": block,
+        "iterations": settings.rounds,
+        "method": "per-process",
         "wall_s": wall,
         "runtimes": {},
         "errors": errors,
     }
-    for rid, p in prepared.items():
+    for rid, m in samples.items():
         spec = runtimes.spec(rid)
+        subgraphs, boundaries, sessions, compile_s = shapes[rid]
         row: dict[str, Any] = {
             "label": spec.label,
-            "subgraphs": p.subgraphs,
-            "boundaries": p.boundaries,
-            "sessions": p.sessions,
-            "compile_s": p.compile_s,
+            "subgraphs": subgraphs,
+            "boundaries": boundaries,
+            "sessions": sessions,
+            "compile_s": compile_s,
             "stats": stats[rid].to_dict(),
+            "process_ms": m.process_ms,
+            "noise": m.noise,
             f"max_abs_diff_vs_{reference}": diffs[rid],
             "baseline": list(spec.baseline),
             "ratio": None,
@@ -301,27 +283,13 @@ def latency_group(
             labels = [runtimes.spec(b).label for b in spec.baseline]
             row["baseline_label"] = labels[0] if len(labels) == 1 else "mean(" + ", ".join(labels) + ")"
             row["ratio"] = stats[rid].median_ms / row["baseline_median_ms"]
-            row["paired_ratio"] = paired_ratio(samples[rid], [samples[b] for b in spec.baseline])
+            row["paired_ratio"] = measure.round_ratios(m, [samples[b] for b in spec.baseline])
         bare = f"chain_k{rid[7:]}" if rid.startswith("split_k") else None
-        if bare in samples:  # hetero-cli over the same sessions chained bare, iteration by iteration
-            diffs_us = [(a - b) * 1e6 for a, b in zip(samples[rid], samples[bare], strict=True)]
-            row["minus_bare_us"] = statistics.median(diffs_us)
+        if bare in samples:  # hetero-cli over the same sessions chained bare, round by round
+            rows = zip(m.process_ms, samples[bare].process_ms, strict=False)
+            row["minus_bare_us"] = statistics.median((a - b) * 1e3 for a, b in rows)
         group["runtimes"][rid] = row
-    prepared.clear()
-    splits.clear()
-    gc.collect()
     return group
-
-
-def paired_ratio(candidate: list[float], baselines: list[list[float]]) -> dict[str, float]:
-    """Quartiles of the per-iteration ratio candidate / baseline (the mean of ``baselines`` that iteration).
-
-    Each iteration times both back to back, so a slow drift of the machine's load cancels in the ratio;
-    a wide interquartile range says the machine was too noisy for a tight verdict.
-    """
-    ratios = sorted(c / statistics.fmean(b) for c, *b in zip(candidate, *baselines, strict=True))
-    q = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else [ratios[0]] * 3
-    return {"p25": q[0], "median": q[1], "p75": q[2]}
 
 
 def latency(

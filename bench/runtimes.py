@@ -381,3 +381,24 @@ def model_inputs(path: Path) -> list[tuple[str, list[int | str | None]]]:
     """[(name, shape)] of the inputs a caller feeds (initializers listed as inputs left out)."""
     model = read(path)
     return [(i.name, list(i.shape or ())) for i in model.inputs]
+
+
+def build(
+    feeds: Mapping[str, np.ndarray], runtime: str, path: str, device: str | None = None
+) -> Callable[[], Any]:
+    """Runtime ``runtime`` of the model file ``path`` as a measuring worker builds it (hetero_cli.app.measure:
+    RuntimeSpec "runtimes:build"): ``prepare``'s ids (``chain_k<N>`` builds its ``split_k<N>`` first), or,
+    with ``device``, a hetero-cli compile of the file on that device (a tuned file's affinities in its
+    nodes). Returns the callable that runs one inference on ``feeds``; the thread setting is this process's
+    (HETERO_BENCH_THREADS, inherited from the bench)."""
+    file = Path(path)
+    if device is not None:
+        prepared = prepare_hetero(runtime, file, feeds, device)
+    elif runtime.startswith("chain_k"):
+        split = prepare(f"split_k{runtime[7:]}", file, feeds)
+        prepared = prepare(runtime, file, feeds, {int(runtime[7:]): split})
+    else:
+        prepared = prepare(runtime, file, feeds)
+    infer = prepared.infer
+    infer.__dict__["prepared"] = prepared  # the session / compiled model lives as long as the callable
+    return infer

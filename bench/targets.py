@@ -489,7 +489,8 @@ def _placement_models(results: dict[str, Any]) -> dict[str, Any]:
 
 
 def _placement_ratio(results: dict[str, Any], key: str) -> list[tuple[str, float | None, str]]:
-    """Per placement model, its ``key`` ratio (a median of paired ratios) with the runtimes' medians."""
+    """Per placement model, its ``key`` ratio (of the medians of per-process medians) with the runtimes'
+    medians and the noise (the largest relative spread of a runtime's per-process medians)."""
     cases: list[tuple[str, float | None, str]] = []
     for model, entry in _placement_models(results).items():
         value = entry.get(key)
@@ -508,7 +509,9 @@ def _placement_ratio(results: dict[str, Any], key: str) -> list[tuple[str, float
             f"{base['label']} {base['stats']['median_ms']:.3f} ms; n={tuned['stats']['n']}"
         )
         if paired:
-            note += f"; paired quartiles {paired['p25']:.3f}-{paired['p75']:.3f}"
+            note += f"; per-round quartiles {paired['p25']:.3f}-{paired['p75']:.3f}"
+        if entry.get("noise") is not None:
+            note += f"; noise {entry['noise']:.1%}"
         cases.append((model, value, note + ")"))
     return cases
 
@@ -517,7 +520,7 @@ def _placement_single(results: dict[str, Any]) -> Target:
     return _ratio_target(
         "placement_vs_single",
         "hetero tune's placement / the fastest single-device runtime (hetero CPU, hetero OPENVINO, ORT CPU, "
-        "ORT [OpenVINO, CPU]), median of the paired latency ratios",
+        "ORT [OpenVINO, CPU]), medians of per-process medians, each runtime alone in its own process",
         PLACEMENT_RATIO,
         _placement_ratio(results, "vs_fastest_single"),
     )
@@ -526,7 +529,7 @@ def _placement_single(results: dict[str, Any]) -> Target:
 def _placement_automatic(results: dict[str, Any]) -> Target:
     return _ratio_target(
         "placement_vs_automatic",
-        "hetero tune's placement / automatic HETERO:OPENVINO,CPU, median of the paired latency ratios",
+        "hetero tune's placement / automatic HETERO:OPENVINO,CPU, medians of per-process medians",
         PLACEMENT_RATIO,
         _placement_ratio(results, "vs_automatic"),
     )

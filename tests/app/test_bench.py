@@ -121,9 +121,10 @@ def test_quick_run_writes_results_json(quick_run):
     if HAS_OPENVINO_EP:
         assert {"ort_ov", "hetero_ov"} <= set(groups["openvino"]["runtimes"])
     for group in ("cpu", "openvino"):
-        assert groups[group]["block"] >= 1
+        assert groups[group]["method"] == "per-process" and groups[group]["iterations"] >= 1
         for row in groups[group]["runtimes"].values():
             assert {"median_ms", "min_ms", "max_ms"} <= set(row["stats"])
+            assert len(row["process_ms"]) == groups[group]["iterations"]
     assert groups["cpu"]["runtimes"]["hetero_cpu"]["ratio"] > 0
     if HAS_OPENVINO_EP:  # the forced split has exactly ORT's own placement: 2 * cuts + 1 subgraphs
         per_cut = results["crossing"]["per_cut"]
@@ -166,7 +167,9 @@ def test_quick_run_writes_results_json(quick_run):
         assert {"tuned", "hetero_ov", "hetero_cpu", "ort_cpu", "ort_ov"} <= set(entry["runtimes"]), entry
         assert entry["tune"]["wall_s"] > 0 and entry["tune"]["winner"]
         assert entry["fastest_single"] in entry["runtimes"] and entry["vs_automatic"] > 0
-        assert entry["instances"] == 4  # every runtime compiled four times, its samples their mean
+        assert entry["method"] == "per-process" and entry["iterations"] == 1  # --quick: one round
+        for row in entry["runtimes"].values():  # one process per runtime and round: a median each
+            assert len(row["process_ms"]) == entry["iterations"] and row["stats"]["n"] == entry["iterations"]
     for key in ("placement_vs_single", "placement_vs_automatic", "placement_win", "placement_validation"):
         assert status[key] in ("PASS", "FAIL"), (key, results["targets"])
 
@@ -190,7 +193,7 @@ INSTANCES = ROOT / "bench" / "instances.py"
 @needs_openvino
 def test_instances_prints_every_runtime_with_its_paired_ratio():
     pypi_models.fetch("ppocr_cls")
-    done = _script(INSTANCES, "--model", "ppocr_cls", "--instances", "1", "--budget", "0.3", timeout=300)
+    done = _script(INSTANCES, "--model", "ppocr_cls", "--instances", "1", "--rounds", "1", timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     for rid in ("hetero_ov#0", "ort_ov#0", "inner_run"):
         assert re.search(rf"^{rid} +median +[0-9.]+ ms +paired vs ort_ov#0 [0-9.]+$", done.stdout, re.M)

@@ -209,3 +209,17 @@ def test_a_model_whose_outputs_hold_infinities_and_nans_passes_validation(nonfin
         ("logp", True, 0.0),
         ("ratio", True, 0.0),
     ]
+
+
+@needs_openvino
+def test_the_saved_model_and_the_report_record_the_configuration_measured(chain, tmp_path):
+    saved, report = tmp_path / "tuned.onnx", tmp_path / "report"
+    result = invoke(
+        hetero, "tune", "-m", chain, "-d", "HETERO:OPENVINO,CPU", "-t", "4", "--save", saved, "--report", report,
+        "--config", "CPU:INFERENCE_NUM_THREADS=1",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    given = {"--config": ["CPU:INFERENCE_NUM_THREADS=1"]}
+    assert json.loads(Core().read_model(saved).metadata_props["hetero_cli.tune.config"]) == given
+    assert json.loads((report / "tune_report.json").read_text())["config"] == given
+    assert "give the same --config to run it as measured" in result.stdout

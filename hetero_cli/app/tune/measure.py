@@ -1,39 +1,22 @@
-"""Measuring: sync latencies in short blocks (GC off while timing), several runs interleaved in a seeded
+"""The search's in-process measuring: sync latencies in short blocks (GC off while timing), several runs interleaved in a seeded
 random order with the first block of each dropped (warm-up), medians, and the budget's clock.
 
-The timer is a parameter (``Timer``): tune_model times real inferences with ``wall_timer``; the tests inject
-one that answers from a table, so that the search's choices can be checked without asserting any speed.
+The timer is app.measure's (``Timer``, ``wall_timer``; the tests inject one that answers from a table).
+The search ranks its many candidates this way, in one process, as a cheap first cut; the final choice
+among the best split, the automatic plan and each single device is timed per process (app.measure,
+tune/decide.py).
 """
 
 from __future__ import annotations
 
-import gc
 import random
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-#: timer(label, run, count) -> count latencies in ms of ``run()``; label names what is timed
-#: ("candidate:CPU", "region:3:OPENVINO", "boundary:split:1000000", "probe:automatic")
-Timer = Callable[[str, Callable[[], object], int], list[float]]
+from ..measure.timer import Timer, wall_timer
 
-
-def wall_timer(label: str, run: Callable[[], object], count: int) -> list[float]:
-    """``count`` wall-clock latencies (ms) of ``run()`` back to back, the garbage collector off meanwhile
-    (a collection inside a run would land in one sample). ``label`` is unused: a real timer needs none."""
-    del label
-    samples = []
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        for _ in range(count):
-            begin = time.perf_counter()
-            run()
-            samples.append((time.perf_counter() - begin) * 1e3)
-    finally:
-        if enabled:
-            gc.enable()
-    return samples
+__all__ = ["Clock", "Timer", "block_size", "interleaved", "median", "wall_timer"]
 
 
 class Clock:

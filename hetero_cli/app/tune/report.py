@@ -22,8 +22,11 @@ class Candidate:
     """One placement tried: ``name`` ("automatic", a device name such as "CPU", "cost-model-1"...),
     ``kind`` ("automatic" | "single" | "cost-model"), ``affinities`` {node: device}, its ``subgraphs``
     count and ``devices`` (execution order), ``predicted_ms`` (the cost model's, None for the others),
-    ``median_ms`` of its measured latencies (None if not measured or it failed), ``samples`` measured, and
-    ``error``: why it was dropped (a compile or run failure, a failed validation), None otherwise."""
+    ``median_ms`` of its latencies measured by the in-process search (None if not measured or it failed),
+    ``samples`` measured, ``error``: why it was dropped (a compile or run failure, a failed validation),
+    None otherwise; for the finalists (the best split, the automatic plan, each single device) the final
+    measurement, each alone in its own process (app.measure): ``process_ms`` (one median per process),
+    ``final_ms`` (their median) and ``noise`` (their relative spread)."""
 
     name: str
     kind: str
@@ -34,6 +37,9 @@ class Candidate:
     median_ms: float | None = None
     samples: int = 0
     error: str | None = None
+    process_ms: list[float] = field(default_factory=list)
+    final_ms: float | None = None
+    noise: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields (the affinities included)."""
@@ -75,7 +81,11 @@ class TuneReport:
     winner where one passed; None before any), ``per_subgraph`` ({"winner": [...], "automatic": [...]},
     each entry {"subgraph", "device", "nodes", "ms"}), ``notes`` (what the search measured or skipped),
     ``regions`` (the cost model's regions: {"region", "nodes", "first", "last", "devices", "ms": {device:
-    ms}, "estimated"}) and ``boundary`` (its measured cost per subgraph and per MB, and the probe's medians)."""
+    ms}, "estimated"}) and ``boundary`` (its measured cost per subgraph and per MB, and the probe's medians);
+    ``decision``: why the winner won (the final per-process figures), ``noise``: the margin a split had to
+    beat (the largest relative spread of the finalists' per-process medians, at least decide.MIN_NOISE;
+    None where the final measurement could not run), ``config``: the configuration every candidate was
+    compiled and measured with (threads included)."""
 
     device: str
     budget_s: float
@@ -89,6 +99,9 @@ class TuneReport:
     notes: list[str] = field(default_factory=list)
     regions: list[dict[str, Any]] = field(default_factory=list)
     boundary: dict[str, float] = field(default_factory=dict)
+    decision: str = ""
+    noise: float | None = None
+    config: dict[str, Any] = field(default_factory=dict)
 
     def candidate(self, name: str) -> Candidate:
         """The candidate called ``name``; KeyError if none was tried."""

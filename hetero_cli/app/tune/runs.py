@@ -3,6 +3,7 @@ performance counters: what the tuner does to one placement beside timing it."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -65,12 +66,24 @@ def ready(
     return compiled, request
 
 
-def keep(model: Model, affinities: Mapping[str, str], automatic: Mapping[str, str]) -> None:
+#: the model metadata key that records the configuration a tuned placement was measured with (JSON)
+MEASURED_CONFIG_KEY = "hetero_cli.tune.config"
+
+
+def keep(
+    model: Model,
+    affinities: Mapping[str, str],
+    automatic: Mapping[str, str],
+    config: Mapping[str, Any] | None = None,
+) -> None:
     """Set the winner's ``affinities`` on ``model``, marked as the automatic plan's where they are that
     plan's (``automatic``: whichever candidate won with them, a single device that supports every node
-    included): saved, they compile as it did (its probe session: placement.affinities.mark_automatic)."""
+    included): saved, they compile as it did (its probe session: placement.affinities.mark_automatic).
+    ``config``, the configuration the placement was measured with (threads included), is recorded in the
+    model's metadata (MEASURED_CONFIG_KEY, JSON; removed where there is none)."""
     model.set_affinities(dict(affinities))
     mark_automatic(model, dict(affinities) == dict(automatic))
+    model.set_metadata(MEASURED_CONFIG_KEY, json.dumps(dict(config), default=str) if config else None)
 
 
 def validate(

@@ -9,8 +9,12 @@ within a time budget (issue 21), never slower than the automatic plan or the fas
 Phases, each given a share of the budget and checking the clock: the automatic plan compiled and run a few
 times (which prices one candidate: a budget under it is refused before anything else is spent); the
 single devices; the cost model (regions timed alone on each device, the boundary cost, a DP placement at
-a few boundary scales); every candidate measured end to end, interleaved; the winner validated against a
-whole-model CPU session; its time per subgraph and the automatic plan's, from the performance counters.
+a few boundary scales); every candidate measured end to end, interleaved in this process (the search: a
+cheap first cut); the finalists (the best split, the automatic plan, each single device) saved as the tuned
+file would be and timed each alone in its own process (app.measure, decide.py), the split kept only where
+it beats the best single device and the automatic plan by more than the measured noise; the winner
+validated against a whole-model CPU session; its time per subgraph and the automatic plan's, from the
+performance counters.
 """
 
 from __future__ import annotations
@@ -26,13 +30,14 @@ from typing import Any
 import numpy as np
 
 from ...core import Core, ModelSource
-from ...errors import CompileError, TuneBudgetError, TuneError
+from ...errors import TuneBudgetError, TuneError
 from ...graph import Model
 from ...placement import device_string
+from ..measure import Launch, in_process, in_worker
 from ..validate.reference import NO_DOT_FILES, tapped_model
 from ..validate.run import check_tolerances, input_sets_of
 from ..validate.tolerances import OutputTolerance, Tolerances
-from . import costs, regions, runs, search
+from . import costs, decide, regions, runs, search
 from .measure import Clock, Timer, block_size, interleaved, median, wall_timer
 from .report import AUTOMATIC, COST_MODEL, SINGLE, Candidate, TuneReport, TuneResult, machine_info
 
@@ -41,10 +46,13 @@ from .report import AUTOMATIC, COST_MODEL, SINGLE, Candidate, TuneReport, TuneRe
 DEFAULT_TOLERANCES = Tolerances(
     default=OutputTolerance(atol=1e-3, rtol=1e-3), infinities_compare_equal=True, nans_compare_equal=True
 )
-#: the budget's shares: the cost model may spend until COST_MODEL_END, measuring until MEASURE_END, the
-#: rest is left for the validation and the counters per subgraph
-COST_MODEL_END = 0.45
-MEASURE_END = 0.9
+#: the budget's shares: the cost model may spend until COST_MODEL_END, the in-process measuring until
+#: MEASURE_END, the finalists' per-process measuring until FINAL_END (a round only where its estimate fits;
+#: the largest share: a process start and a compile per finalist and round), the rest is left for the
+#: validation and the counters per subgraph
+COST_MODEL_END = 0.35
+MEASURE_END = 0.45
+FINAL_END = 0.9
 #: cost-model placements measured end to end at most
 MAX_COST_MODEL = 6
 #: inferences of the first timing of a whole candidate (the automatic plan, each single device)
@@ -77,26 +85,29 @@ def tune_model(
     timer: Timer | None = None,
     int_ranges: Mapping[str, tuple[int, int]] | None = None,
     now: Callable[[], float] = time.perf_counter,
+    launch: Launch | None = None,
 ) -> TuneResult:
     """Find the fastest placement of ``model`` over the devices of ``device`` (``"HETERO:OPENVINO,CPU"``)
-    within ``budget_s`` seconds (+10 %), and validate it.
+        within ``budget_s`` seconds (+10 %), and validate it.
 
-    ``config``: as compile_model takes it, for every compile; ``inputs``: input sets (feed dicts), the
-    first one timed, all validated; else one seeded (``seed``) random set of ``shapes`` ({input: shape} or
-    a -data_shape string, needed for dynamic dimensions), integers within ``int_ranges`` ({input: (low,
-    high)}) or what the graph bounds them to. ``tolerances``: the validation's (default DEFAULT_TOLERANCES:
-    atol 1e-3, rtol 1e-3, the same infinity or NaN on both sides equal). ``progress(text, fraction)`` is
-    called as the search goes. ``timer``: what times inferences (measure.Timer; wall_timer by default; tests
-    inject one). ``now``: the clock the budget is kept by, in seconds (time.perf_counter; tests inject one
-    that moves the same on any machine).
+        ``config``: as compile_model takes it, for every compile; ``inputs``: input sets (feed dicts), the
+        first one timed, all validated; else one seeded (``seed``) random set of ``shapes`` ({input: shape} or
+        a -data_shape string, needed for dynamic dimensions), integers within ``int_ranges`` ({input: (low,
+        high)}) or what the graph bounds them to. ``tolerances``: the validation's (default DEFAULT_TOLERANCES:
+        atol 1e-3, rtol 1e-3, the same infinity or NaN on both sides equal). ``progress(text, fraction)`` is
+        called as the search goes. ``timer``: what times inferences (measure.Timer; wall_timer by default; tests
+        inject one). ``now``: the clock the budget is kept by, in seconds (time.perf_counter; tests inject one
+        that moves the same on any machine). ``launch``: what times a finalist alone (app.measure.Launch; by
+    default a worker process each, app.measure.in_worker; with an injected ``timer`` and no ``launch``, that
+    timer in this process under the labels "candidate:<name>").
 
-    Returns TuneResult: the model (the one ``core.read_model(model)`` gives, so a Model passed in is the
-    one changed) with every node's affinity set to the winner's, and the TuneReport. Raises TuneError for a
-    device string that is not HETERO with two devices available, TuneBudgetError (a TuneError) for a budget
-    under what the search needs (the message gives the number), CompileError where no candidate could be
-    measured at all; ValidationError for inputs that do not fit, a dynamic dimension
-    without a shape, or tolerances naming outputs the model lacks; as compile_model for a model no device
-    list can compile automatically.
+        Returns TuneResult: the model (the one ``core.read_model(model)`` gives, so a Model passed in is the
+        one changed) with every node's affinity set to the winner's, and the TuneReport. Raises TuneError for a
+        device string that is not HETERO with two devices available, TuneBudgetError (a TuneError) for a budget
+        under what the search needs (the message gives the number), CompileError where no candidate could be
+        measured at all; ValidationError for inputs that do not fit, a dynamic dimension
+        without a shape, or tolerances naming outputs the model lacks; as compile_model for a model no device
+        list can compile automatically.
     """
     clock = Clock(budget_s, now)
     model = core.read_model(model)
@@ -107,6 +118,7 @@ def tune_model(
     if not (isinstance(budget_s, int | float) and math.isfinite(budget_s) and budget_s > 0):
         raise TuneBudgetError(f"the budget must be a positive number of seconds, not {budget_s!r}")
     search_ = _Search(core, model, device, devices, config, feeds_list, clock, seed, timer, progress)
+    search_.launch = launch or (in_process(timer, "candidate:") if timer is not None else in_worker)
     with _warnings_as_notes(search_.report.notes, lambda: search_.phase):
         return search_.run(tolerances)
 
@@ -216,6 +228,8 @@ class _Search:
         self.compiled: dict[str, Any] = {}
         self.compile_s, self.run_ms, self.phase = 0.0, 0.0, "starting"
         self.twin: Candidate | None = None
+        self.launch: Launch = in_worker
+        self.report.config = dict(self.config)
 
     def tell(self, text: str) -> None:
         """Report progress: ``text`` and the part of the budget spent."""
@@ -246,7 +260,8 @@ class _Search:
         self.measure()
         winner = self.choose(tolerances)
         self.per_subgraph(winner)
-        runs.keep(self.model, self.all_nodes(winner.affinities), self.report.candidate(AUTOMATIC).affinities)
+        automatic = self.report.candidate(AUTOMATIC).affinities
+        runs.keep(self.model, self.all_nodes(winner.affinities), automatic, self.config)
         self.report.winner = winner.name
         self.report.elapsed_s = self.clock.elapsed()
         self.tell("done")
@@ -436,20 +451,19 @@ class _Search:
         return True
 
     def choose(self, tolerances: Tolerances) -> Candidate:
-        """The first candidate of report.ranked (the fastest, or a simpler one within SIMPLER_MARGIN) whose
-        outputs pass against the whole-model CPU session on every input set; one that fails is marked and
-        the next tried. None passing: the first, marked failed."""
-        ranked = self.report.ranked(SIMPLER_MARGIN)
-        if not ranked:
-            raise CompileError(
-                "no candidate could be measured: every one failed to compile or run (see the notes)"
-            )
+        """decide.final's order (the finalists timed each alone in its own process until FINAL_END of the
+        budget), then the first candidate in that order whose outputs pass against the whole-model CPU
+        session on every input set; one that fails is marked and the next tried. None passing: the first."""
+        on = decide.Finalists(self.model, self.device, self.config, self.feeds, self.launch, self.seed)
+        until, ranked = FINAL_END * self.clock.budget_s, self.report.ranked(SIMPLER_MARGIN)
+        ranked = decide.final(
+            self.report, ranked, on, self.clock, until, self.compile_s, self.tell, SIMPLER_MARGIN
+        )
         # the whole model with the candidates' config: a dynamically quantized model's outputs depend on the
         # thread count (ddddocr's common_old: 1.12 on 2 elements between 1 and 2 threads)
+        self.tell("the whole model on CPU (the validation's reference)")
         reference = _on_cpu(self.core, self.model, self.config)
         want = [{n: reference(f)[n] for n in (o.name for o in self.model.outputs)} for f in self.feeds_list]
-        if ranked[0] is not self.report.measured[0]:
-            self.note(self.report.simpler_note(ranked[0], SIMPLER_MARGIN))
         for c in ranked:
             self.tell(f"validating {c.name}")
             compiled, _ = self.compiled[c.name]

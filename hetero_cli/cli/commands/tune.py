@@ -15,13 +15,15 @@ import click
 from ...app import benchmark as bench
 from ...app.tune import DEFAULT_TOLERANCES, Validation, tune_model
 from ...app.tune.chart import write_chart
+from ...app.tune.decide import MIN_NOISE
+from ...app.tune.runs import MEASURED_CONFIG_KEY
 from ...app.validate import Tolerances, check_sized, input_shapes
 from ...errors import HeteroError, TuneBudgetError
 from ...graph import Model
 from ...placement import devices as registry
 from ..files import check_writable
 from ..floats import FiniteFloat
-from ..options import int_range_option, int_ranges, named
+from ..options import int_range_option, int_ranges, named, read_config_file
 from ..output import box, console, info
 from ..progress import keep_cursor
 from ..runner import CONTEXT, running, written
@@ -132,8 +134,9 @@ def tune(
 
     The candidates: the automatic plan, each single device that supports every node, and placements a
     cost model builds from each region's measured time on each device; the most promising are measured end
-    to end, interleaved, within the budget (-t). The winner is never slower than the automatic plan or the
-    fastest single device, and its outputs are validated against one CPU session of the whole model: exit
+    to end, interleaved, within the budget (-t). The best split, the automatic plan and each single device
+    are then timed each alone in its own process, in rounds: the split is saved only where it beats the
+    best single device and the automatic plan by more than the measured noise. Its outputs are validated against one CPU session of the whole model: exit
     0 where they pass, 1 where no candidate passed (the fastest is saved all the same, to look into).
 
     \b
@@ -172,6 +175,7 @@ def tune(
         info(f"    {name}: random {text}")
     result = _search(setup, feeds, shapes, budget_s, seed, tolerances, given if feeds is None else None)
     report = result.report
+    _record_config(result, config, load_config)
     _print_candidates(report)
     _print_verdict(report)
     _save_model(result.model, save, setup)
@@ -183,6 +187,20 @@ def tune(
     # it differs), and the command says FAILED as hetero validate does: exit 1, the files it wrote stay
     written().keep()
     return 1
+
+
+def _record_config(result: Any, config: Sequence[str], load_config: str | None) -> None:
+    """The configuration the candidates were measured with (the command line's --config and -load_config:
+    the core's properties every compile of the search used) in the report and the saved model's metadata
+    (runs.MEASURED_CONFIG_KEY), where there is any."""
+    given: dict[str, Any] = {}
+    if load_config:
+        given["-load_config"] = read_config_file(load_config)
+    if config:
+        given["--config"] = list(config)
+    if given:
+        result.report.config = given
+        result.model.set_metadata(MEASURED_CONFIG_KEY, json.dumps(given))
 
 
 def _tolerances(atol: Sequence[str], rtol: Sequence[str]) -> Tolerances:
@@ -308,12 +326,25 @@ def _ratio(value: float | None, base: float | None) -> str:
     return "-" if value is None or not base else f"{value / base:.3f}x"
 
 
+def per_process(report: Any) -> bool:
+    """Whether the report's finalists were timed each in its own process (their figures decide)."""
+    return any(c.final_ms is not None for c in report.candidates)
+
+
+def figure(c: Any, final: bool) -> float | None:
+    """Candidate ``c``'s figure: its per-process median where ``final`` (None for a candidate not timed
+    so), else the search's in-process median."""
+    return c.final_ms if final else c.median_ms
+
+
 def single_devices(report: Any) -> dict[str, float]:
-    """{device: measured median ms} of the report's single-device candidates that were measured."""
+    """{device: ms} of the report's single-device candidates that were measured: per-process medians where
+    the finalists were timed so, else the search's medians."""
+    final = per_process(report)
     return {
-        c.name: c.median_ms
+        c.name: ms
         for c in report.candidates
-        if c.median_ms is not None and c.kind == "single" and c.error is None
+        if (ms := figure(c, final)) is not None and c.kind == "single" and c.error is None
     }
 
 
@@ -324,9 +355,14 @@ def _print_candidates(report: Any) -> None:
 
     singles = single_devices(report)
     fastest = min(singles.values(), default=None)
-    automatic = report.baseline("automatic")
+    final = per_process(report)
+    automatic = figure(report.candidate("automatic"), final)
+    which = "per-process medians" if final else "the search's medians"
     table = Table(
-        title=Text(f"Candidates on {report.device} (medians of interleaved runs)"),
+        title=Text(
+            f"Candidates on {report.device} (median: the search's, interleaved in one process; final: the "
+            f"median of the finalists' per-process medians, each alone in its own process; ratios: {which})"
+        ),
         box=box(),
         show_edge=False,
         title_justify="left",
@@ -338,6 +374,8 @@ def _print_candidates(report: Any) -> None:
         "devices",
         "predicted ms",
         "median ms",
+        "final ms",
+        "noise",
         "vs fastest single device",
         "vs automatic",
         "note",
@@ -352,8 +390,10 @@ def _print_candidates(report: Any) -> None:
             Text(", ".join(c.devices)),
             _ms(c.predicted_ms),
             _ms(c.median_ms),
-            _ratio(c.median_ms, fastest),
-            _ratio(c.median_ms, automatic),
+            _ms(c.final_ms),
+            "-" if c.noise is None else f"{c.noise:.1%}",
+            _ratio(figure(c, final), fastest),
+            _ratio(figure(c, final), automatic),
             Text(c.error or ("not measured" if c.median_ms is None else "")),
         )
     console().print(table)
@@ -362,15 +402,28 @@ def _print_candidates(report: Any) -> None:
 def _print_verdict(report: Any) -> None:
     """The winner against each single device and the automatic plan, then the validation's verdict."""
     winner = next(c for c in report.candidates if c.name == report.winner)
+    final = per_process(report)
+    mine = figure(winner, final)
+    how = "per process" if final else "in the search"
     info(
         f"Winner: {winner.name} ({winner.kind}), {winner.subgraphs} subgraph(s) on {', '.join(winner.devices)}: "
-        f"{_ms(winner.median_ms)} ms"
+        f"{_ms(mine)} ms {how}"
     )
-    bases = {**single_devices(report), "the automatic plan": report.baseline("automatic")}
+    if report.decision:
+        info(f"Why: {report.decision}")
+    for c in report.candidates:
+        if c.process_ms:
+            info(f"  {c.name}: per-process medians {', '.join(_ms(x) for x in c.process_ms)} ms")
+    if report.noise is not None:
+        info(
+            f"Noise: {report.noise:.1%} (the largest spread of the finalists' per-process medians, "
+            f"{MIN_NOISE:.0%} at least): a split must beat the single devices and the automatic plan by more"
+        )
+    bases = {**single_devices(report), "the automatic plan": figure(report.candidate("automatic"), final)}
     for name, ms in bases.items():
-        if ms is None or winner.median_ms is None or name == winner.name:
+        if ms is None or mine is None or name == winner.name:
             continue
-        info(f"  against {name} ({_ms(ms)} ms): {_speed(winner.median_ms, ms)}")
+        info(f"  against {name} ({_ms(ms)} ms): {_speed(mine, ms)}")
     info(f"Search: {report.elapsed_s:.1f} s of a {report.budget_s:g} s budget, seed {report.seed}")
     for note in report.notes:
         info(note)
@@ -412,6 +465,12 @@ def _save_model(model: Model, save: str, setup: Setup) -> None:
     info(
         f"Saved {save} with the winning affinities: `hetero benchmark -m {save} -d {setup.request}` runs it as is"
     )
+    measured = model.metadata_props.get(MEASURED_CONFIG_KEY)
+    if measured:
+        info(
+            f"It was measured with the configuration {measured} (kept in the file's metadata, "
+            f"{MEASURED_CONFIG_KEY}): give the same --config to run it as measured"
+        )
 
 
 def _save_report(report: Any, folder: Path) -> None:

@@ -1,0 +1,253 @@
+"""Tune's final decision (issue 30): the best split the search found, the automatic plan and each single
+device, each saved as the tuned file would be and timed alone in its own process (app.measure), several
+rounds; the split is kept only where it beats the best single device and the automatic plan by more than
+the measured noise, else the best single device or the automatic plan is saved.
+
+The search before it ranks many candidates in one process (app/tune/measure.py: cheap, but the sessions
+of one runtime change the speed of the next's); only these finalists are timed the way a user runs them.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...errors import CompileError
+from ...graph import Model
+from ...placement.affinities import mark_automatic
+from ..measure import Launch, Measurement, RuntimeSpec, in_worker, method
+from ..measure.builders import HETERO
+from . import runs
+from .measure import Clock
+from .report import AUTOMATIC, COST_MODEL, SINGLE, Candidate, TuneReport
+
+#: the least margin a split must win by, whatever the measured noise (medians of a shared machine wander
+#: about 1 % between processes even where a few processes agree closely)
+MIN_NOISE = 0.01
+#: rounds of the final measurement: at most MAX_ROUNDS, as many as the budget leaves time for (the noise
+#: needs two: with one, MIN_NOISE stands for it)
+MIN_ROUNDS, MAX_ROUNDS = 1, 5
+#: inferences dropped at the start of each process, and about how long its timed inferences last (ms)
+WARMUP_RUNS = 5
+PROCESS_MS = 500.0
+#: what starting a worker process costs (seconds: an interpreter importing hetero_cli and onnxruntime),
+#: in the estimate of a round's time; no part of it where the finalists are timed in this process
+PROCESS_START_S = 1.5
+LEAST_RUNS, MOST_RUNS = 10, 200
+
+
+def finalists(report: TuneReport, margin: float) -> list[Candidate]:
+    """The candidates timed per process: the first split (cost-model candidate) of the search's ranking
+    (report.ranked(``margin``): the fastest, or a simpler one within ``margin`` of it), the automatic plan
+    and each single device, those measured without error."""
+    ranked = report.ranked(margin)
+    splits = [c for c in ranked if c.kind == COST_MODEL]
+    return splits[:1] + [
+        c
+        for c in report.candidates
+        if any(c is r for r in ranked) and (c.name == AUTOMATIC or c.kind == SINGLE)
+    ]
+
+
+def runs_per_process(median_ms: float | None) -> int:
+    """Timed inferences per process: about PROCESS_MS of them, LEAST_RUNS to MOST_RUNS."""
+    if not median_ms or median_ms <= 0:
+        return LEAST_RUNS
+    return max(LEAST_RUNS, min(MOST_RUNS, int(PROCESS_MS / median_ms)))
+
+
+def process_s(median_ms: float | None) -> float:
+    """Seconds of inference one process of a candidate with this search median runs (warm-up included),
+    its compile and start aside."""
+    return (WARMUP_RUNS + runs_per_process(median_ms)) * (median_ms or 0.0) / 1e3
+
+
+def save_candidate(
+    model: Model,
+    affinities: Mapping[str, str],
+    automatic: Mapping[str, str],
+    path: Path,
+    config: Mapping[str, Any] | None = None,
+) -> None:
+    """``model`` saved at ``path`` with ``affinities`` set as tune saves its winner (runs.keep: marked as the
+    automatic plan's where they are that plan's, ``config`` recorded), the model as it was afterwards."""
+    runs.keep(model, affinities, automatic, config)
+    try:
+        model.save(path)
+    finally:
+        runs.clear_affinities(model)
+        mark_automatic(model, False)
+        model.set_metadata(runs.MEASURED_CONFIG_KEY, None)
+
+
+@dataclass(frozen=True)
+class Finalists:
+    """What the finalists are timed on: the ``model`` (saved once per finalist), ``device`` and ``config``
+    they are compiled with, the ``feeds``, the ``launch`` (app.measure.Launch; None: a worker process
+    each) and the ``seed`` of the rounds' order."""
+
+    model: Model
+    device: str
+    config: Mapping[str, Any]
+    feeds: Mapping[str, np.ndarray]
+    launch: Launch | None
+    seed: int
+
+
+def final(
+    report: TuneReport,
+    ranked: list[Candidate],
+    on: Finalists,
+    clock: Clock,
+    until: float,
+    compile_s: float,
+    tell: Callable[[str], None],
+    margin: float,
+) -> list[Candidate]:
+    """Time ``report``'s finalists (finalists()) each alone in its own process (measure_finalists) in
+    rounds while ``clock`` leaves a round's time before ``until``, and decide (decide()): the decision and
+    the noise set on ``report``. Returns the candidates in the order they are to be validated: the
+    decision's winner, the other finalists by their per-process medians, then the search's ranking
+    (``ranked``: report.ranked(``margin``)). Where no round fits the budget, or no finalist could be timed,
+    the search's ranking, said in a note. Raises CompileError where no candidate was measured at all."""
+    if not ranked:
+        raise CompileError(
+            "no candidate could be measured: every one failed to compile or run (see the notes)"
+        )
+    contenders = finalists(report, margin)
+    start_s = PROCESS_START_S if on.launch in (None, in_worker) else 0.0
+    one_round = sum(start_s + compile_s + process_s(c.median_ms) for c in contenders)
+    if clock.left(until) < one_round:
+        report.notes.append(
+            f"no time left to time the finalists alone, each in its own process (one round takes about "
+            f"{one_round:.1f} s): the search's in-process ranking decides"
+        )
+        return searched(report, ranked, margin)
+    started = clock.elapsed()
+
+    def more(done: int) -> bool:  # another round where the last one's time is left before until
+        return clock.left(until) > (clock.elapsed() - started) / max(1, done)
+
+    measure_finalists(
+        on,
+        contenders,
+        automatic=report.candidate(AUTOMATIC).affinities,
+        more=more,
+        on_process=lambda name, round_: tell(f"timing {name} alone, round {round_ + 1}"),
+    )
+    try:
+        winner, why, noise = decide(contenders)
+    except ValueError:
+        return searched(report, ranked, margin)
+    report.decision, report.noise = why, noise
+    timed = sorted((c for c in contenders if c.final_ms is not None), key=_final)
+    order = [winner, *(c for c in timed if c is not winner)]
+    return order + [c for c in ranked if all(c is not o for o in order)]
+
+
+def searched(report: TuneReport, ranked: list[Candidate], margin: float) -> list[Candidate]:
+    """The search's ranking as the decision, where the finalists could not be timed per process."""
+    if ranked[0] is not report.measured[0]:
+        report.notes.append(report.simpler_note(ranked[0], margin))
+    report.decision = (
+        f"{ranked[0].name} is first in the search's in-process ranking: no finalist was timed in a process "
+        "of its own"
+    )
+    return ranked
+
+
+def measure_finalists(
+    on: Finalists,
+    contenders: Sequence[Candidate],
+    *,
+    automatic: Mapping[str, str],
+    more: Callable[[int], bool],
+    on_process: Callable[[str, int], None] | None = None,
+) -> dict[str, Measurement]:
+    """Each of ``contenders`` saved as the tuned file would be (save_candidate, ``automatic``: the
+    automatic plan's affinities) and measured by app.measure's measure_runtimes on ``on``'s device, config
+    and feeds; its per-process medians, median and noise set on the candidate (an error where its
+    processes failed). Returns {name: Measurement}."""
+    with tempfile.TemporaryDirectory(prefix="hetero-tune-") as folder:
+        specs = {}
+        for i, c in enumerate(contenders):
+            path = Path(folder) / f"candidate{i}.onnx"
+            save_candidate(on.model, c.affinities, automatic, path, on.config)
+            args = {"path": str(path), "device": on.device, "config": dict(on.config)}
+            specs[c.name] = RuntimeSpec(HETERO, args)
+        found = method.measure_runtimes(  # through the module: the one function tune and bench call
+            specs,
+            on.feeds,
+            rounds=MAX_ROUNDS,
+            min_rounds=MIN_ROUNDS,
+            warmup=WARMUP_RUNS,
+            runs={c.name: runs_per_process(c.median_ms) for c in contenders},
+            seed=on.seed,
+            launch=on.launch,
+            more=more,
+            on_process=on_process,
+        )
+    for c in contenders:
+        m = found[c.name]
+        c.process_ms, c.final_ms, c.noise = list(m.process_ms), m.median_ms, m.noise
+        if m.error is not None and not m.process_ms:
+            c.error = f"per-process measurement failed: {m.error}"
+    return found
+
+
+def decide(contenders: Sequence[Candidate], floor: float = MIN_NOISE) -> tuple[Candidate, str, float]:
+    """The finalist to save, why, and the noise it was judged with. ``contenders``: finalists with their
+    final (per-process) medians; the noise is the largest relative spread of their per-process medians, at
+    least ``floor``. The baseline is the best single device, or the automatic plan where it beats that by
+    more than the noise; a split is kept only where it beats both the best single device and the automatic
+    plan by more than the noise. Raises ValueError where no contender has a final median."""
+    timed = [c for c in contenders if c.final_ms is not None and c.error is None]
+    if not timed:
+        raise ValueError("no finalist was measured")
+    noise = method.noise_of([Measurement(c.name, c.process_ms) for c in timed], floor)
+    singles = sorted((c for c in timed if c.kind == SINGLE), key=_final)
+    auto = next((c for c in timed if c.name == AUTOMATIC), None)
+    best = singles[0] if singles else auto
+    assert best is not None  # timed holds a single device or the automatic plan at least
+    base, why = best, f"{best.name} is the fastest single device ({_ms(best)})"
+    if auto is not None and auto is not best:
+        if _beats(auto, best, noise):
+            base = auto
+            why = f"the automatic plan ({_ms(auto)}) beats the best single device {best.name} ({_ms(best)}) by more than the noise ({noise:.1%})"
+        else:
+            why += f"; the automatic plan ({_ms(auto)}) is not faster by more than the noise ({noise:.1%})"
+    split = next((c for c in timed if c.kind == COST_MODEL), None)
+    if split is None:
+        return base, why, noise
+    others = [c for c in (best, auto) if c is not None]
+    if all(_beats(split, c, noise) for c in others):
+        against = " and ".join(f"{c.name} ({_ms(c)})" for c in others)
+        return (
+            split,
+            f"the split {split.name} ({_ms(split)}) beats {against} by more than the noise ({noise:.1%})",
+            noise,
+        )
+    return (
+        base,
+        f"{why}; the best split {split.name} ({_ms(split)}) does not beat it by more than the noise ({noise:.1%})",
+        noise,
+    )
+
+
+def _beats(a: Candidate, b: Candidate, noise: float) -> bool:
+    """Whether ``a``'s final median is under ``b``'s by more than ``noise`` (a fraction of ``b``'s)."""
+    return _final(a) < _final(b) * (1.0 - noise)
+
+
+def _final(c: Candidate) -> float:
+    return c.final_ms if c.final_ms is not None else math.inf
+
+
+def _ms(c: Candidate) -> str:
+    return f"{_final(c):.3f} ms per process" if _final(c) < 10 else f"{_final(c):.2f} ms per process"
