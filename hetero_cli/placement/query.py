@@ -24,7 +24,7 @@ from ..quirks import Quirk, in_force, node_refusals
 from ..quirks.cpu import FORCE_SPINNING_STOP, HALF_FLOAT_CASTS_UNRECORDED
 from .device_string import DeviceRequest
 from .devices import KINDS, Device, canonical_name, lookup
-from .export import extract
+from .export import extract, record_output_types
 from .probes import Probe, Probes, cut_after, session_settings
 
 log = logging.getLogger("hetero_cli")
@@ -130,7 +130,8 @@ def _piece(model: Model, nodes: Sequence[Node]) -> onnx.ModelProto:
     outputs = [t for n in nodes for t in n.outputs if t not in read or t in model.output_names]
     if not outputs:
         outputs = [nodes[-1].outputs[0]] if nodes[-1].outputs else []
-    return extract(model, chosen.values(), inputs, outputs, name=f"{model.name}_probe")
+    # outputs typed as onnx knows them: ORT infers the rest, and a kept probe's session answers them
+    return extract(model, chosen.values(), inputs, outputs, name=f"{model.name}_probe", typed_outputs=False)
 
 
 def _claims(
@@ -222,6 +223,8 @@ def _optimized_claims(
     except Exception:
         return None
     placed = assignment(sess)
+    if part:
+        record_output_types(model, sess)
     names = {n.friendly_name for n in model.get_ops()}
     claimed = {name for ep, nodes in placed if ep == device.ep for name, _ in nodes}
     elsewhere = {name for ep, nodes in placed if ep != device.ep for name, _ in nodes}

