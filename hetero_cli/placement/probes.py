@@ -20,15 +20,16 @@ Placement = list[tuple[str, list[tuple[str, str]]]]
 @dataclass(frozen=True)
 class Probe:
     """A probe session (of the whole model, or of a part: Probes.parts), the provider list and intra-op
-    threads it was created with, where ORT placed its nodes, and whether its thread pool stops spinning
-    when a run returns (``shared``: session.force_spinning_stop, as a compile of several subgraphs sets
-    it)."""
+    threads it was created with, where ORT placed its nodes, whether its thread pool stops spinning when a
+    run returns (``shared``: session.force_spinning_stop, as a compile of several subgraphs sets it), and
+    the operations of a part's probe (None: the whole model)."""
 
     providers: list[Any]
     session: ort.InferenceSession
     placement: Placement
     intra_op_num_threads: int | None = None
     shared: bool = False
+    nodes: frozenset[str] | None = None
 
 
 # A compile's settings for a device's sessions: (provider options, intra-op threads or None); None for the

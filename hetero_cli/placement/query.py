@@ -242,7 +242,7 @@ def _optimized_claims(
     else:
         verdict = _resolve_missing(model, wanted, claimed & wanted, elsewhere)
     if verdict is not None and probes is not None:
-        kept = Probe(providers, sess, placed, threads, shared=part)
+        kept = Probe(providers, sess, placed, threads, shared=part, nodes=frozenset(wanted) if part else None)
         if part:
             probes.parts.setdefault(device.name, []).append(kept)
         else:

@@ -161,10 +161,12 @@ def _serves(
     probe: Probe, subgraph: Subgraph, providers: list[Any], threads: int | None, shared: bool
 ) -> bool:
     """Whether a probe session is the session a compile would create for ``subgraph``: same providers,
-    threads and force_spinning_stop (``shared``), the same inputs and (at least) its outputs."""
+    threads and force_spinning_stop (``shared``), the same operations where it is a part's, the same
+    inputs and (at least) its outputs."""
     session = probe.session
     return (
-        probe.providers == providers
+        (probe.nodes is None or probe.nodes == set(subgraph.nodes))
+        and probe.providers == providers
         and probe.intra_op_num_threads == threads
         and probe.shared == shared
         and {i.name for i in session.get_inputs()} == set(subgraph.inputs)
