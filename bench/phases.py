@@ -98,16 +98,18 @@ def _one(
     out["read_s"], model = timed(lambda: runtimes.read(path))
     remaining = {n.friendly_name for n in model.get_ops() if not n.is_constant}
     out["query_s"] = 0.0
+    probes = query.Probes()  # as a compile's query probes: the parts of a model cut around a Loop apart
     for dev in devices:  # one fresh Model: query.greedy consults a device only while nodes remain
         if not remaining:  # not consulted: the whole model's probe, shown, not counted
-            out[f"query_{dev.name}_s"], _ = timed(lambda dev=dev: query.supported_nodes(model, dev))
+            out[f"query_{dev.name}_s"], _ = timed(lambda dev=dev: query.supported_nodes(model, dev, probes))
             continue
         left = set(remaining)
-        seconds, claims = timed(lambda dev=dev, left=left: query.claims_among(model, dev, left))
+        seconds, claims = timed(lambda dev=dev, left=left: query.claims_among(model, dev, left, probes))
         out[f"query_{dev.name}_s"] = seconds
         out["query_s"] += seconds
         remaining -= claims
     affinities = query.greedy(model, devices)  # from the cached claims: no probe session
+    probes.clear()
     out["partition_s"], plan = timed(lambda: partition.partition(model, affinities))
     out["export_s"], protos = timed(lambda: [export.subgraph_model(model, s) for s in plan.subgraphs])
     out["subgraphs"] = len(plan.subgraphs)

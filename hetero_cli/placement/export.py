@@ -7,6 +7,7 @@ and node metadata; nodes are named by their friendly names so ORT's placement re
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import onnx
@@ -14,7 +15,7 @@ import onnx
 from ..errors import ModelError
 from ..graph import Model, Node
 from ..graph.extract import extract_model
-from ..ort.types import ort_types
+from ..ort.types import arg_type, ort_types
 from .partition import Subgraph
 
 
@@ -61,25 +62,36 @@ def extract(
     embed: bool = False,
     fed: frozenset[str] = frozenset(),
     values: Mapping[str, np.ndarray] | None = None,
+    typed_outputs: bool = True,
 ) -> onnx.ModelProto:
     """graph.extract.extract_model with the boundary typed here: onnx's inference, else ONNX Runtime's.
+    Without ``typed_outputs``, an output whose element type onnx's inference knows but not its shape is
+    declared untyped (ORT then infers its type from the node that makes it, as a typing session would):
+    a probe's model, whose session answers those outputs' types (record_output_types).
 
     Raises ModelError where neither can tell a boundary tensor's type.
     """
-    types = _types_for(model, [*inputs, *outputs])
+    types = _types_for(model, [*inputs, *outputs], () if typed_outputs else outputs)
     return extract_model(
         model, nodes, inputs, outputs, name=name, types=types, embed=embed, fed=fed, values=values
     )
 
 
-def _types_for(model: Model, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
-    """Types of boundary tensors: onnx's shape inference first, ONNX Runtime's own inference for the rest."""
+def _types_for(model: Model, names: Sequence[str], loose: Sequence[str] = ()) -> dict[str, onnx.TypeProto]:
+    """Types of boundary tensors: onnx's shape inference first, ONNX Runtime's own inference for the rest;
+    for those of ``loose``, onnx's type where it has an element type, ONNX Runtime's cached answer where
+    that is complete."""
     types: dict[str, onnx.TypeProto] = {}
     missing = []
+    cached = model.ort_type_cache
     for t in dict.fromkeys(names):
         known = model.value_type(t)
-        if known is not None and (_complete(known) or model.is_corrected(t)):
+        if t in loose and t in cached and _complete(cached[t]):
+            types[t] = cached[t]
+        elif known is not None and (_complete(known) or model.is_corrected(t)):
             types[t] = known
+        elif t in loose and _elem_known(known):
+            types[t] = onnx.TypeProto()  # untyped: ORT's inference fills it in
         else:
             missing.append(t)
     if missing:
@@ -117,6 +129,23 @@ def _untyped(model: Model) -> list[str]:
         for t in node.outputs
         if t and not model.is_corrected(t) and not _complete(model.value_type(t) or onnx.TypeProto())
     ]
+
+
+def record_output_types(model: Model, session: Any) -> None:
+    """The types of an ORT session's outputs into ``model.ort_type_cache`` (where none is there) when the
+    session is of a part of ``model`` fed only by the model's own inputs (a probe whose outputs were
+    declared untyped: extract's ``typed_outputs``): ORT inferred them from all that makes them in the
+    model, so they are what a typing session of the whole model would answer."""
+    if not {i.name for i in session.get_inputs()} <= set(model.input_names):
+        return
+    for arg in session.get_outputs():
+        t = arg_type(arg)
+        if t is not None:
+            model.ort_type_cache.setdefault(arg.name, t)
+
+
+def _elem_known(t: onnx.TypeProto | None) -> bool:
+    return t is not None and t.WhichOneof("value") == "tensor_type" and bool(t.tensor_type.elem_type)
 
 
 def _complete(t: onnx.TypeProto) -> bool:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import onnx
@@ -22,10 +21,11 @@ from ..graph.index import NONDETERMINISTIC
 from ..ort.failures import failure_reason, refused_model, unimplemented_node
 from ..ort.session import PROBE, assignment, create_session, ort, record_assignment, session_options
 from ..quirks import Quirk, in_force, node_refusals
-from ..quirks.cpu import HALF_FLOAT_CASTS_UNRECORDED
+from ..quirks.cpu import FORCE_SPINNING_STOP, HALF_FLOAT_CASTS_UNRECORDED
 from .device_string import DeviceRequest
 from .devices import KINDS, Device, canonical_name, lookup
-from .export import extract
+from .export import extract, record_output_types
+from .probes import Probe, Probes, cut_after, session_settings
 
 log = logging.getLogger("hetero_cli")
 
@@ -58,63 +58,43 @@ def known_to_fail(node: Node, device: Device) -> bool:
     return known_failure(node, device) is not None
 
 
-# [(ep name, [(node name, op type), ...]), ...]: which EP ORT gave which node of a session (assignment)
-Placement = list[tuple[str, list[tuple[str, str]]]]
-
-
-@dataclass(frozen=True)
-class Probe:
-    """A whole-model probe session, the provider list and intra-op threads it was created with, and where
-    ORT placed its nodes."""
-
-    providers: list[Any]
-    session: ort.InferenceSession
-    placement: Placement
-    intra_op_num_threads: int | None = None
-
-
-# A compile's settings for a device's sessions: (provider options, intra-op threads or None); None for the
-# options: the device's own
-SessionSettings = tuple[Mapping[str, str] | None, int | None]
-
-
-class Probes(dict[str, Probe]):
-    """The query's whole-model probes a compile may use as its sessions, by device name, and the settings
-    the compile gives each device's sessions (so that probes are created with them).
-
-    Core makes one for a query + compile and hands it to the query functions (which keep, here, the
-    probes of devices whose EP compiles the graph itself) and then to compile_plan: a plan that is one
-    such device uses its probe as its session instead of compiling the model a second time (the OpenVINO
-    EP compiles while a session is created).
-    """
-
-    def __init__(self, settings: Mapping[str, SessionSettings] | None = None) -> None:
-        super().__init__()
-        self.settings: dict[str, SessionSettings] = dict(settings or {})
-
-
-def _session_settings(device: Device, probes: Probes | None) -> SessionSettings:
-    """The provider options and threads ``device``'s sessions get (``probes``' settings; none without)."""
-    return probes.settings.get(device.name, (None, None)) if probes is not None else (None, None)
-
-
 def supported_nodes(model: Model, device: Device, probes: Probes | None = None) -> frozenset[str]:
     """Friendly names of the non-constant nodes ``device``'s EP claims in ``model`` (cached per model).
 
     ``probes``: the compile's settings for the probe sessions, and where a whole-model probe the compile
     can use is kept (Probes); None: the device's own settings, nothing kept.
     """
-    options, threads = _session_settings(device, probes)
+    options, threads = session_settings(device, probes)
     key = (device.name, tuple(sorted({**device.provider_options, **(options or {})}.items())), threads)
     if key not in model.query_cache:
         nodes = model.get_ops()
-        # never hand an EP what it is known to fail on (or abort the process): the rest is probed at once
+        # never hand an EP what it is known to fail on (or abort the process): the rest is probed at once,
+        # or, where a compile may keep the probes (an EP that compiles the graph itself), part by part
         kept = [n for n in nodes if not known_to_fail(n, device)]
-        whole = len(kept) == len(nodes)
-        model.query_cache[key] = frozenset(
-            _claims(model, device, nodes if whole else _operations(kept), probes, whole=whole)
-        )
+        if len(kept) == len(nodes):
+            claims = _claims(model, device, nodes, probes, whole=True)
+        elif probes is None or not device.kind.optimized_probe:
+            claims = _claims(model, device, _operations(kept), probes)
+        else:
+            left_out = {n.friendly_name for n in nodes} - {n.friendly_name for n in kept}
+            parts = cut_after(model, _operations(kept), left_out)
+            claims = set().union(*(_part_claims(model, device, part, probes) for part in parts))
+        model.query_cache[key] = frozenset(claims)
     return model.query_cache[key]
+
+
+def _part_claims(model: Model, device: Device, part: list[Node], probes: Probes) -> set[str]:
+    """What ``device`` claims of ``part`` (operations a cut of the model left, cut_after): from a probe of
+    the part created as a compile of several subgraphs creates a subgraph's session (graph optimizations
+    on, force_spinning_stop), kept in ``probes.parts`` for the compile, where that probe can tell
+    (_optimized_claims); else as _claims finds it."""
+    try:
+        proto = _piece(model, part)
+    except ModelError:
+        proto = None
+    wanted = {n.friendly_name for n in part}
+    answer = None if proto is None else _optimized_claims(proto, model, device, wanted, probes, part=True)
+    return _claims(model, device, part, probes) if answer is None else answer
 
 
 def _operations(nodes: Sequence[Node]) -> list[Node]:
@@ -150,7 +130,8 @@ def _piece(model: Model, nodes: Sequence[Node]) -> onnx.ModelProto:
     outputs = [t for n in nodes for t in n.outputs if t not in read or t in model.output_names]
     if not outputs:
         outputs = [nodes[-1].outputs[0]] if nodes[-1].outputs else []
-    return extract(model, chosen.values(), inputs, outputs, name=f"{model.name}_probe")
+    # outputs typed as onnx knows them: ORT infers the rest, and a kept probe's session answers them
+    return extract(model, chosen.values(), inputs, outputs, name=f"{model.name}_probe", typed_outputs=False)
 
 
 def _claims(
@@ -208,9 +189,17 @@ def _claims(
 
 
 def _optimized_claims(
-    proto: onnx.ModelProto, model: Model, device: Device, wanted: set[str], probes: Probes | None = None
+    proto: onnx.ModelProto,
+    model: Model,
+    device: Device,
+    wanted: set[str],
+    probes: Probes | None = None,
+    *,
+    part: bool = False,
 ) -> set[str] | None:
     """The claims read from a probe with ORT's default graph optimizations, or None where it cannot tell.
+    ``part``: ``proto`` is a part of the model (_part_claims): its probe is kept among ``probes.parts``,
+    created with force_spinning_stop as a compile of several subgraphs creates their sessions.
 
     Such a probe is the very session ORT would create for the model, so the query's compile is the one a
     compile of a whole-model plan needs anyway (the probe is kept and reused); with optimizations off, the
@@ -223,17 +212,19 @@ def _optimized_claims(
     node the model does not name ran outside the device (a fusion that may have swallowed nodes the device
     refuses), this gives up and the caller probes again without optimizations (exact names).
     """
-    options, threads = _session_settings(device, probes)
+    options, threads = session_settings(device, probes)
     providers = device.providers(options)
     try:
         sess = _probe_session(
-            proto, model, device, probes, optimize=True, providers=providers, threads=threads
+            proto, model, device, probes, optimize=True, providers=providers, threads=threads, shared=part
         )
     except ConfigError:
         raise
     except Exception:
         return None
     placed = assignment(sess)
+    if part:
+        record_output_types(model, sess)
     names = {n.friendly_name for n in model.get_ops()}
     claimed = {name for ep, nodes in placed if ep == device.ep for name, _ in nodes}
     elsewhere = {name for ep, nodes in placed if ep != device.ep for name, _ in nodes}
@@ -251,7 +242,11 @@ def _optimized_claims(
     else:
         verdict = _resolve_missing(model, wanted, claimed & wanted, elsewhere)
     if verdict is not None and probes is not None:
-        probes[device.name] = Probe(providers, sess, placed, threads)
+        kept = Probe(providers, sess, placed, threads, shared=part, nodes=frozenset(wanted) if part else None)
+        if part:
+            probes.parts.setdefault(device.name, []).append(kept)
+        else:
+            probes[device.name] = kept
     return verdict
 
 
@@ -331,12 +326,16 @@ def _probe_session(
     optimize: bool = False,
     providers: list[Any] | None = None,
     threads: int | None = None,
+    shared: bool = False,
 ) -> ort.InferenceSession:
     """A probe session of ``proto`` on ``device``, with the provider options and threads its compile's
-    sessions get (``probes``' settings) unless given; ConfigError where ORT dropped the device's EP
-    (it does so, with only a log line, for a provider option it refuses)."""
-    options, configured = _session_settings(device, probes)
+    sessions get (``probes``' settings) unless given, force_spinning_stop with ``shared``; ConfigError
+    where ORT dropped the device's EP (it does so, with only a log line, for a provider option it
+    refuses)."""
+    options, configured = session_settings(device, probes)
     so = session_options(optimize=optimize, external_dir=model.external_dir)
+    if shared:
+        so.add_session_config_entry(FORCE_SPINNING_STOP, "1")
     if threads or configured:
         so.intra_op_num_threads = threads or configured
     record_assignment(so)

@@ -51,7 +51,7 @@ class CompiledSubgraph:
     session: ort.InferenceSession
     placement: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
     profiler: SessionProfile | None = None
-    from_probe: bool = False  # the session is the query's probe of the whole model (compiled only once)
+    from_probe: bool = False  # the session is a query probe (of the whole model, or of a part): compiled once
     label: str = ""  # what the session runs where that is several subgraphs (CompiledModel.one_session)
     # what its runs showed, not what it is: set once it completed an inference (``proven``), never unset
     _completed: threading.Event = field(default_factory=threading.Event, repr=False)

@@ -35,7 +35,8 @@ from ..placement.config import LATENCY, SplitConfig
 from ..placement.devices import Device
 from ..placement.export import extract, fed_initializers, subgraph_model
 from ..placement.partition import CONSTANT, INPUT, Plan, Subgraph
-from ..placement.query import Probe, known_claims, known_failure
+from ..placement.probes import Probe, Probes
+from ..placement.query import known_claims, known_failure
 from ..quirks.cpu import FORCE_SPINNING_STOP
 from . import type_repair
 from .compiled_model import CompiledModel, CompiledSubgraph
@@ -82,7 +83,7 @@ def prepare_subgraph(
         and exported is None
         and not profiling
         and not fed
-        and _serves(probe, subgraph, providers, settings.intra_op_num_threads or None)
+        and _serves(probe, subgraph, providers, settings.intra_op_num_threads or None, shared)
     ):
         reused = CompiledSubgraph(subgraph, device, probe.session, probe.placement, from_probe=True)
         return lambda: _checked(reused)
@@ -170,13 +171,18 @@ def _is_whole_model(model: Model, subgraph: Subgraph) -> bool:
     )
 
 
-def _serves(probe: Probe, subgraph: Subgraph, providers: list[Any], threads: int | None) -> bool:
-    """Whether a probe session is the session a compile would create for ``subgraph``: same providers
-    and threads, the same inputs and (at least) its outputs."""
+def _serves(
+    probe: Probe, subgraph: Subgraph, providers: list[Any], threads: int | None, shared: bool
+) -> bool:
+    """Whether a probe session is the session a compile would create for ``subgraph``: same providers,
+    threads and force_spinning_stop (``shared``), the same operations where it is a part's, the same
+    inputs and (at least) its outputs."""
     session = probe.session
     return (
-        probe.providers == providers
+        (probe.nodes is None or probe.nodes == set(subgraph.nodes))
+        and probe.providers == providers
         and probe.intra_op_num_threads == threads
+        and probe.shared == shared
         and {i.name for i in session.get_inputs()} == set(subgraph.inputs)
         and set(subgraph.outputs) <= {o.name for o in session.get_outputs()}
     )
@@ -299,8 +305,9 @@ def compile_plan(
 
     ``probes``: whole-model probe sessions by device (the query's, query.Probes); a plan of one subgraph on such a
     device uses its probe rather than compiling the model again, and so does a plan of several under
-    PERFORMANCE_HINT=LATENCY where the probe placed every node as the plan does (whole_plan_probe). Probes
-    not used are dropped from ``probes`` before any session is created. Sessions are created in parallel
+    PERFORMANCE_HINT=LATENCY where the probe placed every node as the plan does (whole_plan_probe). A plan
+    of several subgraphs uses the probe of a part (Probes.parts) as the session of a subgraph it serves
+    exactly (_serves). Probes not used are dropped from ``probes`` before any session is created. Sessions are created in parallel
     (parallel.compile_workers threads) while this thread exports the next subgraphs. Boundary types the
     sessions contradict are corrected on the way (type_repair). Raises CompileError (or ModelError) for
     a subgraph no session can be made of.
@@ -309,18 +316,18 @@ def compile_plan(
     whole = whole_plan_probe(model, plan, devices, config, kept)
     if whole is not None:
         return one_session(model, plan, devices, config, device_name, *whole)
-    if len(plan.subgraphs) != 1 or fed_initializers(
-        model, plan.subgraphs[0], devices[plan.subgraphs[0].device].kind.folds_initializers
-    ):
-        # only a plan of one subgraph can use one now, and not one whose EP would fold an overridable
-        # initializer (prepare_subgraph): the rest must not stay in memory while sessions are created
+    shared = len(plan.subgraphs) > 1
+    used = _probes_used(model, plan, devices, config, kept, shared)
+    if shared or not used:
+        # the probes no subgraph uses (every probe but the whole model's, of a plan of one subgraph)
+        # must not stay in memory while sessions are created
         kept.clear()
+    if isinstance(kept, Probes):
+        kept.parts.clear()
     profiled = any(config.settings(devices[s.device]).profiling for s in plan.subgraphs)
     profile_dir = Path(tempfile.mkdtemp(prefix="hetero_profile_")) if profiled else None
-    probe = kept.get(plan.subgraphs[0].device) if len(plan.subgraphs) == 1 else None
-    shared = len(plan.subgraphs) > 1
     try:
-        compiled = _compile_subgraphs(model, plan, devices, config, profile_dir, probe, shared)
+        compiled = _compile_subgraphs(model, plan, devices, config, profile_dir, used, shared)
 
         def recompile(c: CompiledSubgraph) -> CompiledSubgraph:
             return prepare_subgraph(
@@ -387,23 +394,59 @@ def _compile_subgraphs(
     devices: Mapping[str, Device],
     config: SplitConfig,
     profile_dir: Path | None,
-    probe: Probe | None,
+    probes: Mapping[str, Probe],
     shared: bool,
 ) -> list[CompiledSubgraph]:
-    """Every subgraph's session, created in parallel (parallel.in_parallel); once more with boundary types
-    corrected after a failure about shapes (type_repair.retry_on_shape_failure)."""
+    """Every subgraph's session, created in parallel (parallel.in_parallel), or the probe ``probes`` holds
+    for it (by subgraph name); once more with boundary types corrected after a failure about shapes
+    (type_repair.retry_on_shape_failure)."""
 
     def attempt() -> list[CompiledSubgraph]:
         return in_parallel(
             [
                 functools.partial(
-                    prepare_subgraph, model, s, devices[s.device], config, profile_dir, probe, shared=shared
+                    prepare_subgraph,
+                    model,
+                    s,
+                    devices[s.device],
+                    config,
+                    profile_dir,
+                    probes.get(s.name),
+                    shared=shared,
                 )
                 for s in plan.subgraphs
             ]
         )
 
     return type_repair.retry_on_shape_failure(model, plan, attempt)
+
+
+def _probes_used(
+    model: Model,
+    plan: Plan,
+    devices: Mapping[str, Device],
+    config: SplitConfig,
+    probes: Mapping[str, Probe],
+    shared: bool,
+) -> dict[str, Probe]:
+    """{subgraph name: the probe that serves it as its session}: the whole model's probe of its device for
+    a plan of one subgraph, else the probe of a part (Probes.parts) that _serves it; none for a subgraph
+    whose EP would fold an overridable initializer or that is profiled (prepare_subgraph)."""
+    parts = probes.parts if isinstance(probes, Probes) else {}
+    used: dict[str, Probe] = {}
+    for s in plan.subgraphs:
+        device = devices[s.device]
+        settings = config.settings(device)
+        if settings.profiling or fed_initializers(model, s, device.kind.folds_initializers):
+            continue
+        candidates = [probes[s.device]] if not shared and s.device in probes else []
+        candidates += [p for p in parts.get(s.device, []) if p not in used.values()]
+        providers = device.providers(settings.provider_options)
+        threads = settings.intra_op_num_threads or None
+        found = next((p for p in candidates if _serves(p, s, providers, threads, shared)), None)
+        if found is not None:
+            used[s.name] = found
+    return used
 
 
 def whole_plan_probe(

@@ -13,6 +13,7 @@ import hetero_cli as hc
 from hetero_cli.ort.session import PROBE, SessionRequest, observe_sessions
 from hetero_cli.placement import query
 from hetero_cli.placement.devices import lookup
+from hetero_cli.placement.probes import cut_after
 
 STEPS = 16
 
@@ -75,11 +76,41 @@ def test_a_model_with_a_loop_compiles_on_openvino_and_cpu_with_few_probes():
     created: list[SessionRequest] = []
     with counting(created):
         compiled = hc.Core().compile_model(proto, "HETERO:OPENVINO,CPU")
-    assert [d for d in (r.device for r in created)] == ["OPENVINO", "CPU"]
-    placed = {s.device: s.nodes for s in compiled.subgraphs}
-    assert "loop" in placed["CPU"] and "tanh" in placed["OPENVINO"]
+    # OpenVINO: one probe of what comes before the Loop, one of what comes after; the CPU: the Loop
+    assert [d for d in (r.device for r in created)] == ["OPENVINO", "OPENVINO", "CPU"]
+    placed = {s.nodes[-1]: s.device for s in compiled.subgraphs}
+    assert placed == {"relu15": "OPENVINO", "loop": "CPU", "tanh": "OPENVINO"}
     x = seeded((2,))
     assert_same(compiled({"x": x}), ort_run(proto, {"x": x}), exact=False)
+
+
+@needs_openvino
+def test_the_probes_of_the_parts_a_loop_leaves_are_their_subgraphs_sessions():
+    proto = loop_model()
+    created: list[SessionRequest] = []
+    with observe_sessions(created.append):
+        compiled = hc.Core().compile_model(proto, "HETERO:OPENVINO,CPU")
+    on_openvino = [s for s in compiled.subgraphs if s.device == "OPENVINO"]
+    assert len(on_openvino) == 2 and all(s.from_probe for s in on_openvino)
+    assert [r.purpose for r in created if r.device == "OPENVINO"] == [PROBE, PROBE]
+    x = seeded((2,))
+    assert_same(compiled({"x": x}), ort_run(proto, {"x": x}), exact=False)
+
+
+def test_a_cut_after_left_out_nodes_gives_the_parts_before_and_after_them_in_connected_pieces():
+    model = hc.Core().read_model(loop_model())
+    ops = [n for n in model.get_ops() if not n.is_constant and n.friendly_name != "loop"]
+    parts = cut_after(model, ops, {"loop"})
+    assert [[n.friendly_name for n in p] for p in parts] == [
+        [n.friendly_name for n in ops if n.friendly_name != "tanh"],
+        ["tanh"],
+    ]
+    # two chains that share no tensor are two pieces, each in model order
+    apart = [n for n in ops if n.friendly_name in ("add0", "relu0", "add2")]
+    assert [[n.friendly_name for n in p] for p in cut_after(model, apart, {"loop"})] == [
+        ["add0", "relu0"],
+        ["add2"],
+    ]
 
 
 @needs_openvino
