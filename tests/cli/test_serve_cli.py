@@ -166,3 +166,25 @@ def test_bad_options_are_one_line_and_exit_2(tmp_path, args, says):
     )
     assert says in _one_error(result)
     assert list(Path(tmp_path).iterdir()) == []
+
+
+@pytest.mark.slow
+@pytest.mark.openvino
+def test_an_exported_split_is_served_as_its_onnx_is(tmp_path):
+    """A production node serves `hetero compile`'s file: no probe, no partition, the same answers."""
+    import hetero_cli as hc
+
+    path = chain_model(tmp_path / "chain.onnx", width=64, layers=4)
+    core = hc.Core()
+    model = core.read_model(path)
+    model.set_affinities(
+        {n.friendly_name: ("CPU" if i % 2 else "OPENVINO") for i, n in enumerate(model.get_ops())}
+    )
+    exported = tmp_path / "chain.hetero"
+    core.compile_model(model, "HETERO:OPENVINO,CPU").export_model(exported)
+    x = np.random.default_rng(1).standard_normal((8, 64)).astype(np.float32)
+    with running("-m", exported, "-d", "HETERO:OPENVINO,CPU") as server:
+        assert "/v2/models/chain/infer" in "\n".join(server.lines)
+        np.testing.assert_allclose(infer(server.url, "chain", x), reference(path, x), rtol=1e-4, atol=1e-5)
+        assert server.stop(signal.SIGTERM) == 0, server.errors
+    assert not [e for e in server.errors if "Traceback" in e or "ERROR" in e], server.errors
