@@ -11,7 +11,7 @@ is timed), so each run is short and its choice fixed.
 - Robust Video Matting (MobileNetV3, ConvGRU decoder, deep guided filter): the table makes the decoder's
   tail fastest on OPENVINO and the rest on CPU, so a split wins; it must give the whole model's outputs,
   and the model saved with its affinities must run as is (manual mode). ``make bench`` times the real
-  thing: there the tune's split is the fastest runtime (docs/performance.md)."""
+  thing, each runtime in its own processes (docs/performance.md says what that run found)."""
 
 from __future__ import annotations
 
