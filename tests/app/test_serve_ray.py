@@ -23,8 +23,10 @@ from support.ray_cluster import Cluster, free_port, two_node_cluster
 from support.serving import chain_model, client, infer, reference, wait_until
 
 from hetero_cli import Core
+from hetero_cli.app.serve.engines import THROUGHPUT_MODE, open_engine
 from hetero_cli.app.serve.options import ServeOptions
-from hetero_cli.app.serve.ray_stages import actor_options, replica_device, stages_of
+from hetero_cli.app.serve.ray_stages import actor_options, replica_config, replica_device, stages_of
+from hetero_cli.placement.config import NUM_THREADS
 
 NAME = "chain"
 TOLERANCE = {"rtol": 1e-4, "atol": 1e-5}
@@ -43,6 +45,25 @@ def test_each_device_asks_ray_for_what_it_needs() -> None:
     assert (replica_device("GPU.1"), replica_device("OPENVINO.GPU")) == ("GPU", "OPENVINO.GPU")
     with pytest.raises(ValueError, match="replicas"):
         actor_options("CPU", cluster, replicas=0)
+
+
+def test_a_cpu_stage_replica_runs_as_many_threads_as_the_cpus_it_asks_ray_for() -> None:
+    assert replica_config("CPU") == {NUM_THREADS: int(actor_options("CPU", {})["num_cpus"])}
+    assert replica_config("OPENVINO") == {}  # its device's defaults
+    assert replica_config("GPU") == {}
+
+
+@pytest.mark.parametrize("given", [None, "0"])
+def test_the_ray_engine_turns_serves_throughput_mode_on_unless_the_user_set_it(
+    monkeypatch: pytest.MonkeyPatch, given: str | None
+) -> None:
+    if given is None:
+        monkeypatch.delenv(THROUGHPUT_MODE, raising=False)
+    else:
+        monkeypatch.setenv(THROUGHPUT_MODE, given)
+    engine = open_engine("ray", ServeOptions(name=NAME, port=free_port()))
+    engine.close()
+    assert os.environ[THROUGHPUT_MODE] == (given or "1")
 
 
 @needs_openvino  # the chain is split OPENVINO / CPU by hand

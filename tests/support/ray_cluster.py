@@ -26,6 +26,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hetero_cli.app.serve.engines import THROUGHPUT_MODE
+
 #: how long the cluster's processes get to end after SIGTERM before SIGKILL, in seconds
 STOP_GRACE_S = 5.0
 #: how often a node's ``ray start`` is tried
@@ -71,8 +73,14 @@ def _alive(group: int) -> bool:
 def _ray_start(args: list[str], folder: Path) -> subprocess.Popen[bytes]:
     ray = Path(sys.executable).with_name("ray")
     # no token authentication: every process is on 127.0.0.1, and a token file some other Ray left in ~/.ray
-    # would otherwise be read by one node and not another
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
+    # would otherwise be read by one node and not another; Serve's throughput mode, as docs/serving.md
+    # tells a cluster's nodes to start
+    env = {
+        **os.environ,
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_AUTH_MODE": "disabled",
+        THROUGHPUT_MODE: os.environ.get(THROUGHPUT_MODE, "1"),
+    }
     log = (folder / f"start-{len(list(folder.glob('start-*')))}.log").open("wb")
     return subprocess.Popen(
         [str(ray), "start", *args], stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True

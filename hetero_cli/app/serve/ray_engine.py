@@ -44,7 +44,16 @@ from .backend import Metrics
 from .http import make_app
 from .options import ServeOptions, tensor_specs
 from .protocol import TensorSpec
-from .ray_stages import GPU_FAMILIES, Stage, Wiring, actor_options, replica_device, resource_name, stages_of
+from .ray_stages import (
+    GPU_FAMILIES,
+    Stage,
+    Wiring,
+    actor_options,
+    replica_config,
+    replica_device,
+    resource_name,
+    stages_of,
+)
 
 log = logging.getLogger("hetero_cli")
 
@@ -66,7 +75,8 @@ class StageReplica:
     def __init__(self, stage: Stage) -> None:
         core = Core()
         self.stage = stage
-        self.compiled = core.compile_model(core.read_model(stage.model), replica_device(stage.device))
+        device = replica_device(stage.device)
+        self.compiled = core.compile_model(core.read_model(stage.model), device, replica_config(device))
         self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
 
     async def __call__(self, feeds: Mapping[str, np.ndarray], *upstream: Mapping[str, Any]) -> dict[str, Any]:
@@ -334,7 +344,7 @@ def _connected(address: str | None, plan: Plan, replicas: int = 1) -> Iterator[N
             _check_reachable(address)
             kwargs["address"] = address
         try:
-            with _auth_mode("disabled" if address is None else None):
+            with _environment(_local_environment() if address is None else {}):
                 ray.init(**kwargs)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             if address is None:
@@ -345,23 +355,27 @@ def _connected(address: str | None, plan: Plan, replicas: int = 1) -> Iterator[N
         yield
 
 
+def _local_environment() -> dict[str, str]:
+    """What a local instance's processes start with, beyond this process's environment (which holds
+    engines.ENVIRONMENT's Serve throughput mode): no token authentication (RAY_AUTH_MODE), since it
+    listens on 127.0.0.1 only, and ray.init would otherwise write a token file into ~/.ray, which outlives
+    the run and which a later ``ray start`` reads."""
+    return {AUTH_MODE: "disabled"}
+
+
 @contextlib.contextmanager
-def _auth_mode(mode: str | None) -> Iterator[None]:
-    """RAY_AUTH_MODE set to ``mode`` (None: as it is) while Ray starts. A local instance listens on
-    127.0.0.1 only and runs without token authentication: ray.init would otherwise write a token file into
-    ~/.ray, which outlives the run and which a later ``ray start`` reads."""
-    if mode is None:
-        yield
-        return
-    before = os.environ.get(AUTH_MODE)
-    os.environ[AUTH_MODE] = mode
+def _environment(values: Mapping[str, str]) -> Iterator[None]:
+    """``values`` in os.environ while the block runs (while Ray starts: its processes inherit them)."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
     try:
         yield
     finally:
-        if before is None:
-            del os.environ[AUTH_MODE]
-        else:
-            os.environ[AUTH_MODE] = before
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _local_instance(plan: Plan, replicas: int) -> dict[str, Any]:

@@ -110,8 +110,13 @@ def serve(
     runner = open_engine(engine, served)  # the port is claimed before the compile: in use, nothing runs
     try:
         if setup.core.configured("HETERO", cfg.PERFORMANCE_HINT) is None:
-            # as benchmark's throughput mode: the devices' lanes run at once and share the cores
-            apply_hint(setup, runner.hint.lower(), nireq=len(setup.request.priorities))
+            # a session per subgraph, so that concurrent requests overlap across the devices' lanes; each
+            # device keeps its threads (one client's latency is the split's own; sharing halved it here)
+            apply_hint(setup, runner.hint.lower(), nireq=1)
+            info(
+                f"{cfg.PERFORMANCE_HINT}={runner.hint}: a session per subgraph, so that concurrent requests "
+                "overlap across the devices"
+            )
         compiled = compile_setup(setup)
     except BaseException:
         runner.close()
