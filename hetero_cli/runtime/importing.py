@@ -129,6 +129,8 @@ def import_compiled(
     it holds, on ``devices`` (the import's available devices, in priority order). ``source``: the model
     source_model read from it already, if any (the compiled model's ``model``).
 
+    The subgraphs run in one session where the export's did (PERFORMANCE_HINT=LATENCY) and ``config``
+    keeps LATENCY; a throughput mode in ``config`` gives each its own session, as a compile does.
     A subgraph whose device is not among ``devices`` (the artifact was compiled on a machine with a device
     this one lacks, or the import names other devices) moves to the CPU where it is listed, else to the
     last of ``devices``, with a warning. Raises ArtifactError for a header or payload that is not what an
@@ -142,7 +144,9 @@ def import_compiled(
     plan = _plan(unpacked.header, model, len(payloads), where)
     plan, moved = _replace(plan, devices, where)
     by_name = {d.name: d for d in devices}
-    one = unpacked.header.get("one_session") and not moved
+    # one session where the export ran one, unless this import asks for a throughput mode (a session per
+    # subgraph, as compile_model gives it: hetero serve's pipeline overlaps requests across them)
+    one = unpacked.header.get("one_session") and not moved and config.performance_mode == cfg.LATENCY
     if one and any(not by_name[name].is_cpu for name in plan.devices):
         result = _one(model, plan, by_name, config, device_name, model_bytes)
     else:

@@ -75,6 +75,21 @@ def test_an_automatic_split_round_trips_bit_for_bit(monkeypatch, hint):
 
 
 @needs_openvino
+def test_an_import_asking_for_throughput_gives_each_subgraph_of_a_one_session_export_its_own(monkeypatch):
+    compiled = hc.Core().compile_model(hardmax_model(), SPLIT, {"PERFORMANCE_HINT": "LATENCY"})
+    assert compiled.one_session
+    data = compiled.export_model()
+    with monkeypatch.context() as patch:
+        _no_query(patch)
+        imported = hc.Core().import_model(data, config={"PERFORMANCE_HINT": "THROUGHPUT"})
+    assert not imported.one_session
+    assert [r.name for r in imported.runs] == [s.name for s in compiled.subgraphs]
+    for name, value in compiled(X).items():
+        np.testing.assert_allclose(imported(X)[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+    assert hc.Core().import_model(data).one_session  # the export's own hint: as it ran
+
+
+@needs_openvino
 def test_a_split_by_hand_round_trips_from_a_path_and_a_file(tmp_path):
     affinities = {"matmul": "OPENVINO", "add": "CPU", "relu": "OPENVINO"}
     model = _manual(hardmax_model(), affinities, default="CPU")
