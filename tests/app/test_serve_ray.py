@@ -200,8 +200,12 @@ def test_a_stage_replica_killed_mid_load_is_restarted_and_no_answer_is_wrong(
     np.testing.assert_allclose(infer(url, NAME, x), want, **TOLERANCE)  # and it keeps serving
 
 
+def _command(*args: object) -> list[str]:
+    return [sys.executable, "-c", "from hetero_cli.cli import hetero; hetero()", *map(str, args)]
+
+
 def _hetero(*args: object) -> list[str]:
-    return [sys.executable, "-c", "from hetero_cli.cli import hetero; hetero()", "serve", *map(str, args)]
+    return _command("serve", *args)
 
 
 def _env() -> dict[str, str]:
@@ -251,13 +255,25 @@ def test_address_without_the_ray_engine_is_a_usage_error(tmp_path: Path) -> None
 
 
 @needs_openvino
-def test_sigterm_stops_a_local_ray_server_with_exit_0_and_nothing_left(tmp_path: Path) -> None:
+@pytest.mark.parametrize("given", ["onnx", "export"])
+def test_sigterm_stops_a_local_ray_server_with_exit_0_and_nothing_left(tmp_path: Path, given: str) -> None:
     path = chain_model(tmp_path / f"{NAME}.onnx", width=8, layers=2)
+    served = path
+    if given == "export":  # a hetero compile file serves as its .onnx does, under the same stem
+        served = tmp_path / "out" / f"{NAME}.hetero"
+        served.parent.mkdir()
+        compiled = subprocess.run(
+            _command("compile", "-m", path, "-d", "HETERO:OPENVINO,CPU", "-o", served),
+            capture_output=True,
+            text=True,
+            env=_env(),
+        )
+        assert compiled.returncode == 0, compiled.stderr
     port = free_port()
     home = tmp_path / "home"  # ray.init writes an auth token into ~/.ray unless told otherwise
     home.mkdir()
     server = subprocess.Popen(
-        _hetero("-m", path, "-d", "HETERO:OPENVINO,CPU", "--engine", "ray", "--port", port),
+        _hetero("-m", served, "-d", "HETERO:OPENVINO,CPU", "--engine", "ray", "--port", port),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
