@@ -53,17 +53,10 @@ HETERO_KEYS = (
     FALLBACK,
     CACHE_DIR,
 )
-# HETERO's keys that stay HETERO's when a plain device is the target (a plain device's config takes
-# PERF_COUNT as its own)
-HETERO_ONLY_KEYS = (
-    PRIORITIES,
-    PERFORMANCE_HINT,
-    DISTRIBUTION_POLICY,
-    DUMP_GRAPH_DOT,
-    DOT_DIR,
-    FALLBACK,
-    CACHE_DIR,
-)
+# HETERO's keys that stay HETERO's when a plain device is the target: all but PERF_COUNT (a plain device's
+# config takes it as its own) and DEVICE_PROPERTIES (which names devices itself); derived, so that a key
+# added to HETERO_KEYS is HETERO-only unless said otherwise here
+HETERO_ONLY_KEYS = tuple(k for k in HETERO_KEYS if k not in (PERF_COUNT, DEVICE_PROPERTIES))
 
 # MODEL_DISTRIBUTION_POLICY's values HETERO takes (OpenVINO's ov::hint::ModelDistributionPolicy; HETERO
 # accepts only PIPELINE_PARALLEL, as OpenVINO's does)
