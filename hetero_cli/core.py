@@ -205,6 +205,7 @@ class Core:
 
     def _devices(self, device_name: str, config: Mapping[str, Any] | None):
         merged, request = self._config(device_name, config)
+        merged, _ = _cache_folder(merged)  # one unusable CACHE_DIR gives OpenVINO's probes no cache either
         devices = device_string.available_priorities(request)
         if merged.pipeline_parallel and (not request.hetero or len(devices) < 2):
             available = ", ".join(d.name for d in devices)
@@ -268,7 +269,7 @@ class Core:
         model = self.read_model(model)
         device_name = "CPU" if device_name is None else device_name
         merged, request, devices = self._devices(device_name, config)
-        merged, folder = _cache_folder(merged)
+        folder = Path(merged.cache_dir) if merged.cache_dir else None  # made by _devices
         held = self._exports.get(model)
         if held is not None and held.device == str(request) and held.affinities == model.affinities():
             imported = merged.merged_over(held.config)

@@ -206,6 +206,20 @@ def test_a_cache_dir_that_cannot_be_used_gives_openvino_no_cache_either(tmp_path
 
 
 @needs_openvino
+def test_a_query_with_a_cache_dir_that_cannot_be_used_answers_as_without(tmp_path, caplog):
+    """A query's probes get OpenVINO's model cache as a compile's sessions do: a CACHE_DIR that is a file is
+    the same warning, and no probe fails for it (the EP would claim nothing)."""
+    file = tmp_path / "plain"
+    file.write_text("not a folder")
+    core = hc.Core()
+    core.set_property({"CACHE_DIR": str(file)})
+    with caplog.at_level(logging.WARNING, logger="hetero_cli"):
+        placed = core.query_model(hardmax_model(), "HETERO:OPENVINO,CPU")
+    assert placed == hc.Core().query_model(hardmax_model(), "HETERO:OPENVINO,CPU")
+    assert "OPENVINO" in placed.values() and _warnings(caplog, "compiling without the cache")
+
+
+@needs_openvino
 def test_an_openvino_cache_dir_set_by_hand_wins_and_no_cache_dir_writes_no_blob(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     own = tmp_path / "mine"
