@@ -90,6 +90,13 @@ def mlp_sanitised(
     )
 
 
+def saved_mlp_sanitised(folder: Path) -> Path:
+    """mlp_sanitised() with its defaults, saved as ``folder``/mlp_sanitised.onnx; returns that path."""
+    path = folder / "mlp_sanitised.onnx"
+    onnx.save(mlp_sanitised(), str(path))
+    return path
+
+
 def softmax_chain(length: int = 32, shape: tuple[int, ...] = (1, 64)) -> onnx.ModelProto:
     """``length`` Softmax nodes in a row over a tensor of ``shape`` (the boundary tensor of any cut)."""
     return _softmaxes(length, shape, set(), f"softmax_chain_{length}")

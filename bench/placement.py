@@ -131,6 +131,14 @@ def subjects(names: Sequence[str], folder: Path) -> list[tuple[str, str, Path]]:
     return out
 
 
+def model_file(name: str, folder: Path) -> Path:
+    """The file of bench model ``name``: mlp_sanitised saved in ``folder``, a real model's static copy (also
+    in ``folder``), or a light/ model's file."""
+    if name == "mlp_sanitised":
+        return graphs.saved_mlp_sanitised(folder)
+    return subjects((name,), folder)[0][2]
+
+
 def tune(path: Path, feeds: Mapping[str, np.ndarray], budget_s: float, out: Path) -> dict[str, Any]:
     """``tune_model`` on ``path`` with ``feeds`` within ``budget_s``; the tuned model saved at ``out``.
     Returns the report's dict with ``wall_s`` (the call's wall time, reading the model included)."""

@@ -16,9 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import graphs
 import onnx
 import onnxruntime as ort
+import placement
 import runtimes
 
 import hetero_cli
@@ -34,11 +34,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="hetero_weights_") as tmp:
-        if args.model == "mlp_sanitised":
-            path = Path(tmp) / "mlp_sanitised.onnx"
-            onnx.save(graphs.mlp_sanitised(), str(path))
-        else:
-            path = graphs.light_path(args.model)
+        path = placement.model_file(args.model, Path(tmp))
         model = hetero_cli.Core().read_model(str(path))
         inline = onnx.load(str(path)).SerializeToString()
         referenced = model.session_copy().SerializeToString()  # weights as external data in the file

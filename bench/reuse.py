@@ -6,16 +6,22 @@ of the file; ``import_s``, Core().import_model of that compile's export (bytes i
 Core().compile_model with CACHE_DIR set, whose entry an untimed compile wrote first (the cache key hashes
 the model's file, so that is inside the time). The ratios are the medians of each repetition's
 ``import_s / fresh_s`` and ``cached_s / fresh_s``.
+
+    python bench/reuse.py --model ddddocr_crnn --repeats 3     # one model alone (mlp_sanitised or a real one)
 """
 
 from __future__ import annotations
 
+import argparse
 import gc
+import json
 import statistics
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+import placement
 from measure import timed
 
 import hetero_cli
@@ -64,3 +70,21 @@ def limit(entry: dict[str, Any], kind: str) -> float | None:
     if kind == "real":
         return REAL_SLOW if entry["fresh_s"] > REAL_SLOW_S else None
     return SEVERAL_SUBGRAPHS if entry["subgraphs"] > 1 else None
+
+
+def main() -> int:
+    """Measure one model (``--model``: mlp_sanitised or a placement.REAL name) and print its row as JSON."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--model", default="mlp_sanitised", choices=["mlp_sanitised", *placement.REAL])
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="hetero_reuse_model_") as tmp:
+        row = reuse(placement.model_file(args.model, Path(tmp)), placement.DEVICE, args.repeats)
+    print(json.dumps({args.model: row}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -12,6 +12,7 @@ import os
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import onnx
@@ -204,6 +205,7 @@ class Core:
 
     def _devices(self, device_name: str, config: Mapping[str, Any] | None):
         merged, request = self._config(device_name, config)
+        merged, _ = _cache_folder(merged)  # one unusable CACHE_DIR gives OpenVINO's probes no cache either
         devices = device_string.available_priorities(request)
         if merged.pipeline_parallel and (not request.hetero or len(devices) < 2):
             available = ", ".join(d.name for d in devices)
@@ -267,6 +269,7 @@ class Core:
         model = self.read_model(model)
         device_name = "CPU" if device_name is None else device_name
         merged, request, devices = self._devices(device_name, config)
+        folder = Path(merged.cache_dir) if merged.cache_dir else None  # made by _devices
         held = self._exports.get(model)
         if held is not None and held.device == str(request) and held.affinities == model.affinities():
             imported = merged.merged_over(held.config)
@@ -275,7 +278,6 @@ class Core:
             )
             compiled.loaded_from_cache = True
             return compiled
-        folder = compile_cache.usable(merged.cache_dir) if merged.cache_dir else None
         entry = compile_cache.key(model, str(request), merged) if folder is not None else ""
         compiled = None
         if folder is not None:
@@ -331,7 +333,7 @@ class Core:
         unpacked, saved = importing.read_artifact(data, where)
         if config is not None:
             _check_mapping(config, "the config")
-        merged = cfg.split(config).merged_over(saved)
+        merged, _ = _cache_folder(cfg.split(config).merged_over(saved), self._properties.cache_dir)
         if device_name is None:
             device_name = str(unpacked.header.get("device_name") or "CPU")
         request = device_string.parse(device_name, merged.priorities)
@@ -365,6 +367,21 @@ def _saved_automatic(
         and len(devices) == 2
         and config.performance_mode == cfg.LATENCY
     )
+
+
+def _cache_folder(
+    config: cfg.SplitConfig, inherited: str | None = None
+) -> tuple[cfg.SplitConfig, Path | None]:
+    """``config`` and its CACHE_DIR folder (made where missing; ``inherited``, the Core's CACHE_DIR, where
+    ``config`` sets none), or, where unset or unusable (a warning says so: compile_cache.usable),
+    ``config`` without CACHE_DIR and None: nothing is cached, OpenVINO's own model cache included
+    (cfg.SplitConfig.settings)."""
+    if config.cache_dir is None and inherited is not None:
+        config = cfg.SplitConfig({**config.hetero, cfg.CACHE_DIR: inherited}, config.devices)
+    if config.cache_dir is None:
+        return config, None
+    folder = compile_cache.usable(config.cache_dir)
+    return (config, folder) if folder is not None else (config.without_cache(), None)
 
 
 def _probes(config: cfg.SplitConfig, devices: Sequence[Device]) -> query.Probes:

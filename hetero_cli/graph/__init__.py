@@ -8,6 +8,7 @@ inside.
 """
 
 from .footprint import activation_peak
+from .input_shapes import with_input_shapes
 from .model import Model, Node, TensorInfo
 from .reading import ModelCheck, read_model
 from .types import shape_text, type_shape
@@ -21,4 +22,5 @@ __all__ = [
     "read_model",
     "shape_text",
     "type_shape",
+    "with_input_shapes",
 ]

@@ -75,6 +75,7 @@ MAX_THREADS = 4096
 
 # Provider options that name a file or folder: ONNX Runtime takes them as given, so a number or a mapping
 # would become a path (a folder named "5" or "{'a': 1}")
+OPENVINO_CACHE = "openvino"  # CACHE_DIR's subfolder for OpenVINO's model cache (SplitConfig.settings)
 PATH_OPTIONS = frozenset({"cache_dir", "trt_engine_cache_path"})
 # Provider options that take JSON text (the OpenVINO EP's load_config: {"CPU": {"NUM_STREAMS": "1"}}): a
 # mapping given for one is written as that text
@@ -395,8 +396,20 @@ class SplitConfig:
         return None if value in (None, "") else os.fspath(value)
 
     def settings(self, device: Device) -> DeviceSettings:
-        """The device's settings, with HETERO-level PERF_COUNT applying to every device."""
-        return device_settings(device, self.device_values(device))
+        """The device's settings, with HETERO-level PERF_COUNT applying to every device, and, with CACHE_DIR
+        set, OpenVINO's own model cache (the EP's ``cache_dir``) in its OPENVINO_CACHE subfolder for an
+        OPENVINO device that sets no ``cache_dir`` of its own: a later compile or import then loads what
+        OpenVINO compiled instead of compiling it again, and its blobs stay inside CACHE_DIR."""
+        settings = device_settings(device, self.device_values(device))
+        folder = self.cache_dir
+        if folder is not None and device.kind.family == "OPENVINO":
+            settings.provider_options.setdefault("cache_dir", os.path.join(folder, OPENVINO_CACHE))
+        return settings
+
+    def without_cache(self) -> SplitConfig:
+        """This config with CACHE_DIR left out (a folder that cannot be used: nothing is cached)."""
+        hetero = {k: v for k, v in self.hetero.items() if k != CACHE_DIR}
+        return SplitConfig(hetero, {k: dict(v) for k, v in self.devices.items()})
 
     def device_values(self, device: Device) -> dict[str, Any]:
         """The device's keys as set, with HETERO-level PERF_COUNT where the device has none of its own."""

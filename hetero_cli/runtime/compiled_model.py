@@ -158,6 +158,7 @@ COMPILED_PROPERTIES = (
     cfg.DEVICE_PROPERTIES,
     cfg.PRIORITIES,
     FALLBACK,
+    cfg.DISTRIBUTION_POLICY,
 )
 
 
@@ -275,8 +276,9 @@ class CompiledModel:
         alias) and OPTIMAL_NUMBER_OF_INFER_REQUESTS ints,
         PERFORMANCE_HINT and MULTI_DEVICE_PRIORITIES strs, DEVICE_PROPERTIES {device: {key: value}},
         HETERO_FALLBACK a bool (whether this compile's subgraphs move where their device fails them),
-        LOADED_FROM_CACHE a bool (whether it was made from an export: CACHE_DIR's or import_model's).
-        ConfigError for any other name."""
+        LOADED_FROM_CACHE a bool (whether it was made from an export: CACHE_DIR's or import_model's),
+        MODEL_DISTRIBUTION_POLICY the set of policies the compile used, as Core.get_property gives them
+        ({"PIPELINE_PARALLEL"}, or the empty set, OpenVINO's default). ConfigError for any other name."""
         key = str(name).upper()
         if key == SUPPORTED_PROPERTIES:
             return list(COMPILED_PROPERTIES)
@@ -298,6 +300,8 @@ class CompiledModel:
             return self._priorities()
         if key == FALLBACK:
             return self.fallback is not None and self.fallback.enabled
+        if key == cfg.DISTRIBUTION_POLICY:
+            return set(cfg.parse_distribution_policy(self.config.hetero.get(key, "")))
         raise ConfigError(f"unknown compiled-model property {name!r}: use {', '.join(COMPILED_PROPERTIES)}")
 
     def export_model(self, path: str | os.PathLike[str] | None = None) -> bytes:

@@ -173,8 +173,7 @@ def source_model(unpacked: artifact.Unpacked, where: str) -> Model:
     ArtifactError where it refers to data outside the artifact; ModelError where it is no model ONNX
     Runtime loads."""
     payload = unpacked.payloads[0] if unpacked.payloads else memoryview(b"")
-    _check_inline(payload, where, "its source model")
-    return read_model(bytes(payload), check_loadable)
+    return read_model(_check_inline(payload, where, "its source model"), check_loadable)
 
 
 def _preparer(
@@ -217,8 +216,9 @@ def _one(
     return one_session(model, plan, devices, config, device_name, device, probe)
 
 
-def _check_inline(payload: memoryview, where: str, what: str) -> None:
-    """ArtifactError where ``payload`` is no ONNX model, or one with a tensor whose data lies outside it."""
+def _check_inline(payload: memoryview, where: str, what: str) -> onnx.ModelProto:
+    """``payload`` parsed (read_model takes it so: a model is parsed once); ArtifactError where it is no
+    ONNX model, or one with a tensor whose data lies outside it."""
     proto = onnx.ModelProto()
     try:
         proto.ParseFromString(bytes(payload))
@@ -231,6 +231,7 @@ def _check_inline(payload: memoryview, where: str, what: str) -> None:
                 f"{where} is refused: {what} refers to external data ({tensor.name!r} at {location!r}); an "
                 "export holds every weight inline and is never read beyond itself: export the model again"
             )
+    return proto
 
 
 def _plan(header: Mapping[str, Any], model: Model, count: int, where: str) -> Plan:

@@ -9,6 +9,7 @@ from cli.test_benchmark_app_options import DIGITS, IMAGES
 from click.testing import CliRunner
 from support.helpers import needs_openvino
 
+import hetero_cli as hc
 from hetero_cli.cli import hetero
 from hetero_cli.runtime import artifact
 
@@ -88,3 +89,34 @@ def test_benchmark_cdir_loads_the_second_run_from_the_cache(tmp_path):
     assert "(loaded from the cache)" in second.output
     assert "WARNING ] the entry" not in second.output
     assert len(list((tmp_path / "cache").iterdir())) == 1
+
+
+@needs_openvino
+def test_compile_shape_fixes_the_exports_dynamic_dimensions(tmp_path):
+    """-shape / -data_shape as benchmark takes them: the export's model (and so its subgraphs) declares
+    the given dimensions, and benchmark runs it without a -shape of its own."""
+    out = _compile(tmp_path, "-shape", "[2,1,32,32]")
+    imported = hc.Core().import_model(out)
+    assert imported.model.inputs[0].shape == (2, 1, 32, 32)
+    result = run("benchmark", "-m", out, "-niter", "2")
+    assert result.exit_code == 0, result.output
+    assert "image: data [2,1,32,32]" in result.output
+    kept = _compile(tmp_path, "-data_shape", "image[?,1,32,32]", name="kept.bin")
+    assert hc.Core().import_model(kept).model.inputs[0].shape[1:] == (1, 32, 32)
+    assert not isinstance(hc.Core().import_model(kept).model.inputs[0].shape[0], int)
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["-shape", "[2,3,32,32]"], "dimension 1 of the model's input [batch,1,32,32] is fixed at 1"),
+        (["-data_shape", "picture[2,1,32,32]"], "-data_shape names unknown input 'picture'"),
+        (["-shape", "[2,1,32]"], "-shape gives 'image' rank 3"),
+    ],
+)
+def test_a_bad_compile_shape_is_one_line_exit_2_and_no_file(tmp_path, option, message):
+    result = run("compile", "-m", DIGITS, "-d", "CPU", "-o", tmp_path / "out.hetero", *option)
+    assert result.exit_code == 2, result.output
+    (line,) = [text for text in result.output.splitlines() if "[ ERROR ]" in text]
+    assert message in line and "Traceback" not in result.output
+    assert list(tmp_path.iterdir()) == []

@@ -263,6 +263,28 @@ def test_compile_splits_by_memory_and_gives_the_whole_models_outputs():
     np.testing.assert_allclose(got["y"], want["y"], rtol=1e-4, atol=1e-4)
 
 
+@needs_openvino
+def test_the_compiled_model_answers_the_policy_its_compile_used():
+    """As OpenVINO's compiled model answers MODEL_DISTRIBUTION_POLICY: the set of policies the compile used
+    (set by the compile's config or on the Core; kept by an export), the empty set where none was."""
+    proto = reduce_chain()
+    memory = {"OPENVINO": {cfg.DEVICE_MEMORY: 24730}}
+    core = hetero_cli.Core()
+    plain = core.compile_model(proto, "HETERO:OPENVINO,CPU")
+    assert plain.get_property("MODEL_DISTRIBUTION_POLICY") == set()
+    assert "MODEL_DISTRIBUTION_POLICY" in plain.get_property("SUPPORTED_PROPERTIES")
+    split = core.compile_model(proto, "HETERO:OPENVINO,CPU", {**POLICY, **memory})
+    assert split.get_property(hetero_cli.hint.model_distribution_policy) == {"PIPELINE_PARALLEL"}
+    imported = hetero_cli.Core().import_model(split.export_model())
+    assert imported.get_property("MODEL_DISTRIBUTION_POLICY") == {"PIPELINE_PARALLEL"}
+    core.set_property("HETERO", POLICY)
+    core.set_property(memory)
+    assert core.compile_model(proto, "HETERO:OPENVINO,CPU").get_property("MODEL_DISTRIBUTION_POLICY") == {
+        "PIPELINE_PARALLEL"
+    }
+    assert hetero_cli.Core().compile_model(proto, "CPU").get_property("MODEL_DISTRIBUTION_POLICY") == set()
+
+
 # --- from the command line --------------------------------------------------------------------------------
 
 

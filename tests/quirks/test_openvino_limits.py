@@ -317,3 +317,28 @@ def test_openvino_hands_back_a_self_attention_with_its_rows_split_in_two(scale):
     assert run(unfused, {"x": x}, two_threads).shape == (1, 8, 4)
     x2 = seeded((2, 8, 4))
     assert run(attention_model((2, 8, 4), scale), {"x": x2}, two_threads).shape == (2, 8, 4)
+
+
+@needs_openvino
+@pytest.mark.parametrize("embed", ["0", "1"])
+def test_openvino_cannot_load_the_ep_context_model_it_wrote(tmp_path, embed):
+    """The EP writes an EPContext model of a MatMul -> Relu (ep.context_enable), its blob beside it or
+    embedded; a session of that model fails to load (EP_FAIL) where the source model loads and runs."""
+    w = numpy_helper.from_array(np.arange(16, dtype=np.float32).reshape(4, 4), "w")
+    nodes = [
+        h.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+        h.make_node("Relu", ["m"], ["y"], name="relu"),
+    ]
+    source = tmp_path / "m.onnx"
+    source.write_bytes(make_model(nodes, [vi("x", [1, 4])], [vi("y", None)], [w]).SerializeToString())
+    context = tmp_path / "m_ctx.onnx"
+    so = ort.SessionOptions()
+    so.add_session_config_entry("ep.context_enable", "1")
+    so.add_session_config_entry("ep.context_embed_mode", embed)
+    so.add_session_config_entry("ep.context_file_path", str(context))
+    x = np.ones((1, 4), np.float32)
+    want = ort.InferenceSession(str(source), so, providers=OPENVINO).run(None, {"x": x})[0]
+    assert context.is_file()
+    with defect_raises(quirks.EP_CONTEXT_LOAD, match="EP_FAIL"):
+        got = ort.InferenceSession(str(context), providers=OPENVINO).run(None, {"x": x})[0]
+        np.testing.assert_array_equal(got, want)

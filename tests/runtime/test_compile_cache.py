@@ -11,7 +11,7 @@ import textwrap
 import numpy as np
 import onnx
 import pytest
-from support.helpers import PYTHON, ROOT, chain_model, hardmax_model, seeded
+from support.helpers import PYTHON, ROOT, chain_model, hardmax_model, needs_openvino, seeded
 
 import hetero_cli as hc
 from hetero_cli.ort.session import PROBE, SessionRequest, observe_sessions
@@ -125,6 +125,109 @@ def test_an_entry_that_cannot_be_written_is_a_warning(tmp_path, caplog, monkeypa
 def test_a_bad_cache_dir_value_is_a_config_error():
     with pytest.raises(hc.ConfigError, match="CACHE_DIR: give a folder path"):
         hc.Core().set_property({"CACHE_DIR": 5})
+
+
+def _blobs(root):
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*.blob"))
+
+
+_BLOB_RUN = """
+import sys
+import numpy as np
+import hetero_cli as hc
+from hetero_cli.ort.session import observe_sessions
+sys.path.insert(0, {tests!r})
+from support.helpers import hardmax_model, seeded
+config = {{"CACHE_DIR": {cache!r}}}
+if {how!r} == "import":
+    compiled = hc.Core().import_model({entry!r}, "HETERO:OPENVINO,CPU", config)
+else:
+    compiled = hc.Core().compile_model(hardmax_model(), "HETERO:OPENVINO,CPU", config)
+print(compiled.get_property("LOADED_FROM_CACHE"))
+np.save({out!r}, compiled({{"x": seeded((2, 4))}})["y"])
+"""
+
+
+def _blob_run(tmp_path, how, entry=""):
+    """One process compiling hardmax_model with CACHE_DIR tmp_path/cache (or importing ``entry``), in
+    tmp_path/work: whether it loaded the cache, and its output. OpenVINO's blob names carry a per-process
+    count of the EP's subgraphs, so only a fresh process finds the blobs another wrote."""
+    out = tmp_path / f"{how}.npy"
+    script = _BLOB_RUN.format(
+        tests=str(ROOT / "tests"), cache=str(tmp_path / "cache"), how=how, entry=str(entry), out=str(out)
+    )
+    run = subprocess.run(
+        [PYTHON, "-c", script], cwd=tmp_path / "work", capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr
+    return run.stdout.split()[-1] == "True", np.load(out)
+
+
+@needs_openvino
+def test_openvino_keeps_its_compiled_blobs_in_a_subfolder_of_cache_dir(tmp_path):
+    """With CACHE_DIR, the OPENVINO sessions get OpenVINO's own model cache (the EP's cache_dir) in
+    CACHE_DIR/openvino: a compile CACHE_DIR loads, and an import given CACHE_DIR, in another process load
+    OpenVINO's blobs instead of compiling again (no new blob). Blobs go there and nowhere else (not the
+    working folder); outputs stay bit for bit the same."""
+    (tmp_path / "work").mkdir()
+    folder = tmp_path / "cache"
+    want = hc.Core().compile_model(hardmax_model(), "HETERO:OPENVINO,CPU")(X)["y"]
+    loaded, first = _blob_run(tmp_path, "compile")
+    blobs = _blobs(folder)
+    assert not loaded and blobs and all(b.startswith("openvino/") for b in blobs)
+    (entry,) = folder.glob("*.hetero")
+    assert _blob_run(tmp_path, "compile")[0] is True
+    assert _blobs(folder) == blobs
+    assert _blob_run(tmp_path, "import", entry)[0] is True
+    assert _blobs(folder) == blobs and _blobs(tmp_path) == ["cache/" + b for b in blobs]
+    assert list((tmp_path / "work").iterdir()) == []
+    for how in ("compile", "import"):
+        np.testing.assert_array_equal(np.load(tmp_path / f"{how}.npy"), want)
+    np.testing.assert_array_equal(first, want)
+
+
+def _openvino_options(seen):
+    return [
+        dict(p[1]) for r in seen for p in r.providers if isinstance(p, tuple) and p[0].startswith("OpenVINO")
+    ]
+
+
+@needs_openvino
+def test_a_cache_dir_that_cannot_be_used_gives_openvino_no_cache_either(tmp_path, caplog):
+    file = tmp_path / "plain"
+    file.write_text("not a folder")
+    seen: list[SessionRequest] = []
+    with caplog.at_level(logging.WARNING, logger="hetero_cli"), observe_sessions(seen.append):
+        compiled = hc.Core().compile_model(hardmax_model(), "HETERO:OPENVINO,CPU", {"CACHE_DIR": str(file)})
+    assert _warnings(caplog, "compiling without the cache")
+    options = _openvino_options(seen)
+    assert options and not any("cache_dir" in o for o in options)
+    assert compiled(X)["y"].shape == (2, 4) and _entries(tmp_path) == ["plain"]
+
+
+@needs_openvino
+def test_a_query_with_a_cache_dir_that_cannot_be_used_answers_as_without(tmp_path, caplog):
+    """A query's probes get OpenVINO's model cache as a compile's sessions do: a CACHE_DIR that is a file is
+    the same warning, and no probe fails for it (the EP would claim nothing)."""
+    file = tmp_path / "plain"
+    file.write_text("not a folder")
+    core = hc.Core()
+    core.set_property({"CACHE_DIR": str(file)})
+    with caplog.at_level(logging.WARNING, logger="hetero_cli"):
+        placed = core.query_model(hardmax_model(), "HETERO:OPENVINO,CPU")
+    assert placed == hc.Core().query_model(hardmax_model(), "HETERO:OPENVINO,CPU")
+    assert "OPENVINO" in placed.values() and _warnings(caplog, "compiling without the cache")
+
+
+@needs_openvino
+def test_an_openvino_cache_dir_set_by_hand_wins_and_no_cache_dir_writes_no_blob(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    own = tmp_path / "mine"
+    config = {"CACHE_DIR": str(tmp_path / "cache"), "OPENVINO": {"cache_dir": str(own)}}
+    hc.Core().compile_model(hardmax_model(), "HETERO:OPENVINO,CPU", config)
+    assert _blobs(own) and not _blobs(tmp_path / "cache")
+    hc.Core().compile_model(chain_model(("Relu", "Hardmax", "Neg")), "HETERO:OPENVINO,CPU")
+    assert len(_blobs(tmp_path)) == len(_blobs(own))
 
 
 @pytest.mark.slow

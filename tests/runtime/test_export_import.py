@@ -312,3 +312,20 @@ def test_a_model_protobuf_cannot_hold_is_a_model_error(monkeypatch, tmp_path):
     with pytest.raises(hc.ModelError, match=r"cannot be exported: .*2GB.*limits to 2 GB"):
         compiled.export_model(tmp_path / "out.hetero")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_import_parses_its_source_model_once(monkeypatch):
+    """The check that the source model holds no external data parses it; read_model takes that parse,
+    never the bytes again (a 54 MB model paid it twice)."""
+    data = hc.Core().compile_model(hardmax_model(), "HETERO:CPU").export_model()
+    parsed: list[int] = []
+    load = onnx.load_from_string
+
+    def counted(raw, *args, **kwargs):
+        parsed.append(len(raw))
+        return load(raw, *args, **kwargs)
+
+    monkeypatch.setattr(onnx, "load_from_string", counted)
+    imported = hc.Core().import_model(data)
+    assert parsed == []
+    _same(imported(X), hc.Core().compile_model(hardmax_model(), "HETERO:CPU")(X))

@@ -29,7 +29,7 @@ from .int_ranges import IntRange, integer_ranges, parse_int_ranges, range_text
 from .measure import Measurement, measure, planned_iterations
 from .reports import REPORT_TYPES, config_document, configuration_setup, write_reports
 from .settings import RunMode, check_image_values, element_types, per_device, per_input_values, run_mode
-from .shapes import FilledDims, batch_size, data_shapes
+from .shapes import FilledDims, batch_size, data_shapes, input_dims
 from .summary import compile_summary, exec_graph, summary
 
 __all__ = [
@@ -53,6 +53,7 @@ __all__ = [
     "exec_graph",
     "file_data_shapes",
     "image_dims",
+    "input_dims",
     "input_sets",
     "integer_ranges",
     "measure",

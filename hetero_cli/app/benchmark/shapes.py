@@ -144,25 +144,11 @@ def data_shapes(
     sample each); else BenchmarkError, as benchmark_app's "Input ... is dynamic. Provide data shapes!".
     BenchmarkError too if ``requests`` sets of that data (one per infer request) would not fit in memory.
     """
-    names = [i.name for i in model.inputs]
-    batched = {
-        i.name: [batch] + [None] * (len(i.shape) - 1)
-        for i in model.inputs
-        if batch is not None and i.shape is not None and len(i.shape) >= 2
-    }
-    wanted = [
-        ("-shape", parse_shapes(shape, names, "-shape") if shape else {}),
-        ("-b", batched),
-        ("-data_shape", parse_shapes(data_shape, names, "-data_shape") if data_shape else {}),
-    ]
+    wanted = _wanted(model, shape, batch, data_shape)
     out: dict[str, tuple[int, ...]] = {}
     filled: list[FilledDims] = []
     for info in model.inputs:
-        dims = list(info.shape) if info.shape is not None else None
-        set_by: list[str | None] = [None] * len(dims or ())
-        for option, given in wanted:
-            if info.name in given:
-                dims, set_by = _merge_dims(info, dims, set_by, given[info.name], option)
+        dims = _given(info, wanted)
         if dims is None:
             raise BenchmarkError(
                 f"the model's input {info.name!r} has no known shape: give it with -data_shape {info.name}[...]"
@@ -174,6 +160,52 @@ def data_shapes(
         filled += [note] if note else []
     check_data_size(model, out, requests)
     return out, filled
+
+
+def input_dims(
+    model: Model, shape: str | None = None, data_shape: str | None = None
+) -> dict[str, tuple[Any, ...]]:
+    """{input: its shape with the dynamic dimensions -shape and -data_shape set} for each input whose shape
+    they change (? or -1 leaves a dimension dynamic); what ``hetero compile`` fixes in the model it
+    exports. BenchmarkError as data_shapes for a bad option, another rank, or a value against a fixed
+    dimension."""
+    wanted = _wanted(model, shape, None, data_shape)
+    out: dict[str, tuple[Any, ...]] = {}
+    for info in model.inputs:
+        dims = _given(info, wanted)
+        if dims is not None and (info.shape is None or tuple(dims) != tuple(info.shape)):
+            out[info.name] = tuple(dims)
+    return out
+
+
+def _wanted(
+    model: Model, shape: str | None, batch: int | None, data_shape: str | None
+) -> list[tuple[str, dict[str, list[int | None]]]]:
+    """(option, {input: dims}) for -shape, -b and -data_shape, in the order they apply."""
+    names = [i.name for i in model.inputs]
+    batched = {
+        i.name: [batch] + [None] * (len(i.shape) - 1)
+        for i in model.inputs
+        if batch is not None and i.shape is not None and len(i.shape) >= 2
+    }
+    return [
+        ("-shape", parse_shapes(shape, names, "-shape") if shape else {}),
+        ("-b", batched),
+        ("-data_shape", parse_shapes(data_shape, names, "-data_shape") if data_shape else {}),
+    ]
+
+
+def _given(
+    info: TensorInfo, wanted: Sequence[tuple[str, Mapping[str, Sequence[int | None]]]]
+) -> list[Any] | None:
+    """The input's shape with what ``wanted``'s options give it (_merge_dims); None where neither the model
+    nor an option gives its rank."""
+    dims = list(info.shape) if info.shape is not None else None
+    set_by: list[str | None] = [None] * len(dims or ())
+    for option, given in wanted:
+        if info.name in given:
+            dims, set_by = _merge_dims(info, dims, set_by, given[info.name], option)
+    return dims
 
 
 def _check_static(info: TensorInfo, dims: Sequence[Any], from_file: Mapping[int, int]) -> None:
