@@ -7,6 +7,7 @@ nothing left running; an unreachable --address is one line, exit 2."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -114,10 +115,28 @@ def served(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         yield url, path
 
 
-def _where(stage: str) -> dict[str, object]:
+@pytest.fixture(scope="module")
+def handles_loop() -> Iterator[asyncio.AbstractEventLoop]:
+    """One event loop, running in a thread of its own, that this module's DeploymentHandle calls are made
+    in: in Serve's throughput mode (which hetero serve --engine ray turns on, and which holds in this
+    process once anything here opened that engine before ray.serve was imported) a handle answers only
+    inside a running loop, and stays bound to the first loop it ran in."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    yield loop
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(30)
+
+
+def _where(loop: asyncio.AbstractEventLoop, stage: str) -> dict[str, object]:
+    """The Ray node id and process id of ``stage``'s replica (StageReplica.where), asked in ``loop``."""
     from ray import serve
 
-    return serve.get_deployment_handle(stage, app_name=NAME).where.remote().result(timeout_s=120)
+    async def ask() -> dict[str, object]:
+        return await serve.get_deployment_handle(stage, app_name=NAME).where.remote()
+
+    return asyncio.run_coroutine_threadsafe(ask(), loop).result(120)
 
 
 def _node_resources() -> dict[str, dict[str, float]]:
@@ -127,9 +146,11 @@ def _node_resources() -> dict[str, dict[str, float]]:
 
 
 @needs_openvino
-def test_stages_run_on_the_nodes_that_declare_their_device(served: tuple[str, Path]) -> None:
+def test_stages_run_on_the_nodes_that_declare_their_device(
+    served: tuple[str, Path], handles_loop: asyncio.AbstractEventLoop
+) -> None:
     nodes = _node_resources()
-    openvino, cpu = _where("subgraph1"), _where("subgraph2")
+    openvino, cpu = _where(handles_loop, "subgraph1"), _where(handles_loop, "subgraph2")
     assert "OPENVINO" in nodes[openvino["node_id"]]
     assert "OPENVINO" not in nodes[cpu["node_id"]]
     assert openvino["node_id"] != cpu["node_id"]
@@ -161,12 +182,12 @@ def test_answers_equal_the_whole_models_with_clients_in_flight(served: tuple[str
 
 @needs_openvino
 def test_a_stage_replica_killed_mid_load_is_restarted_and_no_answer_is_wrong(
-    served: tuple[str, Path],
+    served: tuple[str, Path], handles_loop: asyncio.AbstractEventLoop
 ) -> None:
     url, path = served
     x = np.random.default_rng(7).standard_normal((2, 64)).astype(np.float32)
     want = reference(path, x)
-    victim = _where("subgraph2")["pid"]
+    victim = _where(handles_loop, "subgraph2")["pid"]
     outcomes: list[str] = []
     stop = threading.Event()
 
@@ -189,7 +210,7 @@ def test_a_stage_replica_killed_mid_load_is_restarted_and_no_answer_is_wrong(
         assert wait_until(lambda: len(outcomes) >= 3, 120)
         os.kill(victim, signal.SIGKILL)
         killed_at = len(outcomes)
-        restarted = lambda: _where("subgraph2")["pid"] != victim  # noqa: E731
+        restarted = lambda: _where(handles_loop, "subgraph2")["pid"] != victim  # noqa: E731
         assert wait_until(restarted, 120), "Ray did not restart the killed replica"
         assert wait_until(lambda: outcomes[killed_at:].count("answered") >= 5, 120)
     finally:
