@@ -61,6 +61,13 @@ def _arguments() -> argparse.Namespace:
         metavar="NODE=DEVICE",
         help="pin a node to a device, for the benchmark and the server alike (repeatable)",
     )
+    parser.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="[DEVICE:]KEY=VALUE",
+        help="a config option for the benchmark and the server alike (repeatable)",
+    )
     parser.add_argument("--seconds", type=float, default=4.0, help="per measurement (default 4)")
     parser.add_argument(
         "--rounds",
@@ -72,16 +79,18 @@ def _arguments() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def _affinity_options(affinity: list[str]) -> list[str]:
-    return [option for pin in affinity for option in ("--affinity", pin)]
+def _split_options(affinity: list[str], config: list[str]) -> list[str]:
+    """The --affinity and --config options that make the split, for hetero benchmark and serve alike."""
+    pins = [option for pin in affinity for option in ("--affinity", pin)]
+    return pins + [option for item in config for option in ("--config", item)]
 
 
 def _benchmark_latency_ms(
-    model: Path, device: str, shape: str, seconds: float, affinity: list[str], hint: str = "latency"
+    model: Path, device: str, shape: str, seconds: float, options: list[str], hint: str = "latency"
 ) -> float:
-    """``hetero benchmark -hint HINT -api sync``'s median latency in ms."""
+    """``hetero benchmark -hint HINT -api sync``'s median latency in ms (``options``: _split_options)."""
     command = [*HETERO, "benchmark", "-m", str(model), "-d", device, "-hint", hint, "-api", "sync"]
-    command += _affinity_options(affinity)
+    command += options
     command += ["-t", str(max(1, round(seconds))), "-shape", shape, "--json"]
     result = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT)
     return float(json.loads(result.stdout)["latency_ms"]["median"])
@@ -90,9 +99,9 @@ def _benchmark_latency_ms(
 class _Server:
     """``hetero serve`` on a free port, until close()."""
 
-    def __init__(self, model: Path, device: str, affinity: list[str]) -> None:
+    def __init__(self, model: Path, device: str, options: list[str]) -> None:
         command = [*HETERO, "serve", "-m", str(model), "-d", device, "--port", "0", "--name", "bench"]
-        command += _affinity_options(affinity)
+        command += options
         self.process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT
         )
@@ -192,24 +201,24 @@ def _cases(args: argparse.Namespace, tmp: Path) -> list[Case]:
     ]
 
 
-def _measure(case: Case, device: str, seconds: float, rounds: int) -> dict[str, Any]:
+def _measure(case: Case, device: str, config: list[str], seconds: float, rounds: int) -> dict[str, Any]:
     """``rounds`` alternating rounds of the benchmark's latency and one client's through the server
-    (binary tensors), then JSON, and 1 and 4 clients' throughput."""
+    (binary tensors), then JSON, and 1 and 4 clients' throughput; ``config``: --config items for both."""
     x = np.random.default_rng(0).random(_shape_dims(case.shape), dtype=np.float32)
+    options = _split_options(case.affinity, config)
     bench_ms: list[float] = []
     serve_ms: list[float] = []
-    for _ in range(
-        rounds
-    ):  # a server process per round, as the benchmark's: a process's own luck averages out
-        bench_ms.append(_benchmark_latency_ms(case.model, device, case.shape, seconds, case.affinity))
-        server = _Server(case.model, device, case.affinity)
+    # a server process per round, as the benchmark's: a process's own luck averages out
+    for _ in range(rounds):
+        bench_ms.append(_benchmark_latency_ms(case.model, device, case.shape, seconds, options))
+        server = _Server(case.model, device, options)
         try:
             serve_ms.append(statistics.median(_client_loop(server.url, x, seconds, True)))
         finally:
             server.close()
-    server = _Server(case.model, device, case.affinity)
+    server = _Server(case.model, device, options)
     try:
-        same_ms = _benchmark_latency_ms(case.model, device, case.shape, seconds, case.affinity, "throughput")
+        same_ms = _benchmark_latency_ms(case.model, device, case.shape, seconds, options, "throughput")
         json_ms = statistics.median(_client_loop(server.url, x, seconds, False))
         one = _throughput(server.url, x, seconds, 1)
         four = _throughput(server.url, x, seconds, 4)
@@ -222,6 +231,7 @@ def _measure(case: Case, device: str, seconds: float, rounds: int) -> dict[str, 
         "model": case.label,
         "device": device,
         "affinity": case.affinity,
+        "config": config,
         "shape": case.shape,
         "judged": case.judged,
         "rounds": rounds,
@@ -264,7 +274,7 @@ def main() -> None:
     args = _arguments()
     with tempfile.TemporaryDirectory() as tmp:
         cases = _cases(args, Path(tmp))
-        results = [_measure(case, args.device, args.seconds, args.rounds) for case in cases]
+        results = [_measure(case, args.device, args.config, args.seconds, args.rounds) for case in cases]
     for result in results:
         _show(result)
     if args.out:

@@ -205,7 +205,7 @@ class Core:
 
     def _devices(self, device_name: str, config: Mapping[str, Any] | None):
         merged, request = self._config(device_name, config)
-        merged, _ = _cache_folder(merged)  # one unusable CACHE_DIR gives OpenVINO's probes no cache either
+        merged = _usable_cache(merged)  # an unusable CACHE_DIR gives OpenVINO's probes no cache either
         devices = device_string.available_priorities(request)
         if merged.pipeline_parallel and (not request.hetero or len(devices) < 2):
             available = ", ".join(d.name for d in devices)
@@ -333,7 +333,7 @@ class Core:
         unpacked, saved = importing.read_artifact(data, where)
         if config is not None:
             _check_mapping(config, "the config")
-        merged, _ = _cache_folder(cfg.split(config).merged_over(saved), self._properties.cache_dir)
+        merged = _usable_cache(cfg.split(config).merged_over(saved), self._properties.cache_dir)
         if device_name is None:
             device_name = str(unpacked.header.get("device_name") or "CPU")
         request = device_string.parse(device_name, merged.priorities)
@@ -369,19 +369,16 @@ def _saved_automatic(
     )
 
 
-def _cache_folder(
-    config: cfg.SplitConfig, inherited: str | None = None
-) -> tuple[cfg.SplitConfig, Path | None]:
-    """``config`` and its CACHE_DIR folder (made where missing; ``inherited``, the Core's CACHE_DIR, where
-    ``config`` sets none), or, where unset or unusable (a warning says so: compile_cache.usable),
-    ``config`` without CACHE_DIR and None: nothing is cached, OpenVINO's own model cache included
+def _usable_cache(config: cfg.SplitConfig, inherited: str | None = None) -> cfg.SplitConfig:
+    """``config`` with a usable CACHE_DIR (its folder made where missing; ``inherited``, the Core's
+    CACHE_DIR, where ``config`` sets none), or without CACHE_DIR where that folder cannot be used (a
+    warning says so: compile_cache.usable): nothing is cached then, OpenVINO's own model cache included
     (cfg.SplitConfig.settings)."""
     if config.cache_dir is None and inherited is not None:
         config = cfg.SplitConfig({**config.hetero, cfg.CACHE_DIR: inherited}, config.devices)
-    if config.cache_dir is None:
-        return config, None
-    folder = compile_cache.usable(config.cache_dir)
-    return (config, folder) if folder is not None else (config.without_cache(), None)
+    if config.cache_dir is None or compile_cache.usable(config.cache_dir) is not None:
+        return config
+    return config.without_cache()
 
 
 def _probes(config: cfg.SplitConfig, devices: Sequence[Device]) -> query.Probes:

@@ -45,7 +45,7 @@ EXTRAS: dict[str, str] = {"local": "serve", "ray": "serve"}
 THROUGHPUT_MODE = "RAY_SERVE_THROUGHPUT_OPTIMIZED"
 #: environment variables each engine's module wants before it is imported, where the user set none:
 #: without Serve's throughput mode its own request path took more CPU than the stages' work, and 4 clients
-#: got 1.36x one client's throughput on a 2-core machine; with it, 1.67x (bench/serve_ray.py)
+#: got 1.27x one client's throughput on a 2-core machine; with it, 1.62x (bench/serve_ray.py; docs/serving.md)
 ENVIRONMENT: dict[str, dict[str, str]] = {"ray": {THROUGHPUT_MODE: "1"}}
 
 

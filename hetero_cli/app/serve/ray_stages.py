@@ -119,8 +119,8 @@ def replica_config(device: str) -> dict[str, object]:
     """The compile config of a replica of a stage on ``device``: a CPU stage's replica runs on the CPUs it
     asks Ray for (``num_cpus``, CPU_STAGE_CPUS), as INFERENCE_NUM_THREADS, so its thread pool neither
     exceeds them nor spins on the cores the other stages' replicas and Ray's own processes run on (a
-    two-thread pool spinning after each run took 43 ms of CPU per request on a 2-core machine, more than
-    the ingress and the proxy together); other devices keep their defaults."""
+    two-thread pool spinning after each run took more CPU per request on a 2-core machine than the
+    ingress and the proxy together); other devices keep their defaults."""
     if resource_name(device) == "CPU":
         return {NUM_THREADS: max(1, int(CPU_STAGE_CPUS))}
     return {}
