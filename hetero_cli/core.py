@@ -80,8 +80,8 @@ class Core:
 
     def _read_export(self, source: Any) -> Model:
         """The source model of an export, remembered with it (read_model)."""
-        data, where = importing.read_source(source)
-        unpacked, saved = importing.read_artifact(data, where)
+        read = importing.read_source(source)
+        (unpacked, saved), where = importing.read_artifact(read), read.where
         model = importing.source_model(unpacked, where)
         try:
             device = str(device_string.parse(str(unpacked.header.get("device_name")), saved.priorities))
@@ -329,8 +329,8 @@ class Core:
         DeviceUnavailableError and ConfigError as compile_model; CompileError where ONNX Runtime cannot
         create a session of a subgraph.
         """
-        data, where = importing.read_source(model_stream)
-        unpacked, saved = importing.read_artifact(data, where)
+        read = importing.read_source(model_stream)
+        (unpacked, saved), where = importing.read_artifact(read), read.where
         if config is not None:
             _check_mapping(config, "the config")
         merged = _usable_cache(cfg.split(config).merged_over(saved), self._properties.cache_dir)

@@ -62,6 +62,7 @@ class Model:
         self, proto: onnx.ModelProto, path: str | os.PathLike[str] | None = None, *, own_file: bool = True
     ) -> None:
         self.path = Path(path).absolute() if path is not None else None
+        self.own_file = own_file
         self.weights = Weights(proto, self.path, own_file=own_file)
         self._proto = self.weights.skeleton
         self.index = GraphIndex(self._proto)
@@ -322,11 +323,13 @@ class Model:
 
     @functools.cached_property
     def session_file(self) -> Path | None:
-        """The file ORT can load in place of this model (read from it, every node named as here), or None.
-
-        Loading the file spares a serialized copy of the weights in memory.
-        """
-        if self.path is None or not all(n.proto.name == n.friendly_name for n in self._ops):
+        """The file ORT can load in place of this model (read from it, every node named as here; never for
+        ``own_file=False``), or None. Loading the file spares a serialized copy of the weights in memory."""
+        if (
+            not self.own_file
+            or self.path is None
+            or not all(n.proto.name == n.friendly_name for n in self._ops)
+        ):
             return None
         return self.path
 

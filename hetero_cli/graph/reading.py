@@ -78,6 +78,14 @@ def read_model(
     return _checked(proto, path, str(path), check, left_out)
 
 
+def read_referencing(proto: onnx.ModelProto, path: Path, check: ModelCheck | None = None) -> Model:
+    """``proto`` (parsed elsewhere: an export's source model) as read_model reads a model, its external
+    data resolved in the folder of ``path``, the file its weights are references into: checked as
+    read_model checks a file's, and never loaded as a model itself (the file holds more than this graph:
+    Model's ``own_file=False``). Raises ModelError as read_model."""
+    return _checked(proto, path, str(path), check, own_file=False)
+
+
 def _load_skeleton(path: Path) -> tuple[onnx.ModelProto, dict[int, int]] | None:
     """The model in a binary .onnx file parsed without the data of its large weights (Model leaves those
     in the file anyway: this spares reading them at all), and {initializer index: bytes of raw_data left
@@ -105,6 +113,8 @@ def _checked(
     where: str,
     check: ModelCheck | None,
     left_out: Mapping[int, int] | None = None,
+    *,
+    own_file: bool = True,
 ) -> Model:
     """``proto`` as a Model once it passed the structural checks and ``check``; ModelError saying what is
     wrong if not. ``left_out``: the raw_data lengths of the initializers read without their data."""
@@ -127,7 +137,7 @@ def _checked(
         for tensor in external:
             inline_if_small(tensor, folder)
     try:
-        return Model(proto, path)
+        return Model(proto, path, own_file=own_file)
     except HeteroError:
         raise
     except Exception as exc:  # a structure onnx parsed but that makes no sense as a graph

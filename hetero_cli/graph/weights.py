@@ -122,7 +122,7 @@ class Weights:
         if not self._in_file or name not in self._spans:
             return None
         real = self._real_file
-        if real is None or ":" in real.name or real.parent != self.external_dir:
+        if real is None or not referable(real) or real.parent != self.external_dir:
             return None
         self._check_unchanged()
         offset, length = self._spans[name]
@@ -205,6 +205,13 @@ class Weights:
                 raise ModelError(f"{self.path} changed on disk since it was read: read the model again")
             ours[i].CopyFrom(theirs[i])
         self._in_file = ()
+
+
+def referable(path: Path) -> bool:
+    """Whether sessions can read weights as external data in the file ``path`` (quirk
+    openvino-colon-external-data: the OpenVINO EP misreads a location with a ':' in it; graph imports no
+    quirks, it cites the id). Where not, callers keep those weights in memory."""
+    return ":" not in path.name
 
 
 def weights_left_in_file(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, tuple[int, ...]]:

@@ -174,8 +174,8 @@ COLON_EXTERNAL_DATA = Quirk(
     ),
     repro=_TESTS + "test_openvino_cannot_read_external_data_at_a_location_with_a_colon",
     hook=(
-        "graph.model.Model.reference: such a file's weights are read into memory (graph imports no quirks: "
-        "it cites this id)"
+        "graph.weights.referable, asked by Weights.reference and by an import's weight pool: such a file's "
+        "weights are read into memory (graph imports no quirks: it cites this id)"
     ),
 )
 
@@ -285,7 +285,9 @@ EP_CONTEXT_LOAD = Quirk(
     summary=(
         "The EP writes an EPContext model of what it compiled (session options ep.context_enable=1, embed "
         "mode 0 or 1), but a session of that model fails to load: '[ONNXRuntimeError] : 11 : EP_FAIL : "
-        "Unhandled exception type: 1' (a two-node MatMul/Relu model, ResNet-50, Smart Turn alike)"
+        "Unhandled exception type: 1' (a two-node MatMul/Relu model, ResNet-50, Smart Turn alike); "
+        "onnxruntime-openvino 1.23.0 (OpenVINO 2025.3) fails to load it too, with '[ CORE ] Unable to read "
+        "the model' (tried by hand, PP-OCRv4's recogniser with static shapes)"
     ),
     repro=_TESTS + "test_openvino_cannot_load_the_ep_context_model_it_wrote",
     hook=(

@@ -3,11 +3,13 @@ read or write outside it.
 
     HETERO-CLI EXPORT <format version>\\n       the magic line
     uint64 big-endian header length, the header (UTF-8 JSON: the plan, the config, versions, payload sizes)
-    per payload: uint64 big-endian length, its bytes (the source model, then each subgraph's ONNX model)
+    per payload: uint64 big-endian length, its bytes (the source model, then each subgraph's ONNX model,
+                 each without the data of its large weights; then those weights: weight_pool.py)
     32 bytes: SHA-256 of everything before them
 
 ``pack`` writes one; ``unpack`` checks one (every length against what is really there, before anything is
-read by it; then the checksum) and hands back the header and the payloads, as views of the bytes given.
+read by it; then the checksum) and hands back the header and the payloads, as views of the bytes given,
+with where each lies in them.
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ import json
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..errors import ArtifactError
 
 MAGIC = b"HETERO-CLI EXPORT "
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: large weights in a pool, each once (1: inline in each model)
 _LENGTH = struct.Struct(">Q")
 _DIGEST = hashlib.sha256().digest_size
 #: the most a header may claim (it is JSON text: the plan's names, never weights)
@@ -31,10 +34,15 @@ MAX_HEADER = 64 * 1024 * 1024
 
 @dataclass(frozen=True)
 class Unpacked:
-    """An artifact's JSON ``header`` and its ``payloads`` (memoryviews into the artifact's bytes)."""
+    """An artifact's JSON ``header``, its ``payloads`` (memoryviews into the artifact's bytes) and the
+    ``offsets`` of those payloads in the artifact; ``file``: the file it was read from (importing.py sets
+    it; None for bytes or a stream), whose ``stamp`` (size, mtime in ns) then says whether it changed."""
 
     header: dict[str, Any]
     payloads: tuple[memoryview, ...]
+    offsets: tuple[int, ...] = ()
+    file: Path | None = None
+    stamp: tuple[int, int] | None = None
 
 
 def is_artifact(head: bytes) -> bool:
@@ -84,15 +92,16 @@ def unpack(data: bytes | memoryview, where: str) -> Unpacked:
             "after it was written): export the model again"
         )
     header = _header(header_bytes, where)
-    payloads = []
+    payloads, offsets = [], []
     for i, size in enumerate(header["payloads"]):
         payload, offset = _frame(view, offset, end, where, f"payload {i + 1}", end)
         if len(payload) != size:
             raise ArtifactError(f"{where} is damaged: payload {i + 1} is not the size its header says")
         payloads.append(payload)
+        offsets.append(offset - size)
     if offset != end:
         raise ArtifactError(f"{where} is damaged: {end - offset} byte(s) after its last payload")
-    return Unpacked(header, tuple(payloads))
+    return Unpacked(header, tuple(payloads), tuple(offsets))
 
 
 def _frame(

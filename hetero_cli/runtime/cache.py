@@ -9,6 +9,7 @@ see part of an entry. A cache folder that cannot be used is a warning, never a f
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -88,8 +89,8 @@ def load(
     if not path.is_file():
         return None
     try:
-        data, _ = importing.read_source(path)
-        unpacked, _ = importing.read_artifact(data, "the entry")
+        source = dataclasses.replace(importing.read_source(path), where="the entry")
+        unpacked, _ = importing.read_artifact(source)
         compiled = importing.import_compiled(unpacked, "the entry", devices, config, device_name, hetero)
     except HeteroError as exc:  # an entry is never trusted: any failure to load it means compiling again
         log.warning("the cache entry %s cannot be loaded (%s): compiling the model again", path, exc)

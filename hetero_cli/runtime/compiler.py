@@ -59,10 +59,12 @@ def prepare_subgraph(
     *,
     shared: bool = False,
     exported: bytes | None = None,
+    exported_dir: Path | None = None,
 ) -> Callable[[], CompiledSubgraph]:
     """Export one subgraph now; the returned call creates its session on its device's EP with that
-    device's settings (the EP compile). ``exported``: the subgraph's ONNX model, weights inline, as an
-    export holds it (exporting.import_compiled): used as it is, nothing is exported.
+    device's settings (the EP compile). ``exported``: the subgraph's ONNX model as an import rebuilt it
+    (importing.import_compiled), its weights inline or external data in ``exported_dir``: used as it is,
+    nothing is exported.
 
     With PERF_COUNT on for the device, ORT's profiler writes its trace under ``profile_dir``. ``probe``: the
     query's session of the whole model on this device, used as is where it is what a compile would make.
@@ -87,7 +89,7 @@ def prepare_subgraph(
     ):
         reused = CompiledSubgraph(subgraph, device, probe.session, probe.placement, from_probe=True)
         return lambda: _checked(reused)
-    data, external_dir = _session_model(model, subgraph, fed, exported)
+    data, external_dir = _session_model(model, subgraph, fed, exported, exported_dir)
     so = session_options(external_dir=external_dir)
     record_assignment(so)
     if shared:
@@ -143,12 +145,17 @@ def prepare_subgraph(
 
 
 def _session_model(
-    model: Model, subgraph: Subgraph, fed: frozenset[str], exported: bytes | None
+    model: Model,
+    subgraph: Subgraph,
+    fed: frozenset[str],
+    exported: bytes | None,
+    exported_dir: Path | None = None,
 ) -> tuple[str | bytes, Any]:
     """What a subgraph's session loads (the model's file where the subgraph is all of it, else the
-    subgraph exported now, or ``exported``) and the folder its external data lies in."""
+    subgraph exported now, or ``exported``, whose external data lies in ``exported_dir``) and the folder
+    its external data lies in."""
     if exported is not None:
-        return exported, None
+        return exported, exported_dir
     whole = model.session_file if not fed and _is_whole_model(model, subgraph) else None
     data = str(whole) if whole is not None else subgraph_model(model, subgraph, fed=fed).SerializeToString()
     return data, model.external_dir

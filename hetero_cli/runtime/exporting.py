@@ -1,6 +1,7 @@
 """Export a compiled model as one self-contained artifact (artifact.py's format; importing.py reads it).
 What is exported is what runs: the compiled model's plan and devices as they are now (after any
-HETERO_FALLBACK move), each subgraph's ONNX model with its weights inline.
+HETERO_FALLBACK move), the source model and each subgraph's ONNX model, their large weights in one pool,
+each distinct one once (weight_pool.py).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ..graph.external import all_tensors, is_external
 from ..ort.session import ort
 from ..placement import config as cfg
 from ..placement.export import fed_initializers, subgraph_model
-from . import artifact
+from . import artifact, weight_pool
 
 #: config keys an export leaves out and an import refuses to take from one: paths on the machine that
 #: compiled it (an untrusted file must not make an import read or write there), and .dot dumps
@@ -45,8 +46,9 @@ def versions() -> dict[str, str]:
 
 
 def export_compiled(compiled: CompiledModel) -> bytes:
-    """The artifact of ``compiled`` as it runs now: the source model and each subgraph's ONNX model, every
-    weight inline, with the plan (devices as the sessions run them), the config and the versions.
+    """The artifact of ``compiled`` as it runs now: the source model and each subgraph's ONNX model, their
+    large weights pooled (each distinct one once), with the plan (devices as the sessions run them), the
+    config and the versions.
 
     Raises ModelError where the model's weights cannot be read back from its file.
     """
@@ -66,21 +68,24 @@ def export_compiled(compiled: CompiledModel) -> bytes:
         "plan": {**plan.to_dict(), "affinities": dict(plan.affinities)},
     }
     devices = {c.device: c.target for c in revision.subgraphs}
-    payloads = [_serialized(_inline(model.proto, model), f"the model {model.name}")]
+    models = [_inline(model.proto, model)]
     for s in subgraphs:
         fed = fed_initializers(model, s, devices[s.device].kind.folds_initializers)
-        payloads.append(_serialized(subgraph_model(model, s, embed=True, fed=fed), s.name))
-    return artifact.pack(header, payloads)
+        models.append(subgraph_model(model, s, embed=True, fed=fed))
+    pooled = _pooled(models, model.name)
+    header[weight_pool.TABLES] = list(pooled.tables)
+    return artifact.pack(header, [*pooled.skeletons, pooled.pool])
 
 
-def _serialized(proto: onnx.ModelProto, what: str) -> bytes:
-    """``proto``'s bytes; ModelError where protobuf cannot hold it (over 2 GB with its weights inline)."""
+def _pooled(models: list[onnx.ModelProto], name: str) -> weight_pool.Pooled:
+    """weight_pool.pool of ``models``; ModelError where protobuf cannot hold one of them (a model over
+    2 GB with its weights inline cannot even be made)."""
     try:
-        return proto.SerializeToString()
+        return weight_pool.pool(models)
     except ValueError as exc:  # protobuf's size limit: "exceeds maximum protobuf size of 2GB"
         raise ModelError(
-            f"{what} cannot be exported: {exc}; an export holds every weight inline, in one protobuf message "
-            "per model, which protobuf limits to 2 GB"
+            f"the model {name} cannot be exported: {exc}; an export builds each model with its weights "
+            "inline, in one protobuf message, which protobuf limits to 2 GB"
         ) from None
 
 

@@ -2,6 +2,10 @@
 subgraphs' ONNX models it holds, with no query, partition or export. An artifact is untrusted input: every
 length, name and tensor in it is checked before anything is built from it (ArtifactError), and nothing in
 it makes an import read or write outside it.
+
+An artifact read from a file keeps its weights there: the models' pooled weights become references into
+the file (weight_pool.py), which ONNX Runtime reads as it reads an .onnx file's, so the file must stay in
+place while the compiled model is in use (as a model's file must).
 """
 
 from __future__ import annotations
@@ -19,13 +23,15 @@ import onnx
 from ..errors import ArtifactError, CompileError, HeteroError
 from ..graph import Model, read_model
 from ..graph.external import all_tensors
+from ..graph.reading import read_referencing
+from ..graph.weights import referable
 from ..ort.failures import failure_reason
 from ..ort.session import SUBGRAPH, assignment, create_session, ort, record_assignment, session_options
 from ..placement import config as cfg
 from ..placement.devices import Device
 from ..placement.partition import Plan, Subgraph
 from ..placement.query import Probe
-from . import artifact
+from . import artifact, weight_pool
 from .compiled_model import CompiledModel, CompiledSubgraph
 from .compiler import constant_outputs, one_session, prepare_subgraph
 from .environment import check_loadable
@@ -36,28 +42,48 @@ from .parallel import in_parallel
 log = logging.getLogger("hetero_cli")
 
 
-def read_source(source: Any) -> tuple[bytes | memoryview, str]:
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """An artifact's ``data``, how messages name it (``where``), and the regular ``file`` it was read from
+    (its real path; None for bytes or a stream) with that file's ``stamp`` (size, mtime in ns) as read."""
+
+    data: bytes | memoryview
+    where: str
+    file: Path | None = None
+    stamp: tuple[int, int] | None = None
+
+
+def read_source(source: Any) -> Source:
     """The bytes of an artifact given as bytes, a path, or a binary file object, and how messages name
     it. Raises ArtifactError for a path that is no readable file, or anything else."""
     if isinstance(source, bytes | bytearray | memoryview):
-        return source, "these bytes"
+        return Source(source, "these bytes")
     if hasattr(source, "read"):
         where = str(getattr(source, "name", "the stream"))
         data = source.read()
         if not isinstance(data, bytes | bytearray):
             raise ArtifactError(f"{where} is a text stream: open the export in binary mode ('rb')")
-        return data, where
+        return Source(data, where)
     if not isinstance(source, str | os.PathLike):
         raise ArtifactError(
             f"cannot import from {type(source).__name__}: give an export's bytes, its path or a binary file"
         )
     path = Path(source)
     try:
-        return path.read_bytes(), str(path)
+        before = _stamp(path)
+        data = path.read_bytes()
+        real = path.resolve()
     except OSError as exc:
         raise ArtifactError(
             f"cannot read {path}: {exc.strerror or exc}: give the path of an export"
         ) from None
+    regular = path.is_file() and before == _stamp(path)  # a pipe or a file being written: keep it in memory
+    return Source(data, str(path), real if regular else None, before if regular else None)
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    stat = path.stat()
+    return stat.st_size, stat.st_mtime_ns
 
 
 def is_export(source: Any) -> bool:
@@ -75,13 +101,15 @@ def is_export(source: Any) -> bool:
         return False
 
 
-def read_artifact(data: bytes | memoryview, where: str) -> tuple[artifact.Unpacked, cfg.SplitConfig]:
+def read_artifact(source: Source) -> tuple[artifact.Unpacked, cfg.SplitConfig]:
     """Check an artifact's bytes (artifact.unpack), its hetero-cli version and its config.
 
-    Returns it unpacked, with the config it was compiled with (paths it names left out: an import reads
-    and writes nothing outside the artifact). Raises ArtifactError.
+    Returns it unpacked (with the file it came from, if any), with the config it was compiled with (paths
+    it names left out: an import reads and writes nothing outside the artifact). Raises ArtifactError.
     """
-    unpacked = artifact.unpack(data, where)
+    where = source.where
+    unpacked = artifact.unpack(source.data, where)
+    unpacked = dataclasses.replace(unpacked, file=source.file, stamp=source.stamp)
     header = unpacked.header
     theirs, ours = str(header.get("hetero_cli", "unknown")), hetero_cli_version()
     if theirs.split(".")[:2] != ours.split(".")[:2]:
@@ -137,30 +165,30 @@ def import_compiled(
     export holds (a subgraph model referring to external data among them), CompileError where a session
     cannot be created.
     """
-    model_bytes, *payloads = unpacked.payloads
-    for i, payload in enumerate(payloads, 1):
-        _check_inline(payload, where, f"subgraph{i}'s model")
+    count = _model_count(unpacked, where)
+    subgraph_models = [_model(unpacked, i, where, f"subgraph{i}'s model") for i in range(1, count)]
     model = source if source is not None else source_model(unpacked, where)
-    plan = _plan(unpacked.header, model, len(payloads), where)
+    plan = _plan(unpacked.header, model, count - 1, where)
     plan, moved = _replace(plan, devices, where)
     by_name = {d.name: d for d in devices}
     # one session where the export ran one, unless this import asks for a throughput mode (a session per
     # subgraph, as compile_model gives it: hetero serve's pipeline overlaps requests across them)
     one = unpacked.header.get("one_session") and not moved and config.performance_mode == cfg.LATENCY
     if one and any(not by_name[name].is_cpu for name in plan.devices):
-        result = _one(model, plan, by_name, config, device_name, model_bytes)
+        result = _one(model, plan, by_name, config, device_name)
     else:
         shared = len(plan.subgraphs) > 1
         made = in_parallel(
             [
-                _preparer(model, s, by_name[s.device], config, bytes(p), shared)
-                for s, p in zip(plan.subgraphs, payloads, strict=True)
+                _preparer(model, s, by_name[s.device], config, m, shared)
+                for s, m in zip(plan.subgraphs, subgraph_models, strict=True)
             ]
         )
         constants = constant_outputs(model, plan)
         result = CompiledModel(
             model, plan, made, config, device_name, constants=constants, prepare=prepare_subgraph
         )
+    _check_unchanged(unpacked, where)
     manual = bool(unpacked.header.get("manual"))
     result.fallback = Fallback(
         hetero and len(devices) > 1 and config.fallback(manual), manual, tuple(devices)
@@ -169,19 +197,83 @@ def import_compiled(
 
 
 def source_model(unpacked: artifact.Unpacked, where: str) -> Model:
-    """The model an artifact was compiled from (its first payload), read as read_model reads one.
+    """The model an artifact was compiled from (its first model), read as read_model reads one; its
+    pooled weights are references into the artifact's file where it was read from one.
     ArtifactError where it refers to data outside the artifact; ModelError where it is no model ONNX
     Runtime loads."""
-    payload = unpacked.payloads[0] if unpacked.payloads else memoryview(b"")
-    return read_model(_check_inline(payload, where, "its source model"), check_loadable)
+    _model_count(unpacked, where)
+    proto, folder = _model(unpacked, 0, where, "its source model")
+    if folder is None or unpacked.file is None:
+        return read_model(proto, check_loadable)
+    return read_referencing(proto, unpacked.file, check_loadable)
+
+
+def _model_count(unpacked: artifact.Unpacked, where: str) -> int:
+    """How many models ``unpacked`` holds (its payloads less the weight pool, the last), checked against
+    its weight tables; ArtifactError where they disagree or there is no model at all."""
+    tables = unpacked.header.get(weight_pool.TABLES)
+    count = len(unpacked.payloads) - 1
+    if count < 1 or not isinstance(tables, list) or len(tables) != count:
+        raise ArtifactError(f"{where} is damaged: its weight tables do not match the models it holds")
+    return count
+
+
+def _model(
+    unpacked: artifact.Unpacked, index: int, where: str, what: str
+) -> tuple[onnx.ModelProto, Path | None]:
+    """Model ``index`` of ``unpacked`` parsed (refused where it refers to data outside the artifact), its
+    pooled weights given back (weight_pool.fill): references into the artifact's file where it was read
+    from one sessions can read weights in, else inline. Returns it and the folder its references are found
+    in (None where inline)."""
+    proto = _check_inline(unpacked.payloads[index], where, what)
+    file = unpacked.file
+    pool_file = None
+    if file is not None and referable(file):
+        pool_file = weight_pool.PoolFile(file, unpacked.offsets[-1])
+    tables = unpacked.header[weight_pool.TABLES]
+    weight_pool.fill(proto, tables[index], unpacked.payloads[-1], where, what, pool_file)
+    return proto, file.parent if pool_file is not None and file is not None else None
+
+
+def _check_unchanged(unpacked: artifact.Unpacked, where: str) -> None:
+    """ArtifactError where the artifact's file changed since it was read: its sessions may have read
+    weights from bytes the checksum never saw."""
+    if unpacked.file is None:
+        return
+    try:
+        stat = unpacked.file.stat()
+        now: tuple[int, int] | None = (stat.st_size, stat.st_mtime_ns)
+    except OSError:
+        now = None
+    if now != unpacked.stamp:
+        raise ArtifactError(
+            f"{where} changed while it was imported (its sessions read weights from it): import it again once "
+            "nothing writes it"
+        )
 
 
 def _preparer(
-    model: Model, subgraph: Subgraph, device: Device, config: cfg.SplitConfig, data: bytes, shared: bool
+    model: Model,
+    subgraph: Subgraph,
+    device: Device,
+    config: cfg.SplitConfig,
+    exported: tuple[onnx.ModelProto, Path | None],
+    shared: bool,
 ) -> Callable[[], Callable[[], CompiledSubgraph]]:
-    """The job in_parallel runs: prepare_subgraph with the exported model ``data`` (no export)."""
+    """The job in_parallel runs: prepare_subgraph with the exported model (no export) and the folder its
+    weights' references are found in."""
+    proto, folder = exported
     return functools.partial(
-        prepare_subgraph, model, subgraph, device, config, None, None, shared=shared, exported=data
+        prepare_subgraph,
+        model,
+        subgraph,
+        device,
+        config,
+        None,
+        None,
+        shared=shared,
+        exported=proto.SerializeToString(),
+        exported_dir=folder,
     )
 
 
@@ -191,21 +283,21 @@ def _one(
     devices: Mapping[str, Device],
     config: cfg.SplitConfig,
     device_name: str,
-    data: memoryview,
 ) -> CompiledModel:
-    """A split that ran in one ORT session (compiler.whole_plan_probe), made again as the query made it.
-    CompileError where ONNX Runtime refuses it."""
+    """A split that ran in one ORT session (compiler.whole_plan_probe), made again as the query made it:
+    one session of the source model. CompileError where ONNX Runtime refuses it."""
     device = next(devices[name] for name in plan.devices if not devices[name].is_cpu)
     settings = config.settings(device)
     threads = settings.intra_op_num_threads or None
     providers = device.providers(settings.provider_options)
-    so = session_options()
+    so = session_options(external_dir=model.external_dir)
     if threads:
         so.intra_op_num_threads = threads
     record_assignment(so)
+    data = model.skeleton.SerializeToString()  # its pooled weights referenced in the artifact, or inline
     try:
         session = create_session(
-            bytes(data), so, providers, purpose=SUBGRAPH, subject=model.name, device=device.name
+            data, so, providers, purpose=SUBGRAPH, subject=model.name, device=device.name
         )
     except Exception as exc:  # ORT's own error classes: one line saying which session and why
         raise CompileError(

@@ -55,7 +55,7 @@ def test_the_other_commands_take_an_export(tmp_path):
 
 def test_a_damaged_export_is_one_line_and_exit_2(tmp_path):
     out = tmp_path / "bad.onnx"
-    out.write_bytes(artifact.MAGIC + b"1\n" + b"\0" * 40)
+    out.write_bytes(artifact.MAGIC + str(artifact.FORMAT_VERSION).encode() + b"\n" + b"\0" * 40)
     result = run("benchmark", "-m", out, "-niter", "1", *SHAPE)
     assert result.exit_code == 2, result.output
     (line,) = [text for text in result.output.splitlines() if "[ ERROR ]" in text]

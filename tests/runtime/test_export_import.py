@@ -213,8 +213,12 @@ def test_an_oversized_length_is_refused_before_anything_is_read(exported):
 
 
 def test_another_format_version_is_refused(exported):
-    other = exported.replace(b"HETERO-CLI EXPORT 1\n", b"HETERO-CLI EXPORT 7\n", 1)
-    _refused(other, "format version 7", "this hetero-cli reads version 1")
+    ours = f"HETERO-CLI EXPORT {artifact.FORMAT_VERSION}\n".encode()
+    for version in (7, 1):  # a later format, and the first one (weights inline in every model)
+        other = exported.replace(ours, f"HETERO-CLI EXPORT {version}\n".encode(), 1)
+        _refused(
+            other, f"format version {version}", f"this hetero-cli reads version {artifact.FORMAT_VERSION}"
+        )
 
 
 def test_another_hetero_cli_release_is_refused(exported):
@@ -265,7 +269,9 @@ def test_the_export_is_versioned_and_names_what_it_holds(exported):
     header = artifact.unpack(exported, "it").header
     assert header["hetero_cli"] == exporting.hetero_cli_version()
     assert {"onnx", "onnxruntime", "plan", "config", "device_name"} <= set(header)
-    assert len(header["payloads"]) == 1 + len(header["plan"]["subgraphs"])
+    # the source model, each subgraph's, then the pool of their large weights (weight_pool.py)
+    assert len(header["payloads"]) == 1 + len(header["plan"]["subgraphs"]) + 1
+    assert len(header["weights"]) == 1 + len(header["plan"]["subgraphs"])
 
 
 def test_paths_in_an_exports_config_are_left_out_with_a_warning(exported, caplog):
@@ -303,12 +309,11 @@ def test_read_model_of_an_export_compiles_by_importing_it(tmp_path, monkeypatch)
 
 
 def test_a_model_protobuf_cannot_hold_is_a_model_error(monkeypatch, tmp_path):
-    class TooBig:
-        def SerializeToString(self):  # what protobuf raises for a message over 2 GB
-            raise ValueError("Message onnx.ModelProto exceeds maximum protobuf size of 2GB: 2400000000")
+    def too_big(models):  # what protobuf raises for a message over 2 GB
+        raise ValueError("Message onnx.ModelProto exceeds maximum protobuf size of 2GB: 2400000000")
 
     compiled = hc.Core().compile_model(hardmax_model(), "CPU")
-    monkeypatch.setattr(exporting, "_inline", lambda proto, model: TooBig())
+    monkeypatch.setattr(exporting.weight_pool, "pool", too_big)
     with pytest.raises(hc.ModelError, match=r"cannot be exported: .*2GB.*limits to 2 GB"):
         compiled.export_model(tmp_path / "out.hetero")
     assert list(tmp_path.iterdir()) == []

@@ -19,19 +19,11 @@ from ...placement.export import extract
 NO_DOT_FILES = {DUMP_GRAPH_DOT: "NO"}
 
 
-class _Standalone(Model):
-    """A model made here (a node set extracted, or the whole model with more outputs) whose weights are
-    the source model's: read from its file where they are only there (its ``path`` is the source's), but
-    whose session is always made from this graph, never from that file (``session_file``)."""
-
-    session_file = None  # the source's file holds another graph: a session must load this one
-
-
 def standalone(proto: onnx.ModelProto, source: Model) -> Model:
     """``proto`` (extracted from ``source``, its weights referenced in ``source``'s file, as
     placement.export.extract makes it) as a Model a Core compiles: those references resolved against
-    ``source``'s folder."""
-    return _Standalone(proto, source.path, own_file=False)
+    ``source``'s folder; its sessions load this graph, never ``source``'s file (Model.session_file)."""
+    return Model(proto, source.path, own_file=False)
 
 
 def tapped_model(model: Model, tensors: Iterable[str]) -> Model:

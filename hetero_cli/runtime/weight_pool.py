@@ -1,0 +1,153 @@
+"""The weights of an export, each kept once: the models an artifact holds (the source model, each
+subgraph's) are stored without the data of their large initializers, and those bytes lie in one pool
+payload, each distinct tensor once, which the header's table maps per model by initializer name.
+
+Why: a subgraph's weights are the source model's. Stored in each model, they doubled the artifact, and
+an import parsed them twice and handed ONNX Runtime a serialized copy, which made importing a one-subgraph
+model 2.5-3x slower than compiling it afresh. An import of an artifact on disk now points ONNX Runtime at
+the bytes in the file (external data: the file's own name, an offset, a length), as a compile of an .onnx
+file does; an import of bytes puts them back inline.
+
+``pool`` splits models at export; ``fill`` joins one at import, checking the table first: it is untrusted
+input, and no entry of it may make an import read outside the pool.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from ..errors import ArtifactError
+from ..graph.external import elements, is_external, tensor_nbytes
+from ..graph.shared import copy_fields
+from ..graph.weights import SMALL_INITIALIZER
+
+#: the header key of the tables: [{initializer name: [offset in the pool, length]} per model payload]
+TABLES = "weights"
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """Models split for an export: each one's ``skeletons`` (serialized, without its pooled weights), its
+    ``tables`` ({name: [offset, length]} in ``pool``), and the ``pool`` of the distinct weights' bytes."""
+
+    skeletons: tuple[bytes, ...]
+    tables: tuple[dict[str, list[int]], ...]
+    pool: bytes
+
+
+@dataclass(frozen=True)
+class PoolFile:
+    """Where a pool lies on disk, for references to it: the artifact's real ``path`` and the ``offset`` of
+    the pool payload in it."""
+
+    path: Path
+    offset: int
+
+
+def pool(models: Sequence[onnx.ModelProto]) -> Pooled:
+    """``models`` split (their messages are not changed): the raw_data of each top-level graph
+    initializer of more than SMALL_INITIALIZER elements goes to the pool, identical bytes once; smaller
+    ones (shapes, axes, scales, read by shape inference) and data in other fields stay in the model."""
+    offsets: dict[bytes, list[int]] = {}
+    chunks: list[bytes] = []
+    size = 0
+    skeletons, tables = [], []
+    for proto in models:
+        out = onnx.ModelProto()
+        copy_fields(out, proto, skip={"graph"})
+        copy_fields(out.graph, proto.graph, skip={"initializer"})
+        table: dict[str, list[int]] = {}
+        for tensor in proto.graph.initializer:
+            if not _poolable(tensor) or tensor.name in table:
+                out.graph.initializer.append(tensor)
+                continue
+            data = tensor.raw_data
+            digest = hashlib.sha256(data).digest()
+            if digest not in offsets:
+                offsets[digest] = [size, len(data)]
+                chunks.append(data)
+                size += len(data)
+            table[tensor.name] = offsets[digest]
+            copy_fields(out.graph.initializer.add(), tensor, skip={"raw_data"})
+        skeletons.append(out.SerializeToString())
+        tables.append(table)
+    return Pooled(tuple(skeletons), tuple(tables), b"".join(chunks))
+
+
+def _poolable(tensor: onnx.TensorProto) -> bool:
+    return tensor.HasField("raw_data") and not is_external(tensor) and elements(tensor) > SMALL_INITIALIZER
+
+
+def fill(
+    proto: onnx.ModelProto,
+    table: Any,
+    pool_bytes: memoryview,
+    where: str,
+    what: str,
+    file: PoolFile | None = None,
+) -> None:
+    """Give ``proto`` (a skeleton, parsed) its pooled weights, in place: references into ``file`` where
+    given (ONNX Runtime reads them there; the session's external data folder must be the file's folder),
+    else copies of the bytes in ``pool_bytes``. ``what`` names the model in messages.
+
+    Raises ArtifactError where ``table`` is not what ``pool`` writes: an entry that is no [offset, length]
+    inside the pool, names no initializer of the model (or one that holds data of its own), or whose
+    length is not what the initializer's type and shape need.
+    """
+    if not isinstance(table, Mapping):
+        raise ArtifactError(f"{where} is damaged: the weight table of {what} is not what hetero-cli writes")
+    by_name: dict[str, list[onnx.TensorProto]] = {}
+    for tensor in proto.graph.initializer:
+        by_name.setdefault(tensor.name, []).append(tensor)
+    for name, span in table.items():
+        offset, length = _span(span, len(pool_bytes), where, what, name)
+        found = by_name.get(name, [])
+        if len(found) != 1 or _holds_data(found[0]) or is_external(found[0]):
+            raise ArtifactError(
+                f"{where} is damaged: the weight table of {what} names {name!r}, which is not one of its "
+                "initializers waiting for its data"
+            )
+        tensor = found[0]
+        if tensor_nbytes(tensor) != length:
+            raise ArtifactError(
+                f"{where} is damaged: the weight table of {what} gives {name!r} {length} bytes, where its "
+                f"shape {list(tensor.dims)} needs {tensor_nbytes(tensor)}"
+            )
+        if file is None:
+            tensor.raw_data = bytes(pool_bytes[offset : offset + length])
+            continue
+        tensor.data_location = onnx.TensorProto.EXTERNAL
+        entries = (
+            ("location", file.path.name),
+            ("offset", str(file.offset + offset)),
+            ("length", str(length)),
+        )
+        for key, value in entries:
+            tensor.external_data.add(key=key, value=value)
+
+
+def _span(span: Any, size: int, where: str, what: str, name: str) -> tuple[int, int]:
+    """An entry's (offset, length), checked to lie inside a pool of ``size`` bytes."""
+    ok = (
+        isinstance(span, list)
+        and len(span) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in span)
+    )
+    if not ok or span[0] + span[1] > size:
+        raise ArtifactError(
+            f"{where} is damaged: the weight table of {what} places {name!r} at {span!r}, outside its "
+            f"{size}-byte pool"
+        )
+    return span[0], span[1]
+
+
+def _holds_data(tensor: onnx.TensorProto) -> bool:
+    return any(
+        field.name.endswith("_data") and field.name != "external_data" for field, _ in tensor.ListFields()
+    )

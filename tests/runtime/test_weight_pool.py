@@ -1,0 +1,166 @@
+"""An export keeps each large weight once (runtime/weight_pool.py), and an import of an export on disk has
+ONNX Runtime read the weights in the file rather than a serialized copy: the pool's table is untrusted
+input like every other part of an artifact."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper as h
+from onnx import numpy_helper
+from support.helpers import SKIP_NO_OPENVINO, make_model, seeded, vi
+
+import hetero_cli as hc
+from hetero_cli.ort.session import SUBGRAPH, SessionRequest, observe_sessions
+from hetero_cli.runtime import artifact, weight_pool
+
+N = 64  # 64 x 64 weights: 4096 elements, above SMALL_INITIALIZER, so pooled
+X = {"x": seeded((2, N))}
+
+
+def _chain() -> onnx.ModelProto:
+    """x -> MatMul w1 -> Relu -> MatMul w2 -> y, with w1 and w2 large (pooled) and a small bias kept inline."""
+    w1 = numpy_helper.from_array(seeded((N, N), seed=1), "w1")
+    w2 = numpy_helper.from_array(seeded((N, N), seed=2), "w2")
+    b = numpy_helper.from_array(seeded((N,), seed=3), "b")
+    nodes = [
+        h.make_node("MatMul", ["x", "w1"], ["m1"], name="mm1"),
+        h.make_node("Add", ["m1", "b"], ["a1"], name="add"),
+        h.make_node("Relu", ["a1"], ["r1"], name="relu"),
+        h.make_node("MatMul", ["r1", "w2"], ["y"], name="mm2"),
+    ]
+    return make_model(nodes, [vi("x", (2, N))], [vi("y", (2, N))], [w1, w2, b])
+
+
+def _split(openvino: bool = False) -> hc.CompiledModel:
+    """The chain compiled for HETERO:CPU (the source model and its one subgraph share w1 and w2), or with
+    ``openvino`` split by hand: mm2 on OPENVINO, the rest on the CPU, a session each."""
+    core = hc.Core()
+    model = core.read_model(_chain())
+    if not openvino:
+        return core.compile_model(model, "HETERO:CPU")
+    for op in model.get_ops():
+        op.get_rt_info()["affinity"] = "OPENVINO" if op.get_friendly_name() == "mm2" else "CPU"
+    return core.compile_model(model, "HETERO:OPENVINO,CPU", {"PERFORMANCE_HINT": "THROUGHPUT"})
+
+
+def _sessions(source) -> tuple[hc.CompiledModel, list[SessionRequest]]:
+    seen: list[SessionRequest] = []
+    with observe_sessions(seen.append):
+        imported = hc.Core().import_model(source)
+    return imported, [r for r in seen if r.purpose == SUBGRAPH]
+
+
+def _same(got, want):
+    for name, value in want.items():
+        np.testing.assert_array_equal(got[name], value, err_msg=name)
+
+
+@pytest.mark.parametrize(
+    "openvino", [False, pytest.param(True, marks=[pytest.mark.openvino, SKIP_NO_OPENVINO])]
+)
+def test_each_large_weight_is_stored_once(openvino):
+    compiled = _split(openvino)
+    data = compiled.export_model()
+    unpacked = artifact.unpack(data, "it")
+    tables = unpacked.header[weight_pool.TABLES]
+    assert len(tables) == 1 + len(compiled.subgraphs)
+    assert set(tables[0]) == {"w1", "w2"}  # the small bias stays in the model
+    assert len(unpacked.payloads[-1]) == 2 * N * N * 4  # the pool: w1 and w2 once each
+    assert len(data) < 3 * N * N * 4  # not once per model that reads them
+    for payload in unpacked.payloads[:-1]:
+        model = onnx.load_from_string(bytes(payload))
+        assert all(len(t.raw_data) <= 1024 * 4 for t in model.graph.initializer)
+
+
+@pytest.mark.parametrize(
+    "openvino", [False, pytest.param(True, marks=[pytest.mark.openvino, SKIP_NO_OPENVINO])]
+)
+def test_an_import_from_a_file_references_the_weights_in_it(tmp_path, openvino):
+    compiled = _split(openvino)
+    want = compiled(X)
+    path = tmp_path / "split.hetero"
+    compiled.export_model(path)
+    imported, requests = _sessions(path)
+    assert len(requests) == len(compiled.subgraphs)
+    for request in requests:
+        held = onnx.load_from_string(request.model)
+        external = [t for t in held.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
+        assert external and all(t.external_data[0].value == path.name for t in external)
+        assert len(request.model) < N * N * 4  # a skeleton: the weights stay in the file
+        assert request.device == "CPU" or (request.device == "OPENVINO" and openvino)
+    _same(imported(X), want)
+    from_bytes, requests = _sessions(path.read_bytes())  # no file: the weights go back inline
+    assert all(len(r.model) > N * N * 4 for r in requests)
+    _same(from_bytes(X), want)
+
+
+def test_a_file_name_sessions_cannot_reference_keeps_the_weights_inline(tmp_path):
+    compiled = _split()
+    path = tmp_path / "a:b.hetero"  # quirk openvino-colon-external-data: never a reference to such a name
+    compiled.export_model(path)
+    imported, requests = _sessions(path)
+    for request in requests:
+        held = onnx.load_from_string(request.model)
+        assert not any(t.data_location == onnx.TensorProto.EXTERNAL for t in held.graph.initializer)
+    _same(imported(X), compiled(X))
+
+
+def test_the_source_model_of_an_export_on_disk_never_loads_the_export_as_a_model(tmp_path):
+    compiled = _split()
+    path = tmp_path / "split.hetero"
+    compiled.export_model(path)
+    core = hc.Core()
+    model = core.read_model(path)
+    assert model.session_file is None  # the file is an export, not this graph
+    assert model.external_dir == path.resolve().parent
+    again = core.compile_model(model, "CPU")  # another device string: compiled afresh from the references
+    _same(again(X), compiled(X))
+
+
+def _repacked(data: bytes, change) -> bytes:
+    unpacked = artifact.unpack(data, "it")
+    header = json.loads(json.dumps(unpacked.header))
+    change(header[weight_pool.TABLES])
+    return artifact.pack(header, [bytes(p) for p in unpacked.payloads])
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (lambda tables: tables[1].update(w1=[0, 10**12]), "outside its"),
+        (lambda tables: tables[1].update(w1=[-4, 16]), "outside its"),
+        (lambda tables: tables[1].update(w1="everything"), "outside its"),
+        (lambda tables: tables[1].update(w1=[0, 16]), "needs 16384"),
+        (lambda tables: tables[1].update(nothing=[0, 16]), "names 'nothing'"),
+        (lambda tables: tables.pop(), "weight tables do not match"),
+        (lambda tables: tables.__setitem__(0, [1, 2]), "not what hetero-cli writes"),
+    ],
+)
+def test_a_table_that_lies_is_refused_before_any_session(tmp_path, change, words):
+    data = _repacked(_split().export_model(), change)
+    for source in (data, tmp_path / "lying.hetero"):
+        if not isinstance(source, bytes):
+            source.write_bytes(data)
+        seen: list[SessionRequest] = []
+        with observe_sessions(seen.append), pytest.raises(hc.ArtifactError) as refused:
+            hc.Core().import_model(source)
+        assert words in str(refused.value) and "\n" not in str(refused.value)
+        assert [r for r in seen if r.purpose == SUBGRAPH] == []
+
+
+def test_a_file_changed_while_imported_is_refused(tmp_path):
+    path = tmp_path / "split.hetero"
+    _split().export_model(path)
+
+    def touch(request: SessionRequest) -> None:
+        if request.purpose == SUBGRAPH:
+            stat = path.stat()
+            os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+
+    with observe_sessions(touch), pytest.raises(hc.ArtifactError, match="changed while it was imported"):
+        hc.Core().import_model(path)
