@@ -17,6 +17,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from .external import is_external
+
 if TYPE_CHECKING:
     from .model import Model
     from .node import Node
@@ -140,8 +142,8 @@ def _constant(model: Model, tensor: str, constants: dict[str, np.ndarray | None]
 
 def _constant_attribute(proto: onnx.NodeProto) -> np.ndarray | None:
     for attr in proto.attribute:
-        if attr.name == "value":
-            return numpy_helper.to_array(attr.t)
+        if attr.name == "value":  # a value in external data is large: never a shape's
+            return None if is_external(attr.t) else numpy_helper.to_array(attr.t)
         if attr.name in ("value_int", "value_ints"):
             return np.array(helper.get_attribute_value(attr), np.int64)
         if attr.name in ("value_float", "value_floats"):

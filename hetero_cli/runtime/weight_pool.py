@@ -1,6 +1,7 @@
 """The weights of an export, each kept once: the models an artifact holds (the source model, each
-subgraph's) are stored without the data of their large initializers, and those bytes lie in one pool
-payload, each distinct tensor once, which the header's table maps per model by initializer name.
+subgraph's) are stored without the data of their large initializers and Constant nodes' values, and those
+bytes lie in one pool payload, each distinct tensor once, which the header's table maps per model: an
+initializer by its name, a Constant by its index among the graph's nodes (a Constant may have no name).
 
 Why: a subgraph's weights are the source model's. Stored in each model, they doubled the artifact, and
 an import parsed them twice and handed ONNX Runtime a serialized copy, which made importing a one-subgraph
@@ -27,17 +28,20 @@ from ..graph.external import elements, is_external, tensor_nbytes
 from ..graph.shared import copy_fields
 from ..graph.weights import SMALL_INITIALIZER
 
-#: the header key of the tables: [{initializer name: [offset in the pool, length]} per model payload]
+#: the header key of the tables, one per model payload: {INITIALIZERS: {name: [offset in the pool, length]},
+#: CONSTANTS: {index in graph.node, as text: [offset, length]}}
 TABLES = "weights"
+INITIALIZERS = "initializers"
+CONSTANTS = "constants"
 
 
 @dataclass(frozen=True)
 class Pooled:
     """Models split for an export: each one's ``skeletons`` (serialized, without its pooled weights), its
-    ``tables`` ({name: [offset, length]} in ``pool``), and the ``pool`` of the distinct weights' bytes."""
+    ``tables`` (where each lies in ``pool``: TABLES), and the ``pool`` of the distinct weights' bytes."""
 
     skeletons: tuple[bytes, ...]
-    tables: tuple[dict[str, list[int]], ...]
+    tables: tuple[dict[str, dict[str, list[int]]], ...]
     pool: bytes
 
 
@@ -52,32 +56,51 @@ class PoolFile:
 
 def pool(models: Sequence[onnx.ModelProto]) -> Pooled:
     """``models`` split (their messages are not changed): the raw_data of each top-level graph
-    initializer of more than SMALL_INITIALIZER elements goes to the pool, identical bytes once; smaller
-    ones (shapes, axes, scales, read by shape inference) and data in other fields stay in the model."""
+    initializer, and of each top-level Constant node's value, of more than SMALL_INITIALIZER elements goes
+    to the pool, identical bytes once; smaller ones (shapes, axes, scales, read by shape inference) and data
+    in other fields stay in the model."""
     offsets: dict[bytes, list[int]] = {}
     chunks: list[bytes] = []
-    size = 0
     skeletons, tables = [], []
+    size = 0
     for proto in models:
         out = onnx.ModelProto()
         copy_fields(out, proto, skip={"graph"})
         copy_fields(out.graph, proto.graph, skip={"initializer"})
-        table: dict[str, list[int]] = {}
+        initializers: dict[str, list[int]] = {}
+        constants: dict[str, list[int]] = {}
+        taken: list[tuple[dict[str, list[int]], str, bytes]] = []
         for tensor in proto.graph.initializer:
-            if not _poolable(tensor) or tensor.name in table:
+            if not _poolable(tensor) or tensor.name in initializers:
                 out.graph.initializer.append(tensor)
                 continue
-            data = tensor.raw_data
+            initializers[tensor.name] = []
+            taken.append((initializers, tensor.name, tensor.raw_data))
+            copy_fields(out.graph.initializer.add(), tensor, skip={"raw_data"})
+        for index, node in enumerate(out.graph.node):
+            value = _constant_value(node)
+            if value is not None and _poolable(value):
+                taken.append((constants, str(index), value.raw_data))
+                value.ClearField("raw_data")
+        for table, key, data in taken:
             digest = hashlib.sha256(data).digest()
             if digest not in offsets:
                 offsets[digest] = [size, len(data)]
                 chunks.append(data)
                 size += len(data)
-            table[tensor.name] = offsets[digest]
-            copy_fields(out.graph.initializer.add(), tensor, skip={"raw_data"})
+            table[key] = offsets[digest]
         skeletons.append(out.SerializeToString())
-        tables.append(table)
+        tables.append({INITIALIZERS: initializers, CONSTANTS: constants})
     return Pooled(tuple(skeletons), tuple(tables), b"".join(chunks))
+
+
+def _constant_value(node: onnx.NodeProto) -> onnx.TensorProto | None:
+    """The tensor of a Constant node's ``value`` attribute (the node's own message), or None."""
+    if node.op_type != "Constant" or node.domain not in ("", "ai.onnx"):
+        return None
+    return next(
+        (a.t for a in node.attribute if a.name == "value" and a.type == onnx.AttributeProto.TENSOR), None
+    )
 
 
 def _poolable(tensor: onnx.TensorProto) -> bool:
@@ -97,39 +120,62 @@ def fill(
     else copies of the bytes in ``pool_bytes``. ``what`` names the model in messages.
 
     Raises ArtifactError where ``table`` is not what ``pool`` writes: an entry that is no [offset, length]
-    inside the pool, names no initializer of the model (or one that holds data of its own), or whose
-    length is not what the initializer's type and shape need.
+    inside the pool, names no initializer or Constant of the model (or one that holds data of its own), or
+    whose length is not what the tensor's type and shape need.
     """
-    if not isinstance(table, Mapping):
+    if not isinstance(table, Mapping) or set(table) != {INITIALIZERS, CONSTANTS}:
+        raise ArtifactError(f"{where} is damaged: the weight table of {what} is not what hetero-cli writes")
+    initializers, constants = table[INITIALIZERS], table[CONSTANTS]
+    if not isinstance(initializers, Mapping) or not isinstance(constants, Mapping):
         raise ArtifactError(f"{where} is damaged: the weight table of {what} is not what hetero-cli writes")
     by_name: dict[str, list[onnx.TensorProto]] = {}
     for tensor in proto.graph.initializer:
         by_name.setdefault(tensor.name, []).append(tensor)
-    for name, span in table.items():
+    nodes = proto.graph.node
+    wanted = [(repr(name), by_name.get(name, []), span) for name, span in initializers.items()]
+    for index, span in constants.items():
+        value = (
+            _constant_value(nodes[int(index)]) if str(index).isdigit() and int(index) < len(nodes) else None
+        )
+        wanted.append((f"the Constant at node {index}", [] if value is None else [value], span))
+    for name, found, span in wanted:
         offset, length = _span(span, len(pool_bytes), where, what, name)
-        found = by_name.get(name, [])
         if len(found) != 1 or _holds_data(found[0]) or is_external(found[0]):
             raise ArtifactError(
-                f"{where} is damaged: the weight table of {what} names {name!r}, which is not one of its "
-                "initializers waiting for its data"
+                f"{where} is damaged: the weight table of {what} names {name}, which is not one of its tensors "
+                "waiting for its data"
             )
-        tensor = found[0]
-        if tensor_nbytes(tensor) != length:
-            raise ArtifactError(
-                f"{where} is damaged: the weight table of {what} gives {name!r} {length} bytes, where its "
-                f"shape {list(tensor.dims)} needs {tensor_nbytes(tensor)}"
-            )
-        if file is None:
-            tensor.raw_data = bytes(pool_bytes[offset : offset + length])
-            continue
-        tensor.data_location = onnx.TensorProto.EXTERNAL
-        entries = (
-            ("location", file.path.name),
-            ("offset", str(file.offset + offset)),
-            ("length", str(length)),
+        _give(
+            found[0],
+            offset,
+            length,
+            pool_bytes,
+            file,
+            f"{where} is damaged: the weight table of {what} gives {name}",
         )
-        for key, value in entries:
-            tensor.external_data.add(key=key, value=value)
+
+
+def _give(
+    tensor: onnx.TensorProto,
+    offset: int,
+    length: int,
+    pool_bytes: memoryview,
+    file: PoolFile | None,
+    who: str,
+) -> None:
+    """``tensor`` given its ``length`` bytes at ``offset`` in the pool: as a reference into ``file``, else
+    copied in. ArtifactError (``who`` starts its message) where its shape and type need another length."""
+    if tensor_nbytes(tensor) != length:
+        raise ArtifactError(
+            f"{who} {length} bytes, where its shape {list(tensor.dims)} needs {tensor_nbytes(tensor)}"
+        )
+    if file is None:
+        tensor.raw_data = bytes(pool_bytes[offset : offset + length])
+        return
+    tensor.data_location = onnx.TensorProto.EXTERNAL
+    entries = (("location", file.path.name), ("offset", str(file.offset + offset)), ("length", str(length)))
+    for key, value in entries:
+        tensor.external_data.add(key=key, value=value)
 
 
 def _span(span: Any, size: int, where: str, what: str, name: str) -> tuple[int, int]:
@@ -141,7 +187,7 @@ def _span(span: Any, size: int, where: str, what: str, name: str) -> tuple[int, 
     )
     if not ok or span[0] + span[1] > size:
         raise ArtifactError(
-            f"{where} is damaged: the weight table of {what} places {name!r} at {span!r}, outside its "
+            f"{where} is damaged: the weight table of {what} places {name} at {span!r}, outside its "
             f"{size}-byte pool"
         )
     return span[0], span[1]

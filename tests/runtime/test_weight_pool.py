@@ -23,7 +23,9 @@ X = {"x": seeded((2, N))}
 
 
 def _chain() -> onnx.ModelProto:
-    """x -> MatMul w1 -> Relu -> MatMul w2 -> y, with w1 and w2 large (pooled) and a small bias kept inline."""
+    """x -> MatMul w1 -> Add b -> Relu -> MatMul w2 -> MatMul c -> y: w1 and w2 large initializers, c the large
+    value of an unnamed Constant node (as PaddleOCR's models keep all their weights), b small (kept in the
+    model)."""
     w1 = numpy_helper.from_array(seeded((N, N), seed=1), "w1")
     w2 = numpy_helper.from_array(seeded((N, N), seed=2), "w2")
     b = numpy_helper.from_array(seeded((N,), seed=3), "b")
@@ -31,7 +33,9 @@ def _chain() -> onnx.ModelProto:
         h.make_node("MatMul", ["x", "w1"], ["m1"], name="mm1"),
         h.make_node("Add", ["m1", "b"], ["a1"], name="add"),
         h.make_node("Relu", ["a1"], ["r1"], name="relu"),
-        h.make_node("MatMul", ["r1", "w2"], ["y"], name="mm2"),
+        h.make_node("MatMul", ["r1", "w2"], ["m2"], name="mm2"),
+        h.make_node("Constant", [], ["c"], value=numpy_helper.from_array(seeded((N, N), seed=4))),
+        h.make_node("MatMul", ["m2", "c"], ["y"], name="mm3"),
     ]
     return make_model(nodes, [vi("x", (2, N))], [vi("y", (2, N))], [w1, w2, b])
 
@@ -69,12 +73,14 @@ def test_each_large_weight_is_stored_once(openvino):
     unpacked = artifact.unpack(data, "it")
     tables = unpacked.header[weight_pool.TABLES]
     assert len(tables) == 1 + len(compiled.subgraphs)
-    assert set(tables[0]) == {"w1", "w2"}  # the small bias stays in the model
-    assert len(unpacked.payloads[-1]) == 2 * N * N * 4  # the pool: w1 and w2 once each
-    assert len(data) < 3 * N * N * 4  # not once per model that reads them
+    assert set(tables[0]["initializers"]) == {"w1", "w2"}  # the small bias stays in the model
+    assert len(tables[0]["constants"]) == 1  # c, by its node's index
+    assert len(unpacked.payloads[-1]) == 3 * N * N * 4  # the pool: w1, w2 and c once each
+    assert len(data) < 4 * N * N * 4  # not once per model that reads them
     for payload in unpacked.payloads[:-1]:
         model = onnx.load_from_string(bytes(payload))
-        assert all(len(t.raw_data) <= 1024 * 4 for t in model.graph.initializer)
+        held = [*model.graph.initializer, *(a.t for n in model.graph.node for a in n.attribute)]
+        assert all(len(t.raw_data) <= 1024 * 4 for t in held)
 
 
 @pytest.mark.parametrize(
@@ -89,7 +95,8 @@ def test_an_import_from_a_file_references_the_weights_in_it(tmp_path, openvino):
     assert len(requests) == len(compiled.subgraphs)
     for request in requests:
         held = onnx.load_from_string(request.model)
-        external = [t for t in held.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
+        tensors = [*held.graph.initializer, *(a.t for n in held.graph.node for a in n.attribute)]
+        external = [t for t in tensors if t.data_location == onnx.TensorProto.EXTERNAL]
         assert external and all(t.external_data[0].value == path.name for t in external)
         assert len(request.model) < N * N * 4  # a skeleton: the weights stay in the file
         assert request.device == "CPU" or (request.device == "OPENVINO" and openvino)
@@ -132,13 +139,20 @@ def _repacked(data: bytes, change) -> bytes:
 @pytest.mark.parametrize(
     ("change", "words"),
     [
-        (lambda tables: tables[1].update(w1=[0, 10**12]), "outside its"),
-        (lambda tables: tables[1].update(w1=[-4, 16]), "outside its"),
-        (lambda tables: tables[1].update(w1="everything"), "outside its"),
-        (lambda tables: tables[1].update(w1=[0, 16]), "needs 16384"),
-        (lambda tables: tables[1].update(nothing=[0, 16]), "names 'nothing'"),
+        (lambda tables: tables[1]["initializers"].update(w1=[0, 10**12]), "outside its"),
+        (lambda tables: tables[1]["initializers"].update(w1=[-4, 16]), "outside its"),
+        (lambda tables: tables[1]["initializers"].update(w1="everything"), "outside its"),
+        (
+            lambda tables: tables[1]["initializers"].update(w1=[0, 16]),
+            "gives 'w1' 16 bytes, where its shape [64, 64] needs 16384",
+        ),
+        (lambda tables: tables[1]["initializers"].update(nothing=[0, 16]), "names 'nothing'"),
+        (lambda tables: tables[1]["constants"].update({"0": [0, 16]}), "names the Constant at node 0"),
+        (lambda tables: tables[1]["constants"].update({"-1": [0, 16]}), "names the Constant at node -1"),
+        (lambda tables: tables[1]["constants"].update({"99": [0, 16]}), "names the Constant at node 99"),
         (lambda tables: tables.pop(), "weight tables do not match"),
         (lambda tables: tables.__setitem__(0, [1, 2]), "not what hetero-cli writes"),
+        (lambda tables: tables[0].pop("constants"), "not what hetero-cli writes"),
     ],
 )
 def test_a_table_that_lies_is_refused_before_any_session(tmp_path, change, words):
