@@ -398,12 +398,16 @@ class SplitConfig:
     def settings(self, device: Device) -> DeviceSettings:
         """The device's settings, with HETERO-level PERF_COUNT applying to every device, and, with CACHE_DIR
         set, OpenVINO's own model cache (the EP's ``cache_dir``) in its OPENVINO_CACHE subfolder for an
-        OPENVINO device that sets no ``cache_dir`` of its own: a later compile or import then loads what
-        OpenVINO compiled instead of compiling it again, and its blobs stay inside CACHE_DIR."""
+        OPENVINO device on other hardware than the CPU (a GPU, an NPU) that sets no ``cache_dir`` of its
+        own: a later compile or import then loads what OpenVINO compiled instead of compiling it again, and
+        its blobs stay inside CACHE_DIR. Not on the CPU: there the EP's session creation is not OpenVINO's
+        compile, and the cache made compiles slower, not faster (docs/export.md; bench/reuse.py measures
+        it); ``{"OPENVINO": {"cache_dir": ...}}`` still asks for it."""
         settings = device_settings(device, self.device_values(device))
         folder = self.cache_dir
-        if folder is not None and device.kind.family == "OPENVINO":
-            settings.provider_options.setdefault("cache_dir", os.path.join(folder, OPENVINO_CACHE))
+        options = settings.provider_options
+        if folder is not None and device.kind.family == "OPENVINO" and options.get("device_type") != "CPU":
+            options.setdefault("cache_dir", os.path.join(folder, OPENVINO_CACHE))
         return settings
 
     def without_cache(self) -> SplitConfig:
