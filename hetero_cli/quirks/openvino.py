@@ -292,7 +292,8 @@ EP_CONTEXT_LOAD = Quirk(
     repro=_TESTS + "test_openvino_cannot_load_the_ep_context_model_it_wrote",
     hook=(
         "none: documented (an export and CACHE_DIR keep ONNX models, never EPContext models; "
-        "placement.config.SplitConfig.settings gives the EP OpenVINO's own cache_dir under CACHE_DIR instead)"
+        "placement.config.SplitConfig.settings gives the EP on a GPU or NPU OpenVINO's own cache_dir under "
+        "CACHE_DIR instead)"
     ),
 )
 
