@@ -71,7 +71,8 @@ def export_compiled(compiled: CompiledModel) -> bytes:
     models = [_inline(model.proto, model)]
     for s in subgraphs:
         fed = fed_initializers(model, s, devices[s.device].kind.folds_initializers)
-        models.append(subgraph_model(model, s, embed=True, fed=fed))
+        # inline what embed leaves as references: the weights of a model made from another one's file
+        models.append(_inline(subgraph_model(model, s, embed=True, fed=fed), model))
     pooled = _pooled(models, model.name)
     header[weight_pool.TABLES] = list(pooled.tables)
     return artifact.pack(header, [*pooled.skeletons, pooled.pool])

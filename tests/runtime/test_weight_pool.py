@@ -22,22 +22,22 @@ N = 64  # 64 x 64 weights: 4096 elements, above SMALL_INITIALIZER, so pooled
 X = {"x": seeded((2, N))}
 
 
-def _chain() -> onnx.ModelProto:
+def _chain(n: int = N) -> onnx.ModelProto:
     """x -> MatMul w1 -> Add b -> Relu -> MatMul w2 -> MatMul c -> y: w1 and w2 large initializers, c the large
     value of an unnamed Constant node (as PaddleOCR's models keep all their weights), b small (kept in the
     model)."""
-    w1 = numpy_helper.from_array(seeded((N, N), seed=1), "w1")
-    w2 = numpy_helper.from_array(seeded((N, N), seed=2), "w2")
-    b = numpy_helper.from_array(seeded((N,), seed=3), "b")
+    w1 = numpy_helper.from_array(seeded((n, n), seed=1), "w1")
+    w2 = numpy_helper.from_array(seeded((n, n), seed=2), "w2")
+    b = numpy_helper.from_array(seeded((n,), seed=3), "b")
     nodes = [
         h.make_node("MatMul", ["x", "w1"], ["m1"], name="mm1"),
         h.make_node("Add", ["m1", "b"], ["a1"], name="add"),
         h.make_node("Relu", ["a1"], ["r1"], name="relu"),
         h.make_node("MatMul", ["r1", "w2"], ["m2"], name="mm2"),
-        h.make_node("Constant", [], ["c"], value=numpy_helper.from_array(seeded((N, N), seed=4))),
+        h.make_node("Constant", [], ["c"], value=numpy_helper.from_array(seeded((n, n), seed=4))),
         h.make_node("MatMul", ["m2", "c"], ["y"], name="mm3"),
     ]
-    return make_model(nodes, [vi("x", (2, N))], [vi("y", (2, N))], [w1, w2, b])
+    return make_model(nodes, [vi("x", (2, n))], [vi("y", (2, n))], [w1, w2, b])
 
 
 def _split(openvino: bool = False) -> hc.CompiledModel:
@@ -178,3 +178,22 @@ def test_a_file_changed_while_imported_is_refused(tmp_path):
 
     with observe_sessions(touch), pytest.raises(hc.ArtifactError, match="changed while it was imported"):
         hc.Core().import_model(path)
+
+
+def test_a_model_made_from_another_ones_file_exports_its_weights_too(tmp_path):
+    """A model whose weights are references into another model's file (validate's tapped reference,
+    own_file=False) exports them like any other: the import never reads that file."""
+    source = tmp_path / "chain.onnx"
+    onnx.save(_chain(320), str(source))  # over 1 MiB: read_model leaves its weights in the file
+    from hetero_cli.app.validate.reference import tapped_model
+
+    core = hc.Core()
+    tapped = tapped_model(core.read_model(source), ["r1"])
+    assert any(t.data_location == onnx.TensorProto.EXTERNAL for t in tapped.skeleton.graph.initializer)
+    compiled = core.compile_model(tapped, "CPU")
+    feeds = {"x": seeded((2, 320))}
+    want = compiled(feeds)
+    path = tmp_path / "tapped.hetero"
+    compiled.export_model(path)
+    source.unlink()  # the import needs nothing but the export
+    _same(hc.Core().import_model(path)(feeds), want)
