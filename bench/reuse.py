@@ -11,6 +11,7 @@ gives only an OPENVINO device on other hardware than the CPU: this row is why). 
 medians of each repetition's ``import_s / fresh_s``, ``cached_s / fresh_s`` and ``cached_blobs_s / fresh_s``.
 
     python bench/reuse.py --model ddddocr_crnn --repeats 3     # one model alone (mlp_sanitised or a real one)
+    python bench/reuse.py --model slanet                       # a table recogniser (phases.LOOP_MODELS)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import phases
 import placement
 from measure import timed
 
@@ -82,15 +84,22 @@ def limit(entry: dict[str, Any], kind: str) -> float | None:
 
 
 def main() -> int:
-    """Measure one model (``--model``: mlp_sanitised or a placement.REAL name) and print its row as JSON."""
+    """Measure one model (``--model``: mlp_sanitised, a placement.REAL or phases.LOOP_MODELS name) and print
+    its row as JSON."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--model", default="mlp_sanitised", choices=["mlp_sanitised", *placement.REAL])
+    parser.add_argument(
+        "--model", default="mlp_sanitised", choices=["mlp_sanitised", *placement.REAL, *phases.LOOP_MODELS]
+    )
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="hetero_reuse_model_") as tmp:
-        row = reuse(placement.model_file(args.model, Path(tmp)), placement.DEVICE, args.repeats)
+        if args.model in phases.LOOP_MODELS:
+            path = placement.real_path(args.model)
+        else:
+            path = placement.model_file(args.model, Path(tmp))
+        row = reuse(path, placement.DEVICE, args.repeats)
     print(json.dumps({args.model: row}, indent=1))
     return 0
 

@@ -510,7 +510,8 @@ def section_loop_compile(run: Run) -> None:
 
 def section_reuse(run: Run, models: list[Subject], tmp: Path) -> None:
     """A fresh automatic HETERO:OPENVINO,CPU compile against importing its export and a compile CACHE_DIR
-    loads (bench/reuse.py), on the synthetic split models and the real models of the placement section."""
+    loads (bench/reuse.py), on the synthetic split models, the real models of the placement section, and
+    the table recognisers whose automatic plan has several subgraphs (phases.LOOP_MODELS)."""
     if skipped_without_openvino(run, "reuse"):
         return
     out: dict[str, Any] = {}
@@ -518,6 +519,11 @@ def section_reuse(run: Run, models: list[Subject], tmp: Path) -> None:
     names = () if run.settings.quick else tuple(placement.REAL)  # --quick: the synthetic model only
     chosen = [(s.name, "synthetic", s.path) for s in models if s.kind == "synthetic"]
     chosen += [(name, kind, path) for name, kind, path in placement.subjects(names, tmp) if kind == "real"]
+    for name in () if run.settings.quick else phases.LOOP_MODELS:
+        try:
+            chosen.append((name, "real", placement.real_path(name)))
+        except RuntimeError as exc:
+            out[name] = {"kind": "real", "error": run.error(f"reuse {name}", exc)}
     for name, kind, path in chosen:
         run.progress(f"reuse: {name}")
         try:

@@ -1,6 +1,6 @@
 """``python -m hetero_cli ...``: the ``hetero`` command (where the console script is not on PATH)."""
 
-from .cli.scripts import main
+from .entry import hetero
 
 if __name__ == "__main__":
-    main()
+    hetero()

@@ -204,3 +204,43 @@ def test_ctrl_c_stops_hetero_benchmark_during_a_long_openvino_compile(tmp_path):
     assert "Traceback" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["chain.onnx", "tmp"]
     assert list(temp.iterdir()) == []
+
+
+_CTRL_C_WHILE_LOADING = """
+import sys
+class CtrlC:  # Ctrl-C arriving while Python loads the command line (ONNX Runtime, onnx, numpy with it)
+    def find_spec(self, name, path=None, target=None):
+        if name == "hetero_cli.cli":
+            raise KeyboardInterrupt
+        return None
+import hetero_cli.entry as entry
+assert not {"onnxruntime", "onnx", "numpy"} & set(sys.modules), "the console script loaded them first"
+sys.meta_path.insert(0, CtrlC())
+getattr(entry, sys.argv[1])()
+"""
+
+
+@pytest.mark.parametrize("script", ["hetero", "hello_classification", "hello_query_device"])
+def test_ctrl_c_while_a_console_script_loads_is_one_line_not_a_traceback(script):
+    from support.helpers import PYTHON
+
+    run = subprocess.run(
+        [PYTHON, "-c", _CTRL_C_WHILE_LOADING, script], capture_output=True, text=True, timeout=HANG_GUARD_S
+    )
+    assert run.returncode == 130, run.stderr
+    assert run.stderr == "[ ERROR ] interrupted\n"
+
+
+def test_importing_the_package_loads_its_names_when_asked():
+    """``import hetero_cli`` loads no ONNX Runtime (the window Ctrl-C had no answer for); its public names
+    and subpackages come on first use, and a name it lacks is an AttributeError."""
+    from support.helpers import PYTHON
+
+    code = (
+        "import sys, hetero_cli as hc; loaded = 'onnxruntime' in sys.modules; "
+        "print(loaded, hc.Core.__name__, hc.ArtifactError.__module__, hc.cli.__name__, 'onnxruntime' in sys.modules); "
+        "hc.no_such_name"
+    )
+    run = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=HANG_GUARD_S)
+    assert run.stdout.split() == ["False", "Core", "hetero_cli.errors", "hetero_cli.cli", "True"]
+    assert "AttributeError: module 'hetero_cli' has no attribute 'no_such_name'" in run.stderr

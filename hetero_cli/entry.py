@@ -1,0 +1,40 @@
+"""The console scripts ``hetero``, ``hello_classification`` and ``hello_query_device`` (pyproject.toml).
+
+Each imports the command line only once it runs, inside its guard: loading ONNX Runtime, onnx and numpy
+takes about half a second, and Ctrl-C then ended the program with a Python traceback. Now it ends as
+Ctrl-C during a command does: ``[ ERROR ] interrupted`` on stderr and exit status 130. Importing this
+module loads none of them (the package's names are imported lazily: hetero_cli/__init__.py).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+INTERRUPTED = 130  # a shell's status for a program ended by SIGINT; the command line's own (cli.runner)
+
+
+def _command(name: str) -> Callable[[], Any]:
+    """The click command ``name`` of cli.scripts, imported now; Ctrl-C meanwhile exits as a command would."""
+    try:
+        from .cli import scripts
+    except KeyboardInterrupt:
+        sys.stderr.write("[ ERROR ] interrupted\n")
+        raise SystemExit(INTERRUPTED) from None
+    return getattr(scripts, name)
+
+
+def hetero() -> None:
+    """console script ``hetero``."""
+    _command("main")()
+
+
+def hello_classification() -> None:
+    """console script ``hello_classification`` (= ``hetero classify``)."""
+    _command("hello_classification")()
+
+
+def hello_query_device() -> None:
+    """console script ``hello_query_device`` (= ``hetero devices``)."""
+    _command("hello_query_device")()
