@@ -404,17 +404,17 @@ def _loop_compile(results: dict[str, Any]) -> Target:
 
 def _reuse_cases(results: dict[str, Any], real: bool) -> tuple[float, list[tuple[str, float | None, str]]]:
     """(limit, cases) of the reuse section's rows reuse.limit judges by one limit: real models whose fresh
-    compile takes over reuse.REAL_SLOW_S (``real``), or the other plans of several subgraphs."""
+    compile takes over reuse.REAL_SLOW_S (``real``), or the plans of several subgraphs, synthetic or real
+    (a model whose row failed counts where its kind does: real models under ``real``)."""
     cases: list[tuple[str, float | None, str]] = []
     wanted = reuse.REAL_SLOW if real else reuse.SEVERAL_SUBGRAPHS
     section = results.get("reuse", {})
     if "skipped" in section:  # no OpenVINO EP: nothing measured, the target is SKIP
         return wanted, cases
     for model, row in section.items():
-        if (row.get("kind") == "real") != real:
-            continue
         if "error" in row:
-            cases.append((model, None, f"error: {row['error']}"))
+            if (row.get("kind") == "real") == real:
+                cases.append((model, None, f"error: {row['error']}"))
             continue
         if reuse.limit(row, row["kind"]) != wanted:
             continue
