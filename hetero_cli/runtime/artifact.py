@@ -50,16 +50,20 @@ def is_artifact(head: bytes) -> bool:
     return bytes(head[: len(MAGIC)]) == MAGIC
 
 
-def pack(header: dict[str, Any], payloads: Sequence[bytes]) -> bytes:
+def pack(header: dict[str, Any], payloads: Sequence[bytes | Sequence[bytes]]) -> bytes:
     """The artifact of ``header`` (JSON-ready; its ``payloads`` entry is set here: each payload's size)
-    and ``payloads``, checksummed."""
-    header = {**header, "payloads": [len(p) for p in payloads]}
-    text = json.dumps(header, sort_keys=True).encode()
+    and ``payloads`` (each bytes, or a sequence of bytes written one after another: the weight pool's
+    tensors), checksummed. The bytes are copied once, into the artifact."""
+    chunked = [[p] if isinstance(p, bytes | bytearray | memoryview) else list(p) for p in payloads]
+    sizes = [sum(len(c) for c in chunks) for chunks in chunked]
+    text = json.dumps({**header, "payloads": sizes}, sort_keys=True).encode()
     parts = [MAGIC + str(FORMAT_VERSION).encode() + b"\n", _LENGTH.pack(len(text)), text]
-    for payload in payloads:
-        parts += [_LENGTH.pack(len(payload)), bytes(payload)]
-    body = b"".join(parts)
-    return body + hashlib.sha256(body).digest()
+    for size, chunks in zip(sizes, chunked, strict=True):
+        parts += [_LENGTH.pack(size), *chunks]
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part)
+    return b"".join([*parts, digest.digest()])
 
 
 def unpack(data: bytes | memoryview, where: str) -> Unpacked:

@@ -79,14 +79,15 @@ def export_compiled(compiled: CompiledModel) -> bytes:
 
 
 def _pooled(models: list[onnx.ModelProto], name: str) -> weight_pool.Pooled:
-    """weight_pool.pool of ``models``; ModelError where protobuf cannot hold one of them (a model over
-    2 GB with its weights inline cannot even be made)."""
+    """weight_pool.pool of ``models``; ModelError where protobuf cannot serialize one of them without its
+    pooled weights (over 2 GB of what is not pooled: weights in nested graphs or in typed fields)."""
     try:
         return weight_pool.pool(models)
     except ValueError as exc:  # protobuf's size limit: "exceeds maximum protobuf size of 2GB"
         raise ModelError(
-            f"the model {name} cannot be exported: {exc}; an export builds each model with its weights "
-            "inline, in one protobuf message, which protobuf limits to 2 GB"
+            f"the model {name} cannot be exported: {exc}; an export keeps large top-level weights apart, but "
+            "each model's other tensors (weights in nested graphs or in typed fields) stay in one protobuf "
+            "message, which protobuf limits to 2 GB"
         ) from None
 
 

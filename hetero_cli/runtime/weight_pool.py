@@ -15,7 +15,6 @@ input, and no entry of it may make an import read outside the pool.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +24,7 @@ import onnx
 
 from ..errors import ArtifactError
 from ..graph.external import elements, is_external, tensor_nbytes
-from ..graph.shared import copy_fields
+from ..graph.shared import copy_fields, field_kind
 from ..graph.weights import SMALL_INITIALIZER
 
 #: the header key of the tables, one per model payload: {INITIALIZERS: {name: [offset in the pool, length]},
@@ -38,11 +37,12 @@ CONSTANTS = "constants"
 @dataclass(frozen=True)
 class Pooled:
     """Models split for an export: each one's ``skeletons`` (serialized, without its pooled weights), its
-    ``tables`` (where each lies in ``pool``: TABLES), and the ``pool`` of the distinct weights' bytes."""
+    ``tables`` (where each lies in the pool: TABLES), and the ``pool``: the distinct weights' bytes, in
+    the order the tables' offsets count them (artifact.pack writes them one after another)."""
 
     skeletons: tuple[bytes, ...]
     tables: tuple[dict[str, dict[str, list[int]]], ...]
-    pool: bytes
+    pool: tuple[bytes, ...]
 
 
 @dataclass(frozen=True)
@@ -59,39 +59,71 @@ def pool(models: Sequence[onnx.ModelProto]) -> Pooled:
     initializer, and of each top-level Constant node's value, of more than SMALL_INITIALIZER elements goes
     to the pool, identical bytes once; smaller ones (shapes, axes, scales, read by shape inference) and data
     in other fields stay in the model."""
-    offsets: dict[bytes, list[int]] = {}
-    chunks: list[bytes] = []
+    pooled = _Chunks()
     skeletons, tables = [], []
-    size = 0
     for proto in models:
         out = onnx.ModelProto()
         copy_fields(out, proto, skip={"graph"})
         copy_fields(out.graph, proto.graph, skip={"initializer"})
         initializers: dict[str, list[int]] = {}
         constants: dict[str, list[int]] = {}
-        taken: list[tuple[dict[str, list[int]], str, bytes]] = []
         for tensor in proto.graph.initializer:
             if not _poolable(tensor) or tensor.name in initializers:
                 out.graph.initializer.append(tensor)
                 continue
-            initializers[tensor.name] = []
-            taken.append((initializers, tensor.name, tensor.raw_data))
-            copy_fields(out.graph.initializer.add(), tensor, skip={"raw_data"})
+            initializers[tensor.name] = pooled.place(tensor.raw_data)
+            out.graph.initializer.append(_without_raw_data(tensor))
         for index, node in enumerate(out.graph.node):
             value = _constant_value(node)
             if value is not None and _poolable(value):
-                taken.append((constants, str(index), value.raw_data))
+                constants[str(index)] = pooled.place(value.raw_data)
                 value.ClearField("raw_data")
-        for table, key, data in taken:
-            digest = hashlib.sha256(data).digest()
-            if digest not in offsets:
-                offsets[digest] = [size, len(data)]
-                chunks.append(data)
-                size += len(data)
-            table[key] = offsets[digest]
         skeletons.append(out.SerializeToString())
         tables.append({INITIALIZERS: initializers, CONSTANTS: constants})
-    return Pooled(tuple(skeletons), tuple(tables), b"".join(chunks))
+    return Pooled(tuple(skeletons), tuple(tables), tuple(pooled.chunks))
+
+
+class _Chunks:
+    """The pool being filled: each distinct byte string once (compared whole, found by its length and
+    ends: no hash of gigabytes of weights), and where each lies."""
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self._seen: dict[tuple[int, bytes, bytes], list[tuple[bytes, list[int]]]] = {}
+
+    def place(self, data: bytes) -> list[int]:
+        """[offset, length] of ``data`` in the pool, added unless the same bytes are there already."""
+        candidates = self._seen.setdefault((len(data), data[:64], data[-64:]), [])
+        for held, span in candidates:
+            if held == data:
+                return span
+        span = [self.size, len(data)]
+        candidates.append((data, span))
+        self.chunks.append(data)
+        self.size += len(data)
+        return span
+
+
+def _without_raw_data(tensor: onnx.TensorProto) -> onnx.TensorProto:
+    """A copy of ``tensor`` without its raw_data, made field by field: the data is never copied (reading
+    every field at once, as copy_fields does, would hand protobuf's raw_data over as a copy)."""
+    out = onnx.TensorProto()
+    for field in onnx.TensorProto.DESCRIPTOR.fields:
+        name = field.name
+        if name == "raw_data":
+            continue
+        is_message, _, repeated = field_kind(field)
+        if repeated:
+            values = getattr(tensor, name)
+            if len(values):
+                getattr(out, name).extend(values)
+        elif tensor.HasField(name):
+            if is_message:
+                getattr(out, name).CopyFrom(getattr(tensor, name))
+            else:
+                setattr(out, name, getattr(tensor, name))
+    return out
 
 
 def _constant_value(node: onnx.NodeProto) -> onnx.TensorProto | None:
