@@ -20,6 +20,7 @@ import onnx
 from ..errors import ModelError
 from ..graph import Model
 from ..graph.external import all_tensors, is_external
+from ..graph.shared import short_reason
 from ..ort.session import ort
 from ..placement import config as cfg
 from ..placement.export import fed_initializers, subgraph_model
@@ -140,14 +141,22 @@ def jsonable(value: Any) -> Any:
 
 def _inline(proto: onnx.ModelProto, model: Model) -> onnx.ModelProto:
     """``proto`` with the data of weights kept in external files copied in (a copy; ``proto`` as it is
-    where none is external)."""
+    where none is external). ModelError where a file they are in is gone or changed (the model's data
+    files, or the export an imported model reads its weights from)."""
     if not any(external(t) for t in all_tensors(proto)):
         return proto
     from onnx.external_data_helper import load_external_data_for_model
 
     copy = onnx.ModelProto()
     copy.CopyFrom(proto)
-    load_external_data_for_model(copy, str(model.external_dir or "."))
+    folder = model.external_dir or Path(".")
+    try:
+        load_external_data_for_model(copy, str(folder))
+    except Exception as exc:  # OSError, or onnx's ValidationError for a file that is gone: one line, why
+        raise ModelError(
+            f"the weights of {model.name} cannot be read from {folder} ({short_reason(exc)}): keep the files "
+            "the model was read from in place while it is in use, or read it again"
+        ) from None
     return copy
 
 

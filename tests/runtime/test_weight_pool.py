@@ -197,3 +197,14 @@ def test_a_model_made_from_another_ones_file_exports_its_weights_too(tmp_path):
     compiled.export_model(path)
     source.unlink()  # the import needs nothing but the export
     _same(hc.Core().import_model(path)(feeds), want)
+
+
+def test_an_imported_model_whose_export_is_gone_says_so_when_exported_again(tmp_path):
+    path = tmp_path / "split.hetero"
+    _split().export_model(path)
+    imported = hc.Core().import_model(path)
+    path.unlink()  # its weights were read from there
+    with pytest.raises(hc.ModelError) as refused:
+        imported.export_model(tmp_path / "again.hetero")
+    assert "cannot be read from" in str(refused.value) and "\n" not in str(refused.value)
+    assert list(tmp_path.iterdir()) == []
