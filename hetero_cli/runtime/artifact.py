@@ -36,13 +36,14 @@ MAX_HEADER = 64 * 1024 * 1024
 class Unpacked:
     """An artifact's JSON ``header``, its ``payloads`` (memoryviews into the artifact's bytes) and the
     ``offsets`` of those payloads in the artifact; ``file``: the file it was read from (importing.py sets
-    it; None for bytes or a stream), whose ``stamp`` (size, mtime in ns) then says whether it changed."""
+    it; None for bytes or a stream), whose ``stamp`` (size, mtime in ns, inode) then says whether it
+    changed."""
 
     header: dict[str, Any]
     payloads: tuple[memoryview, ...]
     offsets: tuple[int, ...] = ()
     file: Path | None = None
-    stamp: tuple[int, int] | None = None
+    stamp: tuple[int, int, int] | None = None
 
 
 def is_artifact(head: bytes) -> bool:

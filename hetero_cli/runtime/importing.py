@@ -45,12 +45,12 @@ log = logging.getLogger("hetero_cli")
 @dataclasses.dataclass(frozen=True)
 class Source:
     """An artifact's ``data``, how messages name it (``where``), and the regular ``file`` it was read from
-    (its real path; None for bytes or a stream) with that file's ``stamp`` (size, mtime in ns) as read."""
+    (its real path; None for bytes or a stream) with that file's ``stamp`` (file_stamp) as read."""
 
     data: bytes | memoryview
     where: str
     file: Path | None = None
-    stamp: tuple[int, int] | None = None
+    stamp: tuple[int, int, int] | None = None
 
 
 def read_source(source: Any) -> Source:
@@ -70,20 +70,24 @@ def read_source(source: Any) -> Source:
         )
     path = Path(source)
     try:
-        before = _stamp(path)
+        before = file_stamp(path)
         data = path.read_bytes()
         real = path.resolve()
     except OSError as exc:
         raise ArtifactError(
             f"cannot read {path}: {exc.strerror or exc}: give the path of an export"
         ) from None
-    regular = path.is_file() and before == _stamp(path)  # a pipe or a file being written: keep it in memory
+    regular = path.is_file() and before == file_stamp(
+        path
+    )  # a pipe or a file being written: keep it in memory
     return Source(data, str(path), real if regular else None, before if regular else None)
 
 
-def _stamp(path: Path) -> tuple[int, int]:
+def file_stamp(path: Path) -> tuple[int, int, int]:
+    """What says a file is still the one read: its size, mtime in ns and inode (a file renamed over it is
+    another). OSError where it cannot be asked."""
     stat = path.stat()
-    return stat.st_size, stat.st_mtime_ns
+    return stat.st_size, stat.st_mtime_ns, stat.st_ino
 
 
 def is_export(source: Any) -> bool:
@@ -241,8 +245,7 @@ def _check_unchanged(unpacked: artifact.Unpacked, where: str) -> None:
     if unpacked.file is None:
         return
     try:
-        stat = unpacked.file.stat()
-        now: tuple[int, int] | None = (stat.st_size, stat.st_mtime_ns)
+        now: tuple[int, int, int] | None = file_stamp(unpacked.file)
     except OSError:
         now = None
     if now != unpacked.stamp:
