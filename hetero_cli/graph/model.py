@@ -48,15 +48,11 @@ class TensorInfo:
 
 
 class Model:
-    """An ONNX model with ops in topological order, friendly names, rt_info and inferred tensor types.
-
-    Usually made by ``Core().read_model(...)``. ``proto``: the parsed model; ``path``: the file it was
-    read from, whose large weights then stay there until something needs them in memory (None for a model
-    given in memory); ``own_file=False`` where ``proto`` was made from the model in that file rather than
-    read from it (its weights are references into the file, or its own: Weights). ModelError for a graph with a cycle. What it holds: ``index`` (GraphIndex: node
-    order, producers, readers, constants), ``weights`` (Weights: the initializers and where their data
-    lies), ``types`` (TypeTable: declared, inferred and corrected tensor types).
-    """
+    """An ONNX model with ops in topological order, friendly names, rt_info and inferred tensor types, made
+    by ``Core().read_model(...)``. ``path``: the file ``proto`` was read from, whose large weights stay there
+    until needed (None: given in memory); ``own_file=False``: ``proto`` was made from the model in that file
+    (its weights are references into it, or its own). ModelError for a graph with a cycle. It holds ``index``
+    (GraphIndex), ``weights`` (Weights: where the data lies), ``types`` (TypeTable: tensor types)."""
 
     def __init__(
         self, proto: onnx.ModelProto, path: str | os.PathLike[str] | None = None, *, own_file: bool = True
@@ -78,13 +74,10 @@ class Model:
         # the weightless copy onnx's inference reads (no reference back to self: no cycle to collect)
         weightless = functools.partial(model_copy, self._proto, None, None)
         self.types = TypeTable(self._proto.graph, control_flow, weightless)
-        # the folder sessions find the weights kept in files in (external data, or the model's own file)
-        self.external_dir = self.weights.external_dir
         self._shape_values: dict[str, np.ndarray] | None = None
         # what each device's query claimed of this model's nodes (placement.query's, kept with the model)
         self.query_cache: dict[Any, frozenset[str]] = {}
-        # what ONNX Runtime's own inference gave tensors onnx's cannot type (placement.export's, kept with the
-        # model: it depends on the model's graph alone, never on a correction)
+        # ORT's inferred types of tensors onnx's cannot type (placement.export's; the graph's alone, never a fix)
         self.ort_type_cache: dict[str, onnx.TypeProto] = {}
 
     @property
@@ -92,6 +85,13 @@ class Model:
         """The ONNX model, weights included (read back from the model's file the first time needed);
         ModelError if that file is gone or changed since it was read."""
         return self.weights.proto
+
+    @property
+    def external_dir(self) -> Path | None:
+        """The folder sessions find the weights kept in files in (external data, or the model's own file);
+        ModelError where the model was made from another one's file and that file changed since."""
+        self.weights.check_references()
+        return self.weights.external_dir
 
     @property
     def skeleton(self) -> onnx.ModelProto:

@@ -71,6 +71,15 @@ class Weights:
                 self.external_dir = self._real_file.parent  # made from a model behind a symlink
         elif self._spans and self._real_file is not None:
             self.external_dir = self._real_file.parent
+        # a model made from another one's file reads its weights there through references made before it (an
+        # export's source model): the file as it was then, or check_references refuses it
+        self._referenced: tuple[int, int, int] | None = None
+        real = self._real_file
+        if not own_file and self.external and real is not None and self._only_references_into(real):
+            try:
+                self._referenced = file_stamp(real)
+            except OSError:  # gone already: read_model's check of its references said so first
+                self._referenced = None
 
     def _only_references_into(self, real: Path) -> bool:
         """Whether every external tensor of the model held is a reference into the file ``real`` (as
@@ -174,6 +183,22 @@ class Weights:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ModelError(f"cannot read initializer {name!r} of the model ({short_reason(exc)})") from None
 
+    def check_references(self) -> None:
+        """ModelError where this model's weights are references into another model's file (own_file=False)
+        and that file changed since (resized, rewritten, or another file renamed over it): its sessions
+        would read other bytes."""
+        if self._referenced is None or self._real_file is None:
+            return
+        try:
+            now: tuple[int, int, int] | None = file_stamp(self._real_file)
+        except OSError:
+            now = None
+        if now != self._referenced:
+            raise ModelError(
+                f"{self._real_file}, which this model's weights are read from, changed or is gone since the "
+                "model was read: read it again"
+            )
+
     def _check_unchanged(self) -> None:
         """ModelError if the model's file changed since it was read (its weights are read from it later)."""
         assert self.path is not None and self._stamp is not None
@@ -248,6 +273,13 @@ def _holds_data(tensor: onnx.TensorProto) -> bool:
     return tensor.HasField("raw_data") or any(
         len(getattr(tensor, field)) for field in _TENSOR_DATA if field != "raw_data"
     )
+
+
+def file_stamp(path: Path) -> tuple[int, int, int]:
+    """What says a file is still the one read: its size, mtime in ns and inode (another file renamed over
+    it differs). OSError as stat."""
+    stat = path.stat()
+    return stat.st_size, stat.st_mtime_ns, stat.st_ino
 
 
 def _read_bytes(path: Path, offset: int, length: int | None) -> bytes:

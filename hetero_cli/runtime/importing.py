@@ -24,7 +24,7 @@ from ..errors import ArtifactError, CompileError, HeteroError
 from ..graph import Model, read_model
 from ..graph.external import all_tensors
 from ..graph.reading import read_referencing
-from ..graph.weights import referable
+from ..graph.weights import file_stamp, referable
 from ..ort.failures import failure_reason
 from ..ort.session import SUBGRAPH, assignment, create_session, ort, record_assignment, session_options
 from ..placement import config as cfg
@@ -81,13 +81,6 @@ def read_source(source: Any) -> Source:
         path
     )  # a pipe or a file being written: keep it in memory
     return Source(data, str(path), real if regular else None, before if regular else None)
-
-
-def file_stamp(path: Path) -> tuple[int, int, int]:
-    """What says a file is still the one read: its size, mtime in ns and inode (a file renamed over it is
-    another). OSError where it cannot be asked."""
-    stat = path.stat()
-    return stat.st_size, stat.st_mtime_ns, stat.st_ino
 
 
 def is_export(source: Any) -> bool:

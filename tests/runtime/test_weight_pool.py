@@ -206,5 +206,32 @@ def test_an_imported_model_whose_export_is_gone_says_so_when_exported_again(tmp_
     path.unlink()  # its weights were read from there
     with pytest.raises(hc.ModelError) as refused:
         imported.export_model(tmp_path / "again.hetero")
-    assert "cannot be read from" in str(refused.value) and "\n" not in str(refused.value)
+    assert "changed or is gone since the model was read" in str(refused.value)
+    assert "\n" not in str(refused.value)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_session_made_after_the_export_was_replaced_is_refused(tmp_path):
+    """An imported model reads its weights from the export's file whenever a session of it is made later
+    (a compile on another device string, a fallback): a file renamed over it (a cache entry written again)
+    is refused, never read as if it were the one imported."""
+    path = tmp_path / "split.hetero"
+    _split().export_model(path)
+    core = hc.Core()
+    model = core.read_model(path)
+    other = tmp_path / "other.hetero"
+    hc.Core().compile_model(_chain(), "HETERO:CPU", {"PERFORMANCE_HINT": "THROUGHPUT"}).export_model(other)
+    other.replace(path)  # the same name, another file
+    with pytest.raises(hc.ModelError, match="changed or is gone since the model was read"):
+        core.compile_model(model, "CPU")
+
+
+def test_an_external_data_file_gone_before_the_export_is_one_model_error(tmp_path):
+    path = tmp_path / "chain.onnx"
+    onnx.save(_chain(), str(path), save_as_external_data=True, location="chain.data", size_threshold=0)
+    compiled = hc.Core().compile_model(hc.Core().read_model(path), "CPU")
+    (tmp_path / "chain.data").unlink()
+    with pytest.raises(hc.ModelError) as refused:
+        compiled.export_model(tmp_path / "out.hetero")
+    assert "cannot be read from" in str(refused.value) and "\n" not in str(refused.value)
+    assert not (tmp_path / "out.hetero").exists()
