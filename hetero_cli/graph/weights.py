@@ -187,13 +187,8 @@ class Weights:
         """ModelError where this model's weights are references into another model's file (own_file=False)
         and that file changed since (resized, rewritten, or another file renamed over it): its sessions
         would read other bytes."""
-        if self._referenced is None or self._real_file is None:
-            return
-        try:
-            now: tuple[int, int, int] | None = file_stamp(self._real_file)
-        except OSError:
-            now = None
-        if now != self._referenced:
+        real = self._real_file
+        if self._referenced is not None and real is not None and not still(real, self._referenced):
             raise ModelError(
                 f"{self._real_file}, which this model's weights are read from, changed or is gone since the "
                 "model was read: read it again"
@@ -280,6 +275,14 @@ def file_stamp(path: Path) -> tuple[int, int, int]:
     it differs). OSError as stat."""
     stat = path.stat()
     return stat.st_size, stat.st_mtime_ns, stat.st_ino
+
+
+def still(path: Path, stamp: tuple[int, int, int]) -> bool:
+    """Whether ``path`` is still the file whose file_stamp was ``stamp`` (False where it is gone)."""
+    try:
+        return file_stamp(path) == stamp
+    except OSError:
+        return False
 
 
 def _read_bytes(path: Path, offset: int, length: int | None) -> bytes:

@@ -24,7 +24,7 @@ from ..errors import ArtifactError, CompileError, HeteroError
 from ..graph import Model, read_model
 from ..graph.external import all_tensors
 from ..graph.reading import read_referencing
-from ..graph.weights import file_stamp, referable
+from ..graph.weights import file_stamp, referable, still
 from ..ort.failures import failure_reason
 from ..ort.session import SUBGRAPH, assignment, create_session, ort, record_assignment, session_options
 from ..placement import config as cfg
@@ -235,13 +235,7 @@ def _model(
 def _check_unchanged(unpacked: artifact.Unpacked, where: str) -> None:
     """ArtifactError where the artifact's file changed since it was read: its sessions may have read
     weights from bytes the checksum never saw."""
-    if unpacked.file is None:
-        return
-    try:
-        now: tuple[int, int, int] | None = file_stamp(unpacked.file)
-    except OSError:
-        now = None
-    if now != unpacked.stamp:
+    if unpacked.file is not None and (unpacked.stamp is None or not still(unpacked.file, unpacked.stamp)):
         raise ArtifactError(
             f"{where} changed while it was imported (its sessions read weights from it): import it again once "
             "nothing writes it"
