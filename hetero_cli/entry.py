@@ -2,7 +2,8 @@
 
 Each imports the command line only once it runs, inside its guard: loading ONNX Runtime, onnx and numpy
 takes about half a second, and Ctrl-C then ended the program with a Python traceback. Now it ends as
-Ctrl-C during a command does: ``[ ERROR ] interrupted`` on stderr and exit status 130. Importing this
+Ctrl-C during a command does: ``[ ERROR ] interrupted`` on stderr and exit status 130; and an environment
+without ONNX Runtime gets the one line that names the extras to install, exit status 1. Importing this
 module loads none of them (the package's names are imported lazily: hetero_cli/__init__.py).
 """
 
@@ -11,6 +12,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from typing import Any
+
+from .errors import NoOnnxRuntimeError
 
 INTERRUPTED = 130  # a shell's status for a program ended by SIGINT; the command line's own (cli.runner)
 
@@ -22,6 +25,9 @@ def _command(name: str) -> Callable[[], Any]:
     except KeyboardInterrupt:
         sys.stderr.write("[ ERROR ] interrupted\n")
         raise SystemExit(INTERRUPTED) from None
+    except NoOnnxRuntimeError as exc:
+        sys.stderr.write(f"[ ERROR ] {exc}\n")
+        raise SystemExit(1) from None
     return getattr(scripts, name)
 
 

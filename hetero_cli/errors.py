@@ -123,3 +123,9 @@ class RequestError(HeteroError):
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)
         self.status = status
+
+
+class NoOnnxRuntimeError(ImportError):
+    """ONNX Runtime is not installed (or cannot be imported): the message names the extras that install it.
+    An ImportError, since it is raised while hetero_cli's modules load; the console scripts print it as one
+    line (entry.py)."""

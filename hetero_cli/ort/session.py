@@ -13,12 +13,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import NoOnnxRuntimeError
 from .failures import failure_reason
 
 try:
     import onnxruntime as ort
 except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
-    raise ImportError(
+    raise NoOnnxRuntimeError(
         "hetero-cli needs ONNX Runtime, which comes in three mutually exclusive flavours: install exactly one "
         "of the extras hetero-cli[openvino] (OpenVINO + CPU execution providers), hetero-cli[cpu] (CPU only) "
         "or hetero-cli[gpu] (CUDA + TensorRT + CPU): `make FLAVOUR=openvino install` in hetero-cli's source "
