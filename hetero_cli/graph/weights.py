@@ -243,7 +243,7 @@ def weights_left_in_file(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, tuple
     large = tuple(i for i, t in enumerate(inits) if not is_external(t) and elements(t) > SMALL_INITIALIZER)
     if not large:
         return proto, ()
-    if not any(_holds_data(inits[i]) for i in large):
+    if not any(holds_data(inits[i]) for i in large):
         return proto, large  # read without them (reading.py's _load_skeleton)
     out = onnx.ModelProto()
     copy_fields(out, proto, skip={"graph"})
@@ -263,7 +263,7 @@ def is_small(tensor: onnx.TensorProto) -> bool:
     return not is_external(tensor) and elements(tensor) <= SMALL_INITIALIZER
 
 
-def _holds_data(tensor: onnx.TensorProto) -> bool:
+def holds_data(tensor: onnx.TensorProto) -> bool:
     """Whether the tensor carries its data (checked without copying it out)."""
     return tensor.HasField("raw_data") or any(
         len(getattr(tensor, field)) for field in _TENSOR_DATA if field != "raw_data"

@@ -77,9 +77,8 @@ def read_source(source: Any) -> Source:
         raise ArtifactError(
             f"cannot read {path}: {exc.strerror or exc}: give the path of an export"
         ) from None
-    regular = path.is_file() and before == file_stamp(
-        path
-    )  # a pipe or a file being written: keep it in memory
+    # a pipe, or a file written meanwhile: its bytes are kept in memory, never referenced
+    regular = path.is_file() and before == file_stamp(path)
     return Source(data, str(path), real if regular else None, before if regular else None)
 
 
@@ -224,12 +223,10 @@ def _model(
     in (None where inline)."""
     proto = _check_inline(unpacked.payloads[index], where, what)
     file = unpacked.file
-    pool_file = None
-    if file is not None and referable(file):
-        pool_file = weight_pool.PoolFile(file, unpacked.offsets[-1])
+    pool_file = weight_pool.PoolFile(file, unpacked.offsets[-1]) if file and referable(file) else None
     tables = unpacked.header[weight_pool.TABLES]
     weight_pool.fill(proto, tables[index], unpacked.payloads[-1], where, what, pool_file)
-    return proto, file.parent if pool_file is not None and file is not None else None
+    return proto, pool_file.path.parent if pool_file is not None else None
 
 
 def _check_unchanged(unpacked: artifact.Unpacked, where: str) -> None:

@@ -25,7 +25,7 @@ import onnx
 from ..errors import ArtifactError
 from ..graph.external import elements, is_external, tensor_nbytes
 from ..graph.shared import copy_fields, field_kind
-from ..graph.weights import SMALL_INITIALIZER
+from ..graph.weights import SMALL_INITIALIZER, holds_data
 
 #: the header key of the tables, one per model payload: {INITIALIZERS: {name: [offset in the pool, length]},
 #: CONSTANTS: {index in graph.node, as text: [offset, length]}}
@@ -172,7 +172,7 @@ def fill(
         wanted.append((f"the Constant at node {index}", [] if value is None else [value], span))
     for name, found, span in wanted:
         offset, length = _span(span, len(pool_bytes), where, what, name)
-        if len(found) != 1 or _holds_data(found[0]) or is_external(found[0]):
+        if len(found) != 1 or holds_data(found[0]) or is_external(found[0]):
             raise ArtifactError(
                 f"{where} is damaged: the weight table of {what} names {name}, which is not one of its tensors "
                 "waiting for its data"
@@ -223,9 +223,3 @@ def _span(span: Any, size: int, where: str, what: str, name: str) -> tuple[int, 
             f"{size}-byte pool"
         )
     return span[0], span[1]
-
-
-def _holds_data(tensor: onnx.TensorProto) -> bool:
-    return any(
-        field.name.endswith("_data") and field.name != "external_data" for field, _ in tensor.ListFields()
-    )
