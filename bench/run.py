@@ -538,7 +538,8 @@ def section_reuse(run: Run, models: list[Subject], tmp: Path) -> None:
         run.console.print(
             f"reuse {name}: {row['subgraphs']} subgraph(s), fresh {row['fresh_s']:.3f} s, import "
             f"{row['import_s']:.3f} s ({row['import_ratio']:.3f}x), cached {row['cached_s']:.3f} s "
-            f"({row['cached_ratio']:.3f}x), with OpenVINO's blob cache {row['cached_blobs_ratio']:.3f}x",
+            f"({row['cached_ratio']:.3f}x); OpenVINO's blob cache, a process per compile: "
+            f"{row['blob_cache']['blobs_ratio']:.3f}x CACHE_DIR alone",
             soft_wrap=True,
         )
 
