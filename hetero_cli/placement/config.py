@@ -401,8 +401,8 @@ class SplitConfig:
         OPENVINO device on other hardware than the CPU (a GPU, an NPU) that sets no ``cache_dir`` of its
         own: a later compile or import then loads what OpenVINO compiled instead of compiling it again, and
         its blobs stay inside CACHE_DIR. Not on the CPU: there the EP's session creation is not OpenVINO's
-        compile, and the cache made compiles slower, not faster (docs/export.md; bench/reuse.py measures
-        it); ``{"OPENVINO": {"cache_dir": ...}}`` still asks for it."""
+        compile, and the cache gave no gain (docs/export.md; bench/reuse.py measures it);
+        ``{"OPENVINO": {"cache_dir": ...}}`` still asks for it."""
         settings = device_settings(device, self.device_values(device))
         folder = self.cache_dir
         options = settings.provider_options

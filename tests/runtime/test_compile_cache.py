@@ -135,7 +135,7 @@ def _blobs(root):
 
 @needs_openvino
 def test_openvino_on_the_cpu_gets_no_model_cache_from_cache_dir(tmp_path, monkeypatch):
-    """OpenVINO's own model cache made compiles on its CPU device slower, not faster (docs/export.md): with
+    """OpenVINO's own model cache gave compiles on its CPU device no gain (docs/export.md): with
     CACHE_DIR, the OPENVINO sessions on the CPU get no cache_dir and no blob is written anywhere, while the
     second compile loads hetero-cli's own entry."""
     monkeypatch.chdir(tmp_path)
