@@ -8,8 +8,8 @@ Core().compile_model with CACHE_DIR set, whose entry an untimed compile wrote fi
 the model's file, so that is inside the time). The ratios are the medians of each repetition's
 ``import_s / fresh_s`` and ``cached_s / fresh_s``.
 
-OpenVINO's own model cache (the EP's ``cache_dir``, which CACHE_DIR alone gives only an OPENVINO device on
-other hardware than the CPU: this row is why) is timed apart, each compile in a process of its own, as a
+OpenVINO's own model cache (the EP's ``cache_dir``, which CACHE_DIR does not give OPENVINO on the CPU while
+quirk openvino-cpu-blob-unreadable is in force: this row shows its cost) is timed apart, each compile in a process of its own, as a
 user compiles: its blobs are found only by another process than the one that wrote them. In turn, one
 process compiles with CACHE_DIR alone and one with the blob cache asked for by hand in CACHE_DIR/openvino
 (entries and blobs written first, untimed); ``blobs_ratio`` is the median of the rounds' blob-cache time

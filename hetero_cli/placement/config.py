@@ -398,15 +398,16 @@ class SplitConfig:
     def settings(self, device: Device) -> DeviceSettings:
         """The device's settings, with HETERO-level PERF_COUNT applying to every device, and, with CACHE_DIR
         set, OpenVINO's own model cache (the EP's ``cache_dir``) in its OPENVINO_CACHE subfolder for an
-        OPENVINO device on other hardware than the CPU (a GPU, an NPU) that sets no ``cache_dir`` of its
-        own: a later compile or import then loads what OpenVINO compiled instead of compiling it again, and
-        its blobs stay inside CACHE_DIR. Not on the CPU: there the EP's session creation is not OpenVINO's
-        compile, and the cache gave no gain (docs/export.md; bench/reuse.py measures it);
-        ``{"OPENVINO": {"cache_dir": ...}}`` still asks for it."""
+        OPENVINO device that sets no ``cache_dir`` of its own: a later compile or import in another process
+        then loads what OpenVINO compiled instead of compiling it again, and its blobs stay inside
+        CACHE_DIR. Not on the CPU while quirk openvino-cpu-blob-unreadable is in force: there the EP cannot
+        read a blob back, so the cache would only write (docs/limits.md); ``{"OPENVINO": {"cache_dir":
+        ...}}`` still asks for it."""
         settings = device_settings(device, self.device_values(device))
         folder = self.cache_dir
         options = settings.provider_options
-        if folder is not None and device.kind.family == "OPENVINO" and options.get("device_type") != "CPU":
+        unreadable = options.get("device_type") == "CPU" and in_force(openvino_quirks.CPU_BLOB_UNREADABLE)
+        if folder is not None and device.kind.family == "OPENVINO" and not unreadable:
             options.setdefault("cache_dir", os.path.join(folder, OPENVINO_CACHE))
         return settings
 

@@ -287,13 +287,37 @@ EP_CONTEXT_LOAD = Quirk(
         "mode 0 or 1), but a session of that model fails to load: '[ONNXRuntimeError] : 11 : EP_FAIL : "
         "Unhandled exception type: 1' (a two-node MatMul/Relu model, ResNet-50, Smart Turn alike); "
         "onnxruntime-openvino 1.23.0 (OpenVINO 2025.3) fails to load it too, with '[ CORE ] Unable to read "
-        "the model' (tried by hand, PP-OCRv4's recogniser with static shapes)"
+        "the model' (tried by hand, PP-OCRv4's recogniser with static shapes). 1.24.1 fails the same way "
+        "underneath (a debugger shows that error raised inside): openvino-cpu-blob-unreadable is the cause"
     ),
     repro=_TESTS + "test_openvino_cannot_load_the_ep_context_model_it_wrote",
     hook=(
         "none: documented (an export and CACHE_DIR keep ONNX models, never EPContext models; "
         "placement.config.SplitConfig.settings gives the EP on a GPU or NPU OpenVINO's own cache_dir under "
         "CACHE_DIR instead)"
+    ),
+)
+
+CPU_BLOB_UNREADABLE = Quirk(
+    id="openvino-cpu-blob-unreadable",
+    ep=EP,
+    versions_seen=SEEN,
+    fixed_in="",
+    upstream=NOT_REPORTED,
+    summary=(
+        "OpenVINO's CPU device cannot read back a compiled blob inside the EP: its blob holds an OpenVINO IR, "
+        "and the wheel ships OpenVINO's ONNX frontend but no IR frontend (libopenvino_ir_frontend), so "
+        "reading it fails with '[ CORE ] Unable to read the model'. With the EP's cache_dir, each session "
+        "in a new process finds the blob its model left, fails to read it, deletes it, compiles again and "
+        "writes it anew: the cache costs a write and never saves a compile (bench/reuse.py's blob_cache "
+        "rows). Native OpenVINO 2025.4.1 from PyPI, which has the IR frontend, loads such blobs (tried by "
+        "hand); its IR frontend does not load into the EP's OpenVINO (another build: undefined symbols), "
+        "so no install step mends it"
+    ),
+    repro=_TESTS + "test_openvino_on_the_cpu_writes_its_cache_blob_again_instead_of_loading_it",
+    hook=(
+        "placement.config.SplitConfig.settings: CACHE_DIR gives an OPENVINO device on the CPU no cache_dir "
+        "while this is in force (a GPU or NPU gets it either way)"
     ),
 )
 
@@ -314,6 +338,7 @@ QUIRKS = (
     STALE_AFTER_FAILURE,
     ATTENTION_OUTPUT_SHAPE,
     EP_CONTEXT_LOAD,
+    CPU_BLOB_UNREADABLE,
 )
 
 # the precisions the EP takes on each OpenVINO device it restricts (openvino-cpu-precision)

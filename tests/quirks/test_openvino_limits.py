@@ -6,6 +6,7 @@ its ``fixed_in`` (the workaround then acts only on older releases), and look at 
 from __future__ import annotations
 
 import os
+import subprocess
 
 import numpy as np
 import onnx
@@ -13,7 +14,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, numpy_helper
 from onnx import helper as h
-from support.helpers import guarded_chain_model, make_model, needs_openvino, seeded, vi
+from support.helpers import PYTHON, guarded_chain_model, make_model, needs_openvino, seeded, vi
 from support.quirk_sides import defect_raises, expect
 
 from hetero_cli.quirks import in_force
@@ -324,13 +325,7 @@ def test_openvino_hands_back_a_self_attention_with_its_rows_split_in_two(scale):
 def test_openvino_cannot_load_the_ep_context_model_it_wrote(tmp_path, embed):
     """The EP writes an EPContext model of a MatMul -> Relu (ep.context_enable), its blob beside it or
     embedded; a session of that model fails to load (EP_FAIL) where the source model loads and runs."""
-    w = numpy_helper.from_array(np.arange(16, dtype=np.float32).reshape(4, 4), "w")
-    nodes = [
-        h.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
-        h.make_node("Relu", ["m"], ["y"], name="relu"),
-    ]
-    source = tmp_path / "m.onnx"
-    source.write_bytes(make_model(nodes, [vi("x", [1, 4])], [vi("y", None)], [w]).SerializeToString())
+    source = _matmul_relu(tmp_path)
     context = tmp_path / "m_ctx.onnx"
     so = ort.SessionOptions()
     so.add_session_config_entry("ep.context_enable", "1")
@@ -342,3 +337,41 @@ def test_openvino_cannot_load_the_ep_context_model_it_wrote(tmp_path, embed):
     with defect_raises(quirks.EP_CONTEXT_LOAD, match="EP_FAIL"):
         got = ort.InferenceSession(str(context), providers=OPENVINO).run(None, {"x": x})[0]
         np.testing.assert_array_equal(got, want)
+
+
+def _matmul_relu(folder):
+    """A MatMul -> Relu model of static shape [1, 4], written to ``folder``/m.onnx; its path."""
+    w = numpy_helper.from_array(np.arange(16, dtype=np.float32).reshape(4, 4), "w")
+    nodes = [
+        h.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+        h.make_node("Relu", ["m"], ["y"], name="relu"),
+    ]
+    source = folder / "m.onnx"
+    source.write_bytes(make_model(nodes, [vi("x", [1, 4])], [vi("y", None)], [w]).SerializeToString())
+    return source
+
+
+# one session of the model with the EP's model cache on OpenVINO's CPU device, in a process of its own
+_CACHED_SESSION = """
+import sys
+import onnxruntime as ort
+options = {"device_type": "CPU", "cache_dir": sys.argv[2]}
+ort.InferenceSession(sys.argv[1], providers=[("OpenVINOExecutionProvider", options), "CPUExecutionProvider"])
+"""
+
+
+@needs_openvino
+def test_openvino_on_the_cpu_writes_its_cache_blob_again_instead_of_loading_it(tmp_path):
+    """A session with the EP's cache_dir on the CPU leaves one blob. A session in a new process (the blob's
+    name counts the EP's subgraphs per process, so only another process looks for this one) finds it: on
+    an affected release it cannot read it, so it deletes it and writes it again (its mtime, set back to 1 s
+    past the epoch, moves); on a fixed one it loads it and leaves it as it was."""
+    source, cache = _matmul_relu(tmp_path), tmp_path / "cache"
+    session = [PYTHON, "-c", _CACHED_SESSION, str(source), str(cache)]
+    subprocess.run(session, check=True, capture_output=True)
+    (blob,) = cache.glob("*.blob")
+    os.utime(blob, ns=(10**9, 10**9))
+    subprocess.run(session, check=True, capture_output=True)
+    assert [b.name for b in cache.glob("*.blob")] == [blob.name]
+    rewritten = blob.stat().st_mtime_ns != 10**9
+    assert rewritten is expect(quirks.CPU_BLOB_UNREADABLE, True, False)

@@ -17,6 +17,7 @@ import hetero_cli as hc
 from hetero_cli.ort.session import PROBE, SessionRequest, observe_sessions
 from hetero_cli.placement import config as cfg
 from hetero_cli.placement import devices as registry
+from hetero_cli.quirks.openvino import CPU_BLOB_UNREADABLE
 from hetero_cli.runtime import artifact
 
 X = {"x": seeded((2, 4))}
@@ -135,9 +136,9 @@ def _blobs(root):
 
 @needs_openvino
 def test_openvino_on_the_cpu_gets_no_model_cache_from_cache_dir(tmp_path, monkeypatch):
-    """OpenVINO's own model cache gave compiles on its CPU device no gain (docs/export.md): with
-    CACHE_DIR, the OPENVINO sessions on the CPU get no cache_dir and no blob is written anywhere, while the
-    second compile loads hetero-cli's own entry."""
+    """OpenVINO's CPU device cannot read its blobs back inside the EP (quirk openvino-cpu-blob-unreadable,
+    in force on the OpenVINO flavour here): with CACHE_DIR, the OPENVINO sessions on the CPU get no cache_dir
+    and no blob is written anywhere, while the second compile loads hetero-cli's own entry."""
     monkeypatch.chdir(tmp_path)
     config = {"CACHE_DIR": str(tmp_path / "cache")}
     seen: list[SessionRequest] = []
@@ -165,6 +166,18 @@ def test_openvino_on_other_hardware_gets_its_model_cache_in_a_subfolder_of_cache
         "cache_dir"
         not in cfg.split({"CACHE_DIR": cache}).settings(registry.lookup("OPENVINO")).provider_options
     )
+
+
+@pytest.mark.parametrize("affected", [True, False])
+def test_openvino_on_the_cpu_gets_its_model_cache_only_where_it_can_read_blobs_back(
+    affected, tmp_path, monkeypatch
+):
+    """The CPU's exception is the quirk's hook, not a rule of its own: on a release without
+    openvino-cpu-blob-unreadable, CACHE_DIR gives OPENVINO on the CPU its cache_dir like any device."""
+    monkeypatch.setattr(cfg, "in_force", lambda record: affected and record is CPU_BLOB_UNREADABLE)
+    options = cfg.split({"CACHE_DIR": str(tmp_path)}).settings(registry.lookup("OPENVINO")).provider_options
+    assert options["device_type"] == "CPU"
+    assert ("cache_dir" in options) is not affected
 
 
 def _openvino_options(seen):
