@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         if got.median_ms is None:
             print(f"{rid:12s} failed: {got.error}")
             continue
-        ratio = measure.round_ratios(got, [base])["median"]
+        ratio = measure.block_ratios(got, [base])["median"]
         print(f"{rid:12s} median {got.median_ms:8.3f} ms   paired vs ort_ov#0 {ratio:.4f}")
     return 0
 

@@ -2,12 +2,13 @@
 statistics reported for it.
 
 Every comparison of runtimes goes through ``per_process``: each runtime built in a worker process of its
-own (runtimes.build, named by ``spec``), WARMUP inferences dropped, about PROCESS_MS timed, in rounds that
-alternate the runtimes in a seeded order; a runtime's figure is the median of its per-process medians,
-its noise their relative spread. Sessions of several runtimes in one process disturb each other (an ORT
+own (runtimes.build, named by ``spec``), WARMUP inferences dropped, the processes taking turns to time
+blocks of about BLOCK_MS (app.measure), in rounds of fresh processes; a runtime's figure is the median of
+its per-round medians, and two runtimes compare block by block (``block_ratios``: the ratio judged, with
+its noise). Sessions of several runtimes in one process disturb each other (an ORT
 session's idle threads spin after its run, on the cores the next runtime needs: a plain ORT [OpenVINO,
 CPU] session ran 21.6 ms alone and 37.5 ms after each run of a CPU session), so no runtime shares a
-process with another while it is timed. What is bench-only (the statistics, the per-round ratios) is here.
+process with another while it is timed. What is bench-only (the statistics, the ratios' form) is here.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hetero_cli.app.measure import Measurement, RuntimeSpec, method
+from hetero_cli.app.measure import Measurement, RuntimeSpec, method, paired
 
 
 @dataclass(frozen=True)
@@ -49,9 +50,9 @@ class Stats:
 #: the builder every bench runtime is built by in its worker process (bench/runtimes.py, this folder)
 BUILDER = "runtimes:build"
 BENCH = str(Path(__file__).resolve().parent)
-#: about how long each worker process times its runtime (after its warm-up), and the bounds on its runs
-PROCESS_MS = 400.0
-LEAST_RUNS, MOST_RUNS = 5, 200
+#: about how long each block of a runtime lasts, and the bounds on its runs
+BLOCK_MS = 100.0
+LEAST_RUNS, MOST_RUNS = 2, 100
 WARMUP = 3
 
 
@@ -62,10 +63,10 @@ def spec(runtime: str, path: Path, **args: Any) -> RuntimeSpec:
 
 
 def runs_for(latency_ms: float | None) -> int:
-    """Timed inferences per process for a runtime of about ``latency_ms``: about PROCESS_MS of them."""
+    """Timed inferences per block for a runtime of about ``latency_ms``: about BLOCK_MS of them."""
     if not latency_ms or latency_ms <= 0:
         return LEAST_RUNS
-    return max(LEAST_RUNS, min(MOST_RUNS, int(PROCESS_MS / latency_ms)))
+    return max(LEAST_RUNS, min(MOST_RUNS, int(BLOCK_MS / latency_ms)))
 
 
 def guess_ms(run: Callable[[], Any], count: int = 3) -> float:
@@ -83,8 +84,9 @@ def per_process(
 ) -> tuple[dict[str, Measurement], float]:
     """Every runtime of ``specs`` timed by hetero-cli's one measuring method (app.measure.method:
     measure_runtimes, the one hetero tune's decision calls): each alone in a worker process of its own,
-    ``rounds`` rounds in a seeded order, WARMUP inferences dropped per process, about PROCESS_MS timed
-    (sized by ``guesses``: {label: ms}). Returns ({label: Measurement}, wall seconds)."""
+    ``rounds`` rounds of fresh processes, WARMUP inferences dropped per process, then the processes taking
+    turns to time method.BLOCKS blocks each of about BLOCK_MS (sized by ``guesses``: {label: ms}). Returns
+    ({label: Measurement}, wall seconds)."""
     began = time.perf_counter()
     found = method.measure_runtimes(
         specs,
@@ -103,15 +105,33 @@ def stats_of(m: Measurement) -> Stats:
     return Stats.of([ms / 1e3 for ms in m.process_ms])
 
 
-def round_ratios(candidate: Measurement, baselines: Sequence[Measurement]) -> dict[str, float]:
-    """Quartiles of the per-round ratios candidate / baseline (the mean of ``baselines`` that round): each
-    round times every runtime once, in processes back to back, so a slow drift of the machine cancels."""
-    rows = zip(candidate.process_ms, *(b.process_ms for b in baselines), strict=False)
-    ratios = sorted(c / statistics.fmean(b) for c, *b in rows)
-    if not ratios:
-        return {"p25": math.nan, "median": math.nan, "p75": math.nan}
-    q = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else [ratios[0]] * 3
-    return {"p25": q[0], "median": q[1], "p75": q[2]}
+def block_ratios(candidate: Measurement, baselines: Sequence[Measurement]) -> dict[str, Any]:
+    """candidate / baseline (the mean of ``baselines``' blocks of the same turn), block by block
+    (app.measure.paired): ``median`` (the ratio judged), ``p25``/``p75``, ``noise``, ``rounds`` (each
+    round's ratio), ``blocks``; NaNs where no turn was timed by all."""
+    vs = paired(candidate, list(baselines))
+    if vs is None:
+        return {
+            "p25": math.nan,
+            "median": math.nan,
+            "p75": math.nan,
+            "noise": math.nan,
+            "rounds": [],
+            "blocks": 0,
+        }
+    doc = vs.to_dict()
+    doc["median"] = doc.pop("ratio")
+    return doc
+
+
+def block_differences_us(a: Measurement, b: Measurement) -> float | None:
+    """The median over the turns both timed of a's block median minus b's, in microseconds; None where
+    they share no turn."""
+    rows = [
+        (x, y) for ra, rb in zip(a.block_ms, b.block_ms, strict=False) for x, y in zip(ra, rb, strict=False)
+    ]
+    differences = [(x - y) * 1e3 for x, y in rows if x is not None and y is not None]
+    return statistics.median(differences) if differences else None
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:

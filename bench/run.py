@@ -256,7 +256,7 @@ def latency_group(
     stats = {rid: measure.stats_of(m) for rid, m in samples.items()}
     group: dict[str, Any] = {
         "iterations": settings.rounds,
-        "method": "per-process",
+        "method": "alone in its process, blocks in turns",
         "wall_s": wall,
         "runtimes": {},
         "errors": errors,
@@ -283,11 +283,10 @@ def latency_group(
             labels = [runtimes.spec(b).label for b in spec.baseline]
             row["baseline_label"] = labels[0] if len(labels) == 1 else "mean(" + ", ".join(labels) + ")"
             row["ratio"] = stats[rid].median_ms / row["baseline_median_ms"]
-            row["paired_ratio"] = measure.round_ratios(m, [samples[b] for b in spec.baseline])
+            row["paired_ratio"] = measure.block_ratios(m, [samples[b] for b in spec.baseline])
         bare = f"chain_k{rid[7:]}" if rid.startswith("split_k") else None
-        if bare in samples:  # hetero-cli over the same sessions chained bare, round by round
-            rows = zip(m.process_ms, samples[bare].process_ms, strict=False)
-            row["minus_bare_us"] = statistics.median((a - b) * 1e3 for a, b in rows)
+        if bare in samples:  # hetero-cli over the same sessions chained bare, block by block
+            row["minus_bare_us"] = measure.block_differences_us(m, samples[bare])
         group["runtimes"][rid] = row
     return group
 

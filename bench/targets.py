@@ -107,8 +107,8 @@ def _latency_ratio(
         )
         if paired:
             note += f"; paired quartiles {paired['p25']:.3f}-{paired['p75']:.3f}"
-        # the verdict: the median of the per-iteration ratios (each iteration times both back to back, so
-        # the machine's drift cancels); the ratio of the two medians is shown beside it
+        # the verdict: the median of the block ratios (the processes time their blocks in turns, so the
+        # machine's drift cancels); the ratio of the two medians is shown beside it
         cases.append((model, paired["median"] if paired else rt["ratio"], note + ")"))
     return cases
 
@@ -492,8 +492,8 @@ def _placement_models(results: dict[str, Any]) -> dict[str, Any]:
 
 
 def _placement_ratio(results: dict[str, Any], key: str) -> list[tuple[str, float | None, str]]:
-    """Per placement model, its ``key`` ratio (of the medians of per-process medians) with the runtimes'
-    medians and the noise (the largest relative spread of a runtime's per-process medians)."""
+    """Per placement model, its ``key`` ratio (block by block: app.measure.paired) with the runtimes'
+    medians, the ratios' quartiles and the comparison's noise."""
     cases: list[tuple[str, float | None, str]] = []
     for model, entry in _placement_models(results).items():
         value = entry.get(key)
@@ -512,9 +512,10 @@ def _placement_ratio(results: dict[str, Any], key: str) -> list[tuple[str, float
             f"{base['label']} {base['stats']['median_ms']:.3f} ms; n={tuned['stats']['n']}"
         )
         if paired:
-            note += f"; per-round quartiles {paired['p25']:.3f}-{paired['p75']:.3f}"
-        if entry.get("noise") is not None:
-            note += f"; noise {entry['noise']:.1%}"
+            note += f"; block quartiles {paired['p25']:.3f}-{paired['p75']:.3f}"
+        noise = entry.get(f"{key}_noise")
+        if noise is not None:
+            note += f"; noise {noise:.1%}"
         cases.append((model, value, note + ")"))
     return cases
 
@@ -523,7 +524,7 @@ def _placement_single(results: dict[str, Any]) -> Target:
     return _ratio_target(
         "placement_vs_single",
         "hetero tune's placement / the fastest single-device runtime (hetero CPU, hetero OPENVINO, ORT CPU, "
-        "ORT [OpenVINO, CPU]), medians of per-process medians, each runtime alone in its own process",
+        "ORT [OpenVINO, CPU]), block by block, each runtime alone in its own process",
         PLACEMENT_RATIO,
         _placement_ratio(results, "vs_fastest_single"),
     )
@@ -532,7 +533,7 @@ def _placement_single(results: dict[str, Any]) -> Target:
 def _placement_automatic(results: dict[str, Any]) -> Target:
     return _ratio_target(
         "placement_vs_automatic",
-        "hetero tune's placement / automatic HETERO:OPENVINO,CPU, medians of per-process medians",
+        "hetero tune's placement / automatic HETERO:OPENVINO,CPU, block by block, each alone in its process",
         PLACEMENT_RATIO,
         _placement_ratio(results, "vs_automatic"),
     )

@@ -125,7 +125,10 @@ def test_quick_run_writes_results_json(quick_run):
     if HAS_OPENVINO_EP:
         assert {"ort_ov", "hetero_ov"} <= set(groups["openvino"]["runtimes"])
     for group in ("cpu", "openvino"):
-        assert groups[group]["method"] == "per-process" and groups[group]["iterations"] >= 1
+        assert (
+            groups[group]["method"] == "alone in its process, blocks in turns"
+            and groups[group]["iterations"] >= 1
+        )
         for row in groups[group]["runtimes"].values():
             assert {"median_ms", "min_ms", "max_ms"} <= set(row["stats"])
             assert len(row["process_ms"]) == groups[group]["iterations"]
@@ -171,7 +174,9 @@ def test_quick_run_writes_results_json(quick_run):
         assert {"tuned", "hetero_ov", "hetero_cpu", "ort_cpu", "ort_ov"} <= set(entry["runtimes"]), entry
         assert entry["tune"]["wall_s"] > 0 and entry["tune"]["winner"]
         assert entry["fastest_single"] in entry["runtimes"] and entry["vs_automatic"] > 0
-        assert entry["method"] == "per-process" and entry["iterations"] == 1  # --quick: one round
+        assert (
+            entry["method"] == "alone in its process, blocks in turns" and entry["iterations"] == 1
+        )  # --quick: one round
         for row in entry["runtimes"].values():  # one process per runtime and round: a median each
             assert len(row["process_ms"]) == entry["iterations"] and row["stats"]["n"] == entry["iterations"]
     for key in ("placement_vs_single", "placement_vs_automatic", "placement_win", "placement_validation"):

@@ -1,6 +1,6 @@
 """The one measuring method (hetero_cli.app.measure, issue 30): a worker process per runtime and round,
-medians of per-process medians and their noise; the rule by which tune keeps a split; and that tune and
-bench both time through the same function. No speed is asserted: timers answer from tables, and the
+the processes taking turns to time blocks, comparisons block by block with their noise; the rule by which
+tune keeps a split; and that tune and bench both time through the same function. No speed is asserted: timers answer from tables, and the
 worker's round trip checks that samples come back, not what they are."""
 
 from __future__ import annotations
@@ -18,13 +18,16 @@ import hetero_cli as hc
 from hetero_cli.app.measure import (
     Job,
     MeasureError,
+    Measurement,
     RuntimeSpec,
     in_process,
     in_worker,
     measure_runtimes,
     method,
+    paired,
 )
 from hetero_cli.app.measure.builders import HETERO
+from hetero_cli.app.measure.paired import median_interval
 from hetero_cli.app.tune import decide, tune_model
 from hetero_cli.app.tune.report import AUTOMATIC, COST_MODEL, SINGLE, Candidate
 from hetero_cli.app.tune.runs import MEASURED_CONFIG_KEY
@@ -42,7 +45,7 @@ def build_noop(feeds, name="x"):
 
 
 def sequence_timer(table):
-    """A timer answering, per label, the next value of ``table[label]`` for every run of a call."""
+    """A timer answering, per label, the next value of ``table[label]`` for every run of a call (a block)."""
     left = {label: list(values) for label, values in table.items()}
 
     def timer(label, run, count):
@@ -52,12 +55,21 @@ def sequence_timer(table):
     return timer
 
 
-def test_a_worker_process_builds_the_default_model_and_returns_its_samples():
+def test_a_worker_process_builds_the_default_model_and_times_its_blocks():
     spec = RuntimeSpec(HETERO, {"path": str(DEFAULT_MODEL), "device": "CPU"})
-    found = measure_runtimes({"CPU": spec}, DIGITS_FEEDS, rounds=2, warmup=1, runs=7)
+    found = measure_runtimes({"CPU": spec}, DIGITS_FEEDS, rounds=2, blocks=3, warmup=1, runs=7)
     assert found["CPU"].error is None
-    assert len(found["CPU"].process_ms) == 2 and found["CPU"].samples == 14
-    assert all(ms > 0 for ms in found["CPU"].process_ms)
+    assert len(found["CPU"].process_ms) == 2 and found["CPU"].samples == 2 * 3 * 7
+    assert [len(row) for row in found["CPU"].block_ms] == [3, 3]
+    assert all(ms > 0 for row in found["CPU"].block_ms for ms in row)
+
+
+def test_what_a_runtime_prints_does_not_reach_the_workers_answers():
+    """The worker answers on its own channel: a builder printing to stdout (Python's and the C library's
+    file descriptor 1, as an execution provider does) leaves its answers whole."""
+    spec = RuntimeSpec("support.measure_builders:noisy", {}, (str(ROOT / "tests"),))
+    found = measure_runtimes({"noisy": spec}, {}, rounds=1, blocks=2, warmup=1, runs=3)
+    assert found["noisy"].error is None and found["noisy"].samples == 6
 
 
 def test_a_runtime_failing_in_its_worker_is_recorded_by_name_and_not_launched_again(tmp_path):
@@ -68,38 +80,63 @@ def test_a_runtime_failing_in_its_worker_is_recorded_by_name_and_not_launched_ag
         launched.append(job.label)
         return in_worker(job)
 
-    found = measure_runtimes({"missing": spec}, DIGITS_FEEDS, rounds=3, launch=counting)
+    found = measure_runtimes({"missing": spec}, DIGITS_FEEDS, rounds=3, blocks=2, launch=counting)
     assert launched == ["missing"]
     assert found["missing"].median_ms is None
     assert found["missing"].error.startswith("missing: ModelError: ")
 
 
-def test_the_figure_is_the_median_of_per_process_medians_and_the_noise_their_spread():
-    timer = sequence_timer({"a": [1.0, 1.2, 1.1], "b": [2.0, 2.0, 2.0]})
+def test_a_runtime_failing_in_a_block_keeps_its_error_and_the_others_go_on():
+    def timer(label, run, count):
+        if label == "b":
+            raise RuntimeError("device lost\nmore")
+        return [1.0] * count
+
     spec = RuntimeSpec(BUILDER)
-    found = measure_runtimes({"a": spec, "b": spec}, {}, rounds=3, launch=in_process(timer))
+    found = measure_runtimes({"a": spec, "b": spec}, {}, rounds=2, blocks=3, launch=in_process(timer))
+    assert found["b"].error == "b: RuntimeError: device lost" and found["b"].process_ms == []
+    assert found["b"].block_ms == [[None] * 3, [None] * 3]
+    assert found["a"].process_ms == [1.0, 1.0] and found["a"].block_ms == [[1.0] * 3, [1.0] * 3]
+
+
+def test_the_figure_is_the_median_of_per_round_medians_and_the_noise_their_spread():
+    timer = sequence_timer({"a": [1.0, 1.0, 1.2, 1.2, 1.1, 1.1], "b": [2.0] * 6})
+    spec = RuntimeSpec(BUILDER)
+    found = measure_runtimes({"a": spec, "b": spec}, {}, rounds=3, blocks=2, launch=in_process(timer))
     assert found["a"].process_ms == [1.0, 1.2, 1.1]
+    assert found["a"].block_ms == [[1.0, 1.0], [1.2, 1.2], [1.1, 1.1]]
     assert found["a"].median_ms == 1.1
     assert found["a"].noise == pytest.approx(0.2 / 1.1)
     assert found["b"].noise == 0.0
 
 
-def test_rounds_alternate_every_runtime_in_a_seeded_order():
+def test_rounds_launch_every_runtime_and_turns_alternate_them_in_a_seeded_order():
     def order_of(seed):
-        seen = []
-        measure_runtimes(
-            {label: RuntimeSpec(BUILDER) for label in "abcd"},
-            {},
-            rounds=4,
-            seed=seed,
-            launch=lambda job: seen.append(job.label) or [1.0],
-        )
-        return [seen[i : i + 4] for i in range(0, 16, 4)]
+        launched, turns = [], []
 
-    rounds = order_of(5)
-    assert all(sorted(r) == list("abcd") for r in rounds)
-    assert rounds == order_of(5)
-    assert len({tuple(r) for r in rounds}) > 1
+        class Recorder:
+            def __init__(self, label):
+                self.label = label
+
+            def block(self):
+                turns.append(self.label)
+                return [1.0]
+
+            def close(self):
+                pass
+
+        def launch(job):
+            launched.append(job.label)
+            return Recorder(job.label)
+
+        specs = {label: RuntimeSpec(BUILDER) for label in "abcd"}
+        measure_runtimes(specs, {}, rounds=2, blocks=3, seed=seed, launch=launch)
+        return [launched[i : i + 4] for i in (0, 4)], [turns[i : i + 4] for i in range(0, 24, 4)]
+
+    launched, turns = order_of(5)
+    assert all(sorted(r) == list("abcd") for r in launched + turns)
+    assert (launched, turns) == order_of(5)
+    assert len({tuple(t) for t in turns}) > 1
 
 
 def test_in_process_reports_a_failing_builder_as_a_measure_error():
@@ -107,42 +144,93 @@ def test_in_process_reports_a_failing_builder_as_a_measure_error():
         in_process(lambda *_: [1.0])(Job("x", RuntimeSpec("no.such.module:build"), {}, {}, 0, 1))
 
 
-def _finalist(name, kind, process_ms, subgraphs=1):
+def _measured(label, rounds):
+    return Measurement(label, [float(np.median(r)) for r in rounds], block_ms=[list(r) for r in rounds])
+
+
+def test_paired_compares_the_blocks_of_one_turn_and_says_its_noise():
+    """The machine's speed moving between turns moves both runtimes' blocks: the ratio stays, the
+    medians of each would not tell it."""
+    drift = [1.0, 1.6, 0.8, 1.3, 1.1, 0.9, 1.5, 1.2, 1.0]
+    a = _measured("a", [[x for x in drift]])
+    b = _measured("b", [[x * 1.25 for x in drift]])
+    vs = paired(a, b)
+    assert vs.ratio == pytest.approx(0.8) and vs.blocks == 9 and vs.noise == pytest.approx(0.0)
+    assert paired(b, [a, a]).ratio == pytest.approx(1.25)
+
+
+def test_paired_noise_is_the_interval_of_the_median_or_half_the_rounds_spread():
+    a = _measured("a", [[1.0] * 9, [1.0] * 9])
+    b = _measured("b", [[1.0] * 9, [1.1] * 9])
+    vs = paired(a, b)
+    assert vs.rounds == (1.0, pytest.approx(1 / 1.1))
+    assert vs.noise == pytest.approx((1.0 - 1 / 1.1) / 2 / vs.ratio)
+    ratios = sorted([0.9, 0.95, 1.0, 1.0, 1.0, 1.0, 1.0, 1.05, 1.1, 1.2])
+    assert median_interval(ratios) == pytest.approx(1.1 - 0.9)
+
+
+def test_paired_skips_turns_a_runtime_missed_and_answers_none_without_any():
+    a = _measured("a", [[1.0, 2.0, 3.0]])
+    b = Measurement("b", [2.0], block_ms=[[None, 4.0, None]])
+    assert paired(a, b).ratio == 0.5 and paired(a, b).blocks == 1
+    assert paired(a, Measurement("c", block_ms=[[None] * 3])) is None
+
+
+def _finalist(name, kind, blocks, subgraphs=1):
     c = Candidate(name, kind, {}, subgraphs=subgraphs)
-    c.process_ms = list(process_ms)
-    c.final_ms = float(np.median(process_ms))
+    c.block_ms = [list(blocks)]
+    c.process_ms = [float(np.median(blocks))]
+    c.final_ms = c.process_ms[0]
     return c
 
 
+DRIFT = [1.0, 1.3, 0.9, 1.1, 1.2, 0.95, 1.05, 1.15, 1.0, 0.9, 1.25, 1.1]
+
+
+def _blocks(ms, wobble=0.0):
+    """Blocks of a runtime of ``ms`` on a machine drifting as DRIFT, each block off by up to ``wobble``."""
+    return [ms * d * (1 + wobble * ((-1) ** k) * (k % 3) / 2) for k, d in enumerate(DRIFT)]
+
+
 def test_a_split_within_the_noise_of_a_single_device_saves_the_single_device():
-    split = _finalist("cost-model-1", COST_MODEL, [9.7, 9.9, 10.1], 2)
-    single = _finalist("OPENVINO", SINGLE, [9.8, 10.0, 10.4])
-    auto = _finalist(AUTOMATIC, AUTOMATIC, [12.0, 12.1, 12.2], 2)
-    winner, why, noise = decide.decide([split, auto, single, _finalist("CPU", SINGLE, [20.0, 20.0])])
+    split = _finalist("cost-model-1", COST_MODEL, _blocks(9.9, 0.04), 2)
+    single = _finalist("OPENVINO", SINGLE, _blocks(10.0))
+    auto = _finalist(AUTOMATIC, AUTOMATIC, _blocks(12.0), 2)
+    winner, why, noise = decide.decide([split, auto, single, _finalist("CPU", SINGLE, _blocks(20.0))])
     assert winner is single
-    assert noise == pytest.approx(0.6 / 10.0)
+    assert noise > 0.01
     assert "cost-model-1" in why and "does not beat" in why
 
 
 def test_a_split_beyond_the_noise_of_every_single_device_and_the_automatic_plan_is_kept():
-    split = _finalist("cost-model-1", COST_MODEL, [8.0, 8.1, 8.05], 2)
-    single = _finalist("OPENVINO", SINGLE, [10.0, 10.1, 10.2])
-    auto = _finalist(AUTOMATIC, AUTOMATIC, [9.5, 9.6, 9.55], 2)
+    split = _finalist("cost-model-1", COST_MODEL, _blocks(8.0, 0.01), 2)
+    single = _finalist("OPENVINO", SINGLE, _blocks(10.0))
+    auto = _finalist(AUTOMATIC, AUTOMATIC, _blocks(9.5), 2)
     winner, why, _ = decide.decide([split, auto, single])
     assert winner is split and why.startswith("the split cost-model-1")
 
 
 def test_a_split_that_does_not_beat_the_automatic_plan_saves_the_automatic_plan_where_it_beats_the_singles():
-    split = _finalist("cost-model-1", COST_MODEL, [8.0, 8.1, 8.05], 2)
-    auto = _finalist(AUTOMATIC, AUTOMATIC, [8.1, 8.0, 8.05], 2)
-    single = _finalist("CPU", SINGLE, [10.0, 10.1, 10.2])
+    split = _finalist("cost-model-1", COST_MODEL, _blocks(8.0, 0.01), 2)
+    auto = _finalist(AUTOMATIC, AUTOMATIC, _blocks(8.0), 2)
+    single = _finalist("CPU", SINGLE, _blocks(10.0))
     winner, why, _ = decide.decide([split, auto, single])
     assert winner is auto and "the automatic plan" in why
 
 
-def test_the_noise_has_a_floor_where_one_round_measured_it():
-    split = _finalist("cost-model-1", COST_MODEL, [9.95], 2)
-    single = _finalist("CPU", SINGLE, [10.0])
+def test_the_fastest_single_device_is_found_block_by_block_not_by_medians_of_other_turns():
+    """Two singles whose medians mislead (one timed its blocks while the machine was slow): block by block
+    the other is slower."""
+    one = _finalist("CPU", SINGLE, _blocks(10.0))
+    other = _finalist("OPENVINO", SINGLE, _blocks(10.5))
+    other.final_ms = 9.0
+    winner, why, _ = decide.decide([other, one])
+    assert winner is one and why.startswith("CPU is the fastest single device")
+
+
+def test_the_noise_has_a_floor():
+    split = _finalist("cost-model-1", COST_MODEL, _blocks(9.95), 2)
+    single = _finalist("CPU", SINGLE, _blocks(10.0))
     winner, _, noise = decide.decide([split, single])
     assert noise == decide.MIN_NOISE and winner is single
 

@@ -1,11 +1,13 @@
 """The one measuring method of hetero-cli (issue 30), shared by ``hetero tune``'s final decision and by
-bench/'s comparisons: each candidate compiled and timed alone in a worker process of its own, several
-rounds alternating the candidates in a seeded order, each process's warm-up dropped and its median kept;
-a candidate's figure is the median of its per-process medians, its noise their relative spread.
+bench/'s comparisons: each candidate built and warmed up alone in a worker process of its own, the
+candidates' processes taking turns to time short blocks (the others idle meanwhile), in rounds of fresh
+processes; two candidates compare block by block (``paired``: a ratio and its noise).
 
-    specs = {"CPU": RuntimeSpec("hetero_cli.app.measure.builders:hetero", {"path": "m.onnx", "device": "CPU"})}
+    specs = {"CPU": RuntimeSpec("hetero_cli.app.measure.builders:hetero", {"path": "m.onnx", "device": "CPU"}),
+             "OPENVINO": RuntimeSpec("hetero_cli.app.measure.builders:hetero", {"path": "m.onnx", "device": "OPENVINO"})}
     found = measure_runtimes(specs, feeds, rounds=3)
-    found["CPU"].median_ms, found["CPU"].noise, found["CPU"].process_ms
+    vs = paired(found["OPENVINO"], found["CPU"])
+    vs.ratio, vs.noise, found["CPU"].median_ms
 """
 
 from .method import (
@@ -13,11 +15,13 @@ from .method import (
     Launch,
     MeasureError,
     Measurement,
+    Resident,
     RuntimeSpec,
     in_process,
     in_worker,
     measure_runtimes,
 )
+from .paired import Paired, paired
 from .timer import Timer, wall_timer
 
 __all__ = [
@@ -25,10 +29,13 @@ __all__ = [
     "Launch",
     "MeasureError",
     "Measurement",
+    "Paired",
+    "Resident",
     "RuntimeSpec",
     "Timer",
     "in_process",
     "in_worker",
     "measure_runtimes",
+    "paired",
     "wall_timer",
 ]

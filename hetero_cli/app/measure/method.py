@@ -1,42 +1,48 @@
-"""measure_runtimes: each runtime compiled and timed alone in a process of its own, in rounds.
+"""measure_runtimes: each runtime built alone in a process of its own, timed in short blocks that alternate
+between the runtimes, in rounds of fresh processes.
 
 A user runs one model in one process. Sessions of several runtimes in one process disturb each other (an
 ORT CPU session's intra-op threads spin after its run returns, on the cores the next runtime needs: a
 plain ORT [OpenVINO, CPU] session ran 21.6 ms alone and 37.5 ms when each run followed a CPU session's),
-so a runtime is timed here the way it runs for the user: a worker process (``sys.executable -m
-hetero_cli.app.measure.worker``) builds it from a ``RuntimeSpec`` (an importable builder and JSON
-arguments), reads the inputs from .npy files, runs ``warmup`` inferences (dropped) and times ``runs``.
-Every round starts one process per runtime, in an order a seeded ``random.Random`` shuffles anew each
-round, so that a drift of the machine falls on all alike. A runtime's figure is the median of its
-per-process medians; its noise the relative spread of those medians, (max - min) / median.
+so each runtime runs in a worker process of its own (``sys.executable -m hetero_cli.app.measure.worker``),
+built from a ``RuntimeSpec`` (an importable builder and JSON arguments), fed from .npy files, ``warmup``
+inferences dropped. A round starts one such process per runtime; they stay up together, and the runtimes
+take turns: ``blocks`` times, in an order a seeded ``random.Random`` shuffles anew each time, one process
+times ``runs`` inferences while the others wait idle (a settle pause before each block lets the last one's
+threads stop). A machine whose speed wanders within seconds (a shared VM: 30-60 % between processes
+timed one after another) then moves the blocks of one turn alike, and ``paired`` compares two runtimes
+block by block; fresh processes each round average out a process's own luck.
 
-What starts a process is a parameter (``Launch``): ``in_worker`` (the default) spawns one; ``in_process``
-builds and times the runtime in this process with a ``Timer`` (the tests' tables: no speed asserted).
+A runtime's ``process_ms`` are its per-round medians, ``block_ms`` each block's median, aligned across the
+runtimes of one call (None where a runtime timed no block there). What starts a runtime is a parameter
+(``Launch``): ``in_worker`` (the default) starts a worker process; ``in_process`` builds the runtime in
+this process and times it with a ``Timer`` (the tests' tables: no speed asserted).
 """
 
 from __future__ import annotations
 
 import importlib
-import json
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from ...errors import HeteroError
+from .resident import WorkerError, WorkerProcess
 from .timer import Timer
 
-#: the module a worker process runs
-WORKER_MODULE = "hetero_cli.app.measure.worker"
-#: seconds one worker process may take (import, compile, warm-up, timing) before it is stopped
+#: seconds a worker process may take to be ready (import, compile, warm-up), or to time one block
 WORKER_TIMEOUT_S = 600.0
+#: blocks each runtime times per round (each round a fresh process per runtime)
+BLOCKS = 12
+#: seconds of quiet before each block a worker process times (resident.WorkerProcess)
+SETTLE_S = 0.05
 
 
 class MeasureError(HeteroError):
@@ -77,8 +83,8 @@ class RuntimeSpec:
 
 
 class Job(NamedTuple):
-    """One process's work: runtime ``label`` built from ``spec``, fed ``feeds`` (also saved as the .npy
-    files ``feed_files``: {input: path}), ``warmup`` inferences dropped, then ``runs`` timed."""
+    """One runtime's process: ``label`` built from ``spec``, fed ``feeds`` (also saved as the .npy files
+    ``feed_files``: {input: path}), ``warmup`` inferences dropped, then ``runs`` timed per block."""
 
     label: str
     spec: RuntimeSpec
@@ -88,28 +94,41 @@ class Job(NamedTuple):
     runs: int
 
 
-#: launch(job) -> the job's ``runs`` latencies in ms; MeasureError where the runtime fails
-Launch = Callable[[Job], list[float]]
+class Resident(Protocol):
+    """A runtime built and warmed up, waiting to time blocks: ``block()`` times the job's ``runs``
+    inferences and returns their latencies (ms), MeasureError where it fails; ``close()`` ends it."""
+
+    def block(self) -> list[float]: ...
+
+    def close(self) -> None: ...
+
+
+#: launch(job) -> the job's runtime, ready to time blocks; MeasureError where it cannot be built
+Launch = Callable[[Job], Resident]
 
 
 @dataclass
 class Measurement:
-    """A runtime's per-process medians (ms, one per process, in round order), the latencies timed in all,
-    and ``error`` (why it was dropped, None otherwise)."""
+    """A runtime's per-round medians (ms, one per round: per process, for worker processes), each block's
+    median (``block_ms``: a list per round, aligned across the runtimes of one measure_runtimes call, None
+    where this runtime timed no block), the latencies timed in all, and ``error`` (why it was dropped, None
+    otherwise)."""
 
     label: str
     process_ms: list[float] = field(default_factory=list)
     samples: int = 0
     error: str | None = None
+    block_ms: list[list[float | None]] = field(default_factory=list)
 
     @property
     def median_ms(self) -> float | None:
-        """The median of the per-process medians; None where no process measured it."""
+        """The median of the per-round medians; None where no round measured it."""
         return statistics.median(self.process_ms) if self.process_ms else None
 
     @property
     def noise(self) -> float | None:
-        """The relative spread of the per-process medians, (max - min) / median; None under two."""
+        """The relative spread of the per-round medians, (max - min) / median; None under two. It holds the
+        machine's drift between rounds: ``paired`` gives the noise of a comparison."""
         if len(self.process_ms) < 2 or not self.median_ms:
             return None
         return (max(self.process_ms) - min(self.process_ms)) / self.median_ms
@@ -122,6 +141,7 @@ class Measurement:
             "noise": self.noise,
             "samples": self.samples,
             "error": self.error,
+            "block_ms": [list(row) for row in self.block_ms],
         }
 
 
@@ -131,6 +151,7 @@ def measure_runtimes(
     *,
     rounds: int = 3,
     min_rounds: int = 2,
+    blocks: int = BLOCKS,
     warmup: int = 3,
     runs: int | Mapping[str, int] = 20,
     seed: int = 0,
@@ -138,13 +159,15 @@ def measure_runtimes(
     more: Callable[[int], bool] | None = None,
     on_process: Callable[[str, int], None] | None = None,
 ) -> dict[str, Measurement]:
-    """Time every runtime of ``specs`` ({label: spec}) alone in a process of its own, ``rounds`` times,
-    each round in an order shuffled anew by ``random.Random(seed)``; after ``min_rounds`` the rounds stop
-    where ``more(rounds_done)`` says False (a budget's clock). ``runs``: timed inferences per process (one
-    number, or one per label); ``launch``: what runs one process (``in_worker`` by default).
+    """Time every runtime of ``specs`` ({label: spec}) alone in a process of its own (module docstring):
+    ``rounds`` rounds, each launching every runtime (in a shuffled order) and then timing ``blocks``
+    blocks of each in turn, the turns shuffled by ``random.Random(seed)``; after ``min_rounds`` the rounds
+    stop where ``more(rounds_done)`` says False (a budget's clock). ``runs``: timed inferences per block
+    (one number, or one per label); ``launch``: what starts a runtime (``in_worker`` by default);
+    ``on_process(label, round)`` is told before each launch.
 
-    Returns {label: Measurement}, in the order of ``specs``: a runtime whose process fails (MeasureError)
-    keeps its error and is not launched again."""
+    Returns {label: Measurement}, in the order of ``specs``: a runtime that fails (MeasureError) keeps its
+    error and is not launched again; its blocks of that round are None."""
     launch = launch or in_worker
     found = {label: Measurement(label) for label in specs}
     rng = random.Random(seed)
@@ -155,17 +178,41 @@ def measure_runtimes(
                 break
             order = [label for label in specs if found[label].error is None]
             rng.shuffle(order)
-            for label in order:
-                count = runs if isinstance(runs, int) else runs.get(label, 20)
-                if on_process is not None:
-                    on_process(label, round_)
-                try:
-                    got = launch(Job(label, specs[label], feeds, files, warmup, max(1, count)))
-                except MeasureError as exc:
-                    found[label].error = str(exc)
-                    continue
-                found[label].process_ms.append(statistics.median(got))
-                found[label].samples += len(got)
+            alive: dict[str, Resident] = {}
+            timed: dict[str, list[float]] = {label: [] for label in specs}
+            rows: dict[str, list[float | None]] = {label: [] for label in specs}
+            try:
+                for label in order:
+                    count = runs if isinstance(runs, int) else runs.get(label, 20)
+                    if on_process is not None:
+                        on_process(label, round_)
+                    try:
+                        alive[label] = launch(Job(label, specs[label], feeds, files, warmup, max(1, count)))
+                    except MeasureError as exc:
+                        found[label].error = str(exc)
+                for _ in range(max(1, blocks)):
+                    turn = list(alive)
+                    rng.shuffle(turn)
+                    medians = {}
+                    for label in turn:
+                        try:
+                            got = alive[label].block()
+                        except MeasureError as exc:
+                            found[label].error = str(exc)
+                            alive.pop(label).close()
+                            continue
+                        timed[label].extend(got)
+                        medians[label] = statistics.median(got)
+                    for label in specs:
+                        rows[label].append(medians.get(label))
+            finally:
+                for resident in alive.values():
+                    resident.close()
+            for label, m in found.items():
+                m.block_ms.append(rows[label])
+                if label in alive and timed[label]:
+                    m.process_ms.append(statistics.median(timed[label]))
+                    m.samples += len(timed[label])
     return found
 
 
@@ -179,67 +226,83 @@ def save_feeds(feeds: Mapping[str, np.ndarray], folder: Path) -> dict[str, str]:
     return files
 
 
-def in_worker(job: Job, timeout_s: float = WORKER_TIMEOUT_S) -> list[float]:
-    """Run ``job`` in a fresh ``sys.executable -m hetero_cli.app.measure.worker`` process (this process's
-    environment: thread settings made by environment variables hold there too) and return its latencies.
-    Raises MeasureError naming the runtime where the worker fails, times out or answers nothing."""
-    with tempfile.TemporaryDirectory(prefix="hetero-job-") as folder:
-        job_file, out_file = Path(folder) / "job.json", Path(folder) / "out.json"
-        doc = {
-            "label": job.label,
-            "spec": job.spec.to_dict(),
-            "feeds": dict(job.feed_files),
-            "warmup": job.warmup,
-            "runs": job.runs,
-            "out": str(out_file),
-        }
-        job_file.write_text(json.dumps(doc), encoding="utf-8")
-        command = [sys.executable, "-m", WORKER_MODULE, str(job_file)]
+def in_worker(job: Job, timeout_s: float = WORKER_TIMEOUT_S, settle_s: float = SETTLE_S) -> Resident:
+    """``job``'s runtime built in a fresh worker process (resident.WorkerProcess: this process's
+    environment, so thread settings made by environment variables hold there too), each block after a
+    ``settle_s`` pause. Raises MeasureError naming the runtime where the worker fails or times out."""
+    doc = {
+        "label": job.label,
+        "spec": job.spec.to_dict(),
+        "feeds": dict(job.feed_files),
+        "warmup": job.warmup,
+        "runs": job.runs,
+    }
+    try:
+        return _Named(job.label, WorkerProcess(doc, timeout_s, settle_s))
+    except WorkerError as exc:
+        raise MeasureError(f"{job.label}: {exc}") from None
+
+
+@dataclass
+class _Named:
+    """A worker process whose failures are MeasureErrors naming its runtime."""
+
+    label: str
+    worker: WorkerProcess
+
+    def block(self) -> list[float]:
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
-        except subprocess.TimeoutExpired:
-            raise MeasureError(f"{job.label}: its worker process took over {timeout_s:g} s") from None
-        answer = json.loads(out_file.read_text(encoding="utf-8")) if out_file.exists() else {}
-    if "samples" in answer:
-        return [float(x) for x in answer["samples"]]
-    why = answer.get("error") or _last_line(done.stderr) or f"exit status {done.returncode}, no answer"
-    raise MeasureError(f"{job.label}: {why}")
+            return self.worker.block()
+        except WorkerError as exc:
+            raise MeasureError(f"{self.label}: {exc}") from None
+
+    def close(self) -> None:
+        self.worker.close()
 
 
 def in_process(timer: Timer, prefix: str = "") -> Launch:
-    """A Launch that builds and times the runtime in this process with ``timer`` (labels ``prefix`` +
-    the runtime's): for tests, which answer from a table, and for a caller that has no process to spare."""
+    """A Launch that builds the runtime in this process and times its blocks with ``timer`` (labels
+    ``prefix`` + the runtime's): for tests, which answer from a table, and for a caller that has no process
+    to spare."""
 
-    def launch(job: Job) -> list[float]:
+    def launch(job: Job) -> Resident:
         try:
             run = job.spec.build(job.feeds)
             for _ in range(job.warmup):
                 run()
-            return timer(prefix + job.label, run, job.runs)
         except MeasureError as exc:
             raise MeasureError(f"{job.label}: {exc}") from None
         except Exception as exc:  # the runtime's failure is its result, as a worker's is
             raise MeasureError(f"{job.label}: {one_line(exc)}") from None
+        return _InProcess(job.label, prefix + job.label, run, job.runs, timer)
 
     return launch
+
+
+@dataclass
+class _InProcess:
+    """A runtime built in this process, timed by a Timer."""
+
+    label: str
+    timer_label: str
+    run: Callable[[], object]
+    runs: int
+    timer: Timer
+
+    def block(self) -> list[float]:
+        try:
+            return self.timer(self.timer_label, self.run, self.runs)
+        except Exception as exc:  # an inference that fails ends this runtime's measurement, as in a worker
+            raise MeasureError(f"{self.label}: {one_line(exc)}") from None
+
+    def close(self) -> None:
+        """Nothing to end: the runtime goes with the last reference to it."""
 
 
 def one_line(exc: BaseException) -> str:
     """``Type: first line of the message``."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0][:240] if text else ''}"
-
-
-def _last_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1][:300] if lines else ""
-
-
-def relative_gap(faster: Measurement, slower: Measurement) -> float | None:
-    """How much faster ``faster`` is than ``slower``, as a fraction of the slower's median; None where
-    either has no median."""
-    a, b = faster.median_ms, slower.median_ms
-    return None if a is None or not b else (b - a) / b
 
 
 def noise_of(measurements: Sequence[Measurement], floor: float = 0.0) -> float:

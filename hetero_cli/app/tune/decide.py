@@ -1,7 +1,8 @@
 """Tune's final decision (issue 30): the best split the search found, the automatic plan and each single
-device, each saved as the tuned file would be and timed alone in its own process (app.measure), several
-rounds; the split is kept only where it beats the best single device and the automatic plan by more than
-the measured noise, else the best single device or the automatic plan is saved.
+device, each saved as the tuned file would be and timed alone in its own process (app.measure: the
+processes take turns timing short blocks), in rounds; the finalists compare block by block (a ratio and
+its noise), and the split is kept only where it beats the best single device and the automatic plan by
+more than the noise of that comparison, else the best single device or the automatic plan is saved.
 
 The search before it ranks many candidates in one process (app/tune/measure.py: cheap, but the sessions
 of one runtime change the speed of the next's); only these finalists are timed the way a user runs them.
@@ -21,25 +22,25 @@ import numpy as np
 from ...errors import CompileError
 from ...graph import Model
 from ...placement.affinities import mark_automatic
-from ..measure import Launch, Measurement, RuntimeSpec, in_worker, method
+from ..measure import Launch, Measurement, Paired, RuntimeSpec, in_worker, method, paired
 from ..measure.builders import HETERO
 from . import runs
 from .measure import Clock
 from .report import AUTOMATIC, COST_MODEL, SINGLE, Candidate, TuneReport
 
-#: the least margin a split must win by, whatever the measured noise (medians of a shared machine wander
-#: about 1 % between processes even where a few processes agree closely)
+#: the least margin a split must win by, whatever the measured noise (two processes of one runtime, timed
+#: in turns, differ by 1-3 % on a shared machine: a process's own luck)
 MIN_NOISE = 0.01
-#: rounds of the final measurement: at most MAX_ROUNDS, as many as the budget leaves time for (the noise
-#: needs two: with one, MIN_NOISE stands for it)
+#: rounds of the final measurement: at most MAX_ROUNDS, as many as the budget leaves time for (one round
+#: gives a comparison's noise from its blocks; a process's luck shows from two)
 MIN_ROUNDS, MAX_ROUNDS = 1, 5
-#: inferences dropped at the start of each process, and about how long its timed inferences last (ms)
+#: inferences dropped at the start of each process, and about how long each timed block lasts (ms)
 WARMUP_RUNS = 5
-PROCESS_MS = 500.0
+BLOCK_MS = 100.0
 #: what starting a worker process costs (seconds: an interpreter importing hetero_cli and onnxruntime),
 #: in the estimate of a round's time; no part of it where the finalists are timed in this process
 PROCESS_START_S = 1.5
-LEAST_RUNS, MOST_RUNS = 10, 200
+LEAST_RUNS, MOST_RUNS = 2, 100
 
 
 def finalists(report: TuneReport, margin: float) -> list[Candidate]:
@@ -55,17 +56,18 @@ def finalists(report: TuneReport, margin: float) -> list[Candidate]:
     ]
 
 
-def runs_per_process(median_ms: float | None) -> int:
-    """Timed inferences per process: about PROCESS_MS of them, LEAST_RUNS to MOST_RUNS."""
+def runs_per_block(median_ms: float | None) -> int:
+    """Timed inferences per block: about BLOCK_MS of them, LEAST_RUNS to MOST_RUNS."""
     if not median_ms or median_ms <= 0:
         return LEAST_RUNS
-    return max(LEAST_RUNS, min(MOST_RUNS, int(PROCESS_MS / median_ms)))
+    return max(LEAST_RUNS, min(MOST_RUNS, int(BLOCK_MS / median_ms)))
 
 
-def process_s(median_ms: float | None) -> float:
-    """Seconds of inference one process of a candidate with this search median runs (warm-up included),
-    its compile and start aside."""
-    return (WARMUP_RUNS + runs_per_process(median_ms)) * (median_ms or 0.0) / 1e3
+def process_s(median_ms: float | None, settle_s: float) -> float:
+    """Seconds one process of a candidate with this search median spends in a round (its warm-up, its
+    blocks and the settle pause before each), its compile and start aside."""
+    runs = WARMUP_RUNS + method.BLOCKS * runs_per_block(median_ms)
+    return runs * (median_ms or 0.0) / 1e3 + method.BLOCKS * settle_s
 
 
 def save_candidate(
@@ -113,7 +115,7 @@ def final(
     """Time ``report``'s finalists (finalists()) each alone in its own process (measure_finalists) in
     rounds while ``clock`` leaves a round's time before ``until``, and decide (decide()): the decision and
     the noise set on ``report``. Returns the candidates in the order they are to be validated: the
-    decision's winner, the other finalists by their per-process medians, then the search's ranking
+    decision's winner, the other finalists by their final medians, then the search's ranking
     (``ranked``: report.ranked(``margin``)). Where no round fits the budget, or no finalist could be timed,
     the search's ranking, said in a note. Raises CompileError where no candidate was measured at all."""
     if not ranked:
@@ -121,8 +123,9 @@ def final(
             "no candidate could be measured: every one failed to compile or run (see the notes)"
         )
     contenders = finalists(report, margin)
-    start_s = PROCESS_START_S if on.launch in (None, in_worker) else 0.0
-    one_round = sum(start_s + compile_s + process_s(c.median_ms) for c in contenders)
+    workers = on.launch in (None, in_worker)
+    start_s, settle_s = (PROCESS_START_S, method.SETTLE_S) if workers else (0.0, 0.0)
+    one_round = sum(start_s + compile_s + process_s(c.median_ms, settle_s) for c in contenders)
     if clock.left(until) < one_round:
         report.notes.append(
             f"no time left to time the finalists alone, each in its own process (one round takes about "
@@ -172,7 +175,7 @@ def measure_finalists(
 ) -> dict[str, Measurement]:
     """Each of ``contenders`` saved as the tuned file would be (save_candidate, ``automatic``: the
     automatic plan's affinities) and measured by app.measure's measure_runtimes on ``on``'s device, config
-    and feeds; its per-process medians, median and noise set on the candidate (an error where its
+    and feeds; its per-round and block medians, median and noise set on the candidate (an error where its
     processes failed). Returns {name: Measurement}."""
     with tempfile.TemporaryDirectory(prefix="hetero-tune-") as folder:
         specs = {}
@@ -187,7 +190,7 @@ def measure_finalists(
             rounds=MAX_ROUNDS,
             min_rounds=MIN_ROUNDS,
             warmup=WARMUP_RUNS,
-            runs={c.name: runs_per_process(c.median_ms) for c in contenders},
+            runs={c.name: runs_per_block(c.median_ms) for c in contenders},
             seed=on.seed,
             launch=on.launch,
             more=more,
@@ -196,6 +199,7 @@ def measure_finalists(
     for c in contenders:
         m = found[c.name]
         c.process_ms, c.final_ms, c.noise = list(m.process_ms), m.median_ms, m.noise
+        c.block_ms = [list(row) for row in m.block_ms]
         if m.error is not None and not m.process_ms:
             c.error = f"per-process measurement failed: {m.error}"
     return found
@@ -203,46 +207,81 @@ def measure_finalists(
 
 def decide(contenders: Sequence[Candidate], floor: float = MIN_NOISE) -> tuple[Candidate, str, float]:
     """The finalist to save, why, and the noise it was judged with. ``contenders``: finalists with their
-    final (per-process) medians; the noise is the largest relative spread of their per-process medians, at
-    least ``floor``. The baseline is the best single device, or the automatic plan where it beats that by
-    more than the noise; a split is kept only where it beats both the best single device and the automatic
-    plan by more than the noise. Raises ValueError where no contender has a final median."""
+    final measurement (block medians); two of them compare block by block (app.measure.paired), each
+    comparison with its own noise, at least ``floor``. The baseline is the best single device (each single
+    against the others), or the automatic plan where it beats that by more than the noise; a split is kept
+    only where it beats both the best single device and the automatic plan by more than the noise. The
+    noise returned is the largest of the comparisons made. Raises ValueError where no contender has a
+    final median."""
     timed = [c for c in contenders if c.final_ms is not None and c.error is None]
     if not timed:
         raise ValueError("no finalist was measured")
-    noise = method.noise_of([Measurement(c.name, c.process_ms) for c in timed], floor)
-    singles = sorted((c for c in timed if c.kind == SINGLE), key=_final)
+    judge = _Judge(floor)
+    singles = [c for c in timed if c.kind == SINGLE]
     auto = next((c for c in timed if c.name == AUTOMATIC), None)
     best = singles[0] if singles else auto
     assert best is not None  # timed holds a single device or the automatic plan at least
+    for other in singles[1:]:
+        if judge.faster(other, best):
+            best = other
     base, why = best, f"{best.name} is the fastest single device ({_ms(best)})"
     if auto is not None and auto is not best:
-        if _beats(auto, best, noise):
+        vs = judge.vs(auto, best)
+        if judge.beats(auto, best):
             base = auto
-            why = f"the automatic plan ({_ms(auto)}) beats the best single device {best.name} ({_ms(best)}) by more than the noise ({noise:.1%})"
+            why = f"the automatic plan beats the best single device {best.name}: {_ratio(vs)}"
         else:
-            why += f"; the automatic plan ({_ms(auto)}) is not faster by more than the noise ({noise:.1%})"
+            why += f"; the automatic plan is not faster by more than the noise: {_ratio(vs)}"
     split = next((c for c in timed if c.kind == COST_MODEL), None)
     if split is None:
-        return base, why, noise
+        return base, why, judge.noise
     others = [c for c in (best, auto) if c is not None]
-    if all(_beats(split, c, noise) for c in others):
-        against = " and ".join(f"{c.name} ({_ms(c)})" for c in others)
-        return (
-            split,
-            f"the split {split.name} ({_ms(split)}) beats {against} by more than the noise ({noise:.1%})",
-            noise,
-        )
+    if all(judge.beats(split, c) for c in others):
+        against = " and ".join(f"{c.name} ({_ratio(judge.vs(split, c))})" for c in others)
+        return split, f"the split {split.name} beats {against} by more than the noise", judge.noise
+    against = "; ".join(f"against {c.name} {_ratio(judge.vs(split, c))}" for c in others)
     return (
         base,
-        f"{why}; the best split {split.name} ({_ms(split)}) does not beat it by more than the noise ({noise:.1%})",
-        noise,
+        f"{why}; the best split {split.name} does not beat it by more than the noise ({against})",
+        judge.noise,
     )
 
 
-def _beats(a: Candidate, b: Candidate, noise: float) -> bool:
-    """Whether ``a``'s final median is under ``b``'s by more than ``noise`` (a fraction of ``b``'s)."""
-    return _final(a) < _final(b) * (1.0 - noise)
+class _Judge:
+    """Comparisons of finalists, block by block, each remembered with the noise it was judged with."""
+
+    def __init__(self, floor: float) -> None:
+        self.floor = floor
+        self.noise = floor  # the largest noise of the comparisons made
+
+    def vs(self, a: Candidate, b: Candidate) -> Paired | None:
+        """``a`` against ``b`` (app.measure.paired); None where they share no block."""
+        return paired(_measurement(a), _measurement(b))
+
+    def beats(self, a: Candidate, b: Candidate) -> bool:
+        """Whether ``a`` is faster than ``b`` by more than the noise of their comparison (at least the
+        floor): its block ratio under 1 - noise. Without a shared block, by their final medians."""
+        vs = self.vs(a, b)
+        if vs is None:
+            return _final(a) < _final(b) * (1.0 - self.floor)
+        noise = max(self.floor, vs.noise)
+        self.noise = max(self.noise, noise)
+        return vs.ratio < 1.0 - noise
+
+    def faster(self, a: Candidate, b: Candidate) -> bool:
+        """Whether ``a`` is the faster of the two at all (its block ratio under 1; else its final median)."""
+        vs = self.vs(a, b)
+        return _final(a) < _final(b) if vs is None else vs.ratio < 1.0
+
+
+def _measurement(c: Candidate) -> Measurement:
+    return Measurement(c.name, list(c.process_ms), block_ms=[list(row) for row in c.block_ms])
+
+
+def _ratio(vs: Paired | None) -> str:
+    if vs is None:
+        return "no block timed by both"
+    return f"{vs.ratio:.3f}x block by block, noise {max(vs.noise, 0):.1%}"
 
 
 def _final(c: Candidate) -> float:
@@ -250,4 +289,4 @@ def _final(c: Candidate) -> float:
 
 
 def _ms(c: Candidate) -> str:
-    return f"{_final(c):.3f} ms per process" if _final(c) < 10 else f"{_final(c):.2f} ms per process"
+    return f"{_final(c):.3f} ms" if _final(c) < 10 else f"{_final(c):.2f} ms"

@@ -26,7 +26,8 @@ class Candidate:
     ``samples`` measured, ``error``: why it was dropped (a compile or run failure, a failed validation),
     None otherwise; for the finalists (the best split, the automatic plan, each single device) the final
     measurement, each alone in its own process (app.measure): ``process_ms`` (one median per process),
-    ``final_ms`` (their median) and ``noise`` (their relative spread)."""
+    ``final_ms`` (their median), ``noise`` (their relative spread) and ``block_ms`` (each block's median,
+    a list per round, aligned with the other finalists' blocks: what the decision compares)."""
 
     name: str
     kind: str
@@ -40,6 +41,7 @@ class Candidate:
     process_ms: list[float] = field(default_factory=list)
     final_ms: float | None = None
     noise: float | None = None
+    block_ms: list[list[float | None]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields (the affinities included)."""
@@ -82,9 +84,9 @@ class TuneReport:
     each entry {"subgraph", "device", "nodes", "ms"}), ``notes`` (what the search measured or skipped),
     ``regions`` (the cost model's regions: {"region", "nodes", "first", "last", "devices", "ms": {device:
     ms}, "estimated"}) and ``boundary`` (its measured cost per subgraph and per MB, and the probe's medians);
-    ``decision``: why the winner won (the final per-process figures), ``noise``: the margin a split had to
-    beat (the largest relative spread of the finalists' per-process medians, at least decide.MIN_NOISE;
-    None where the final measurement could not run), ``config``: the configuration every candidate was
+    ``decision``: why the winner won (the finalists compared block by block), ``noise``: the margin a
+    split had to beat (the largest noise of the comparisons made, at least decide.MIN_NOISE; None where
+    the final measurement could not run), ``config``: the configuration every candidate was
     compiled and measured with (threads included)."""
 
     device: str

@@ -416,7 +416,7 @@ def _print_verdict(report: Any) -> None:
             info(f"  {c.name}: per-process medians {', '.join(_ms(x) for x in c.process_ms)} ms")
     if report.noise is not None:
         info(
-            f"Noise: {report.noise:.1%} (the largest spread of the finalists' per-process medians, "
+            f"Noise: {report.noise:.1%} (the largest of the finalists' block-by-block comparisons, "
             f"{MIN_NOISE:.0%} at least): a split must beat the single devices and the automatic plan by more"
         )
     bases = {**single_devices(report), "the automatic plan": figure(report.candidate("automatic"), final)}
