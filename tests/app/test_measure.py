@@ -118,6 +118,9 @@ def test_rounds_launch_every_runtime_and_turns_alternate_them_in_a_seeded_order(
             def __init__(self, label):
                 self.label = label
 
+            def ready(self):
+                pass
+
             def block(self):
                 turns.append(self.label)
                 return [1.0]

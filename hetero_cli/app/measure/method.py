@@ -95,15 +95,19 @@ class Job(NamedTuple):
 
 
 class Resident(Protocol):
-    """A runtime built and warmed up, waiting to time blocks: ``block()`` times the job's ``runs``
-    inferences and returns their latencies (ms), MeasureError where it fails; ``close()`` ends it."""
+    """A runtime being built, then waiting to time blocks: ``ready()`` returns once it is built and warmed
+    up; ``block()`` times the job's ``runs`` inferences and returns their latencies (ms); both raise
+    MeasureError where it fails; ``close()`` ends it."""
+
+    def ready(self) -> None: ...
 
     def block(self) -> list[float]: ...
 
     def close(self) -> None: ...
 
 
-#: launch(job) -> the job's runtime, ready to time blocks; MeasureError where it cannot be built
+#: launch(job) -> the job's runtime, building (Resident.ready waits for it); MeasureError where it cannot
+#: be started
 Launch = Callable[[Job], Resident]
 
 
@@ -160,8 +164,8 @@ def measure_runtimes(
     on_process: Callable[[str, int], None] | None = None,
 ) -> dict[str, Measurement]:
     """Time every runtime of ``specs`` ({label: spec}) alone in a process of its own (module docstring):
-    ``rounds`` rounds, each launching every runtime (in a shuffled order) and then timing ``blocks``
-    blocks of each in turn, the turns shuffled by ``random.Random(seed)``; after ``min_rounds`` the rounds
+    ``rounds`` rounds, each launching every runtime (in a shuffled order; they build at once, and no block
+    is timed before all are ready) and then timing ``blocks`` blocks of each in turn, the turns shuffled by ``random.Random(seed)``; after ``min_rounds`` the rounds
     stop where ``more(rounds_done)`` says False (a budget's clock). ``runs``: timed inferences per block
     (one number, or one per label); ``launch``: what starts a runtime (``in_worker`` by default);
     ``on_process(label, round)`` is told before each launch.
@@ -190,6 +194,12 @@ def measure_runtimes(
                         alive[label] = launch(Job(label, specs[label], feeds, files, warmup, max(1, count)))
                     except MeasureError as exc:
                         found[label].error = str(exc)
+                for label in list(alive):
+                    try:
+                        alive[label].ready()
+                    except MeasureError as exc:
+                        found[label].error = str(exc)
+                        alive.pop(label).close()
                 for _ in range(max(1, blocks)):
                     turn = list(alive)
                     rng.shuffle(turn)
@@ -229,7 +239,8 @@ def save_feeds(feeds: Mapping[str, np.ndarray], folder: Path) -> dict[str, str]:
 def in_worker(job: Job, timeout_s: float = WORKER_TIMEOUT_S, settle_s: float = SETTLE_S) -> Resident:
     """``job``'s runtime built in a fresh worker process (resident.WorkerProcess: this process's
     environment, so thread settings made by environment variables hold there too), each block after a
-    ``settle_s`` pause. Raises MeasureError naming the runtime where the worker fails or times out."""
+    ``settle_s`` pause: started, it builds while the caller goes on. Its failures are MeasureErrors naming
+    the runtime."""
     doc = {
         "label": job.label,
         "spec": job.spec.to_dict(),
@@ -237,10 +248,7 @@ def in_worker(job: Job, timeout_s: float = WORKER_TIMEOUT_S, settle_s: float = S
         "warmup": job.warmup,
         "runs": job.runs,
     }
-    try:
-        return _Named(job.label, WorkerProcess(doc, timeout_s, settle_s))
-    except WorkerError as exc:
-        raise MeasureError(f"{job.label}: {exc}") from None
+    return _Named(job.label, WorkerProcess(doc, timeout_s, settle_s))
 
 
 @dataclass
@@ -249,6 +257,12 @@ class _Named:
 
     label: str
     worker: WorkerProcess
+
+    def ready(self) -> None:
+        try:
+            self.worker.ready()
+        except WorkerError as exc:
+            raise MeasureError(f"{self.label}: {exc}") from None
 
     def block(self) -> list[float]:
         try:
@@ -288,6 +302,9 @@ class _InProcess:
     run: Callable[[], object]
     runs: int
     timer: Timer
+
+    def ready(self) -> None:
+        """Built already: launch built it."""
 
     def block(self) -> list[float]:
         try:

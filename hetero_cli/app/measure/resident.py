@@ -36,14 +36,14 @@ class WorkerProcess:
     """One runtime built and warmed up in a ``sys.executable -m hetero_cli.app.measure.worker`` process
     (this process's environment), waiting to time blocks.
 
-        worker = WorkerProcess(job_doc, timeout_s=600, settle_s=0.05)   # returns once it is ready
+        worker = WorkerProcess(job_doc, timeout_s=600, settle_s=0.05)   # started: it builds meanwhile
+        worker.ready()                                                   # returns once it is built
         latencies_ms = worker.block()
         worker.close()
 
     ``job_doc``: the job as worker.py reads it. ``settle_s``: a quiet pause before each block, so that the
     idle threads of the process that timed before (an ONNX Runtime CPU session's spin after its run) have
-    stopped. Raises WorkerError where the worker fails to build or warm up its runtime, or takes over
-    ``timeout_s`` to be ready."""
+    stopped. Several workers may build at once: start them all, then wait for each to be ready."""
 
     def __init__(self, job_doc: dict[str, Any], timeout_s: float, settle_s: float) -> None:
         self._folder = tempfile.TemporaryDirectory(prefix="hetero-job-")
@@ -62,15 +62,19 @@ class WorkerProcess:
             text=True,
         )
         threading.Thread(target=self._read, args=(self._proc.stdout,), daemon=True).start()
-        try:
+        self._ready = False
+
+    def ready(self) -> None:
+        """Wait until the worker has built and warmed up its runtime (at once after the first time).
+        Raises WorkerError where it fails to, or takes over the timeout."""
+        if not self._ready:
             self._answer("to build its runtime")
-        except WorkerError:
-            self.close()
-            raise
+            self._ready = True
 
     def block(self) -> list[float]:
         """After the settle pause, the latencies (ms) of one block of the job's timed inferences. Raises
         WorkerError where the worker fails or takes over the timeout."""
+        self.ready()
         time.sleep(self._settle_s)
         stdin = self._proc.stdin
         try:

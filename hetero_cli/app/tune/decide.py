@@ -11,6 +11,7 @@ of one runtime change the speed of the next's); only these finalists are timed t
 from __future__ import annotations
 
 import math
+import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -125,7 +126,9 @@ def final(
     contenders = finalists(report, margin)
     workers = on.launch in (None, in_worker)
     start_s, settle_s = (PROCESS_START_S, method.SETTLE_S) if workers else (0.0, 0.0)
-    one_round = sum(start_s + compile_s + process_s(c.median_ms, settle_s) for c in contenders)
+    at_once = min(len(contenders), os.cpu_count() or 1) if workers else 1  # the workers build together
+    one_round = len(contenders) * (start_s + compile_s) / at_once
+    one_round += sum(process_s(c.median_ms, settle_s) for c in contenders)
     if clock.left(until) < one_round:
         report.notes.append(
             f"no time left to time the finalists alone, each in its own process (one round takes about "
