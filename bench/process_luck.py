@@ -15,7 +15,11 @@ ids: ort_ov, one ORT [OpenVINO, CPU] session, by default):
 - another runtime's presence (``--other``, ort_cpu: ONNX Runtime's CPU EP, whose threads spin after a
   run): in each of ``--presence`` processes, the runtime's blocks before the other is made, then its blocks
   alternating with the other's: the ratio of its medians after / before. Near 1: a runtime timed among
-  quiet others in one process is timed as it runs alone, and the process's luck is shared by both.
+  quiet others in one process is timed as it runs alone, and the process's luck is shared by both;
+- in turns (hetero-cli's measuring method, bench/measure.py per_process): ``--turns`` calls, each timing
+  the runtime twice (two identical runtimes, each in a process of its own) and the other runtime, the
+  processes taking turns to time blocks, 2 rounds of fresh processes: per call, the block-by-block ratio
+  of the two identical runtimes (1 is right) and of the other over the first, each with its noise.
 
 Prints a summary and, with --out FILE, writes the numbers as JSON. Nothing is judged by exit status.
 """
@@ -54,6 +58,7 @@ def _arguments() -> argparse.Namespace:
         "--other", default="ort_cpu", help="the other runtime of the presence check (ort_cpu)"
     )
     parser.add_argument("--presence", type=int, default=3, help="processes of the presence check (3)")
+    parser.add_argument("--turns", type=int, default=3, help="calls of the in-turns method (3)")
     parser.add_argument("--worker", choices=["alone", "pair", "presence"], help=argparse.SUPPRESS)
     parser.add_argument("--out", help="write the results as JSON here")
     return parser.parse_args()
@@ -122,6 +127,48 @@ def _in_process(args: argparse.Namespace, mode: str) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _turns(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """``--turns`` calls of hetero-cli's measuring method on the runtime twice and the other runtime: the
+    block-by-block comparisons of each call."""
+    import measure
+    import placement
+
+    from hetero_cli.app.measure import paired
+
+    folder = Path(tempfile.mkdtemp(prefix="luck-"))
+    path = placement.static_copy(placement.real_path(args.model), placement.REAL[args.model], folder)
+    feeds = placement.feeds_for(args.model, path)
+    specs = {
+        "first": measure.spec(args.runtime, path),
+        "second": measure.spec(args.runtime, path),
+        "other": measure.spec(args.other, path),
+    }
+    guess = measure.guess_ms(runtimes_build(feeds, args.runtime, path))
+    calls = []
+    for seed in range(args.turns):
+        found, wall = measure.per_process(
+            specs, feeds, rounds=2, guesses=dict.fromkeys(specs, guess), seed=seed
+        )
+        same, other = paired(found["second"], found["first"]), paired(found["other"], found["first"])
+        calls.append(
+            {
+                "seed": seed,
+                "wall_s": wall,
+                "medians_ms": {label: m.median_ms for label, m in found.items()},
+                "identical": same.to_dict() if same else None,
+                "other_over_first": other.to_dict() if other else None,
+            }
+        )
+    return calls
+
+
+def runtimes_build(feeds: dict[str, Any], runtime: str, path: Path) -> Callable[[], Any]:
+    """Runtime ``runtime`` of ``path`` built in this process (bench/runtimes.py)."""
+    import runtimes
+
+    return runtimes.build(feeds, runtime, str(path))
+
+
 def main() -> None:
     args = _arguments()
     if args.worker:
@@ -133,6 +180,7 @@ def main() -> None:
     pair_ratios = [x / y for x, y in zip(b, a, strict=True)]
     presence = [_in_process(args, "presence")["blocks_ms"] for _ in range(args.presence)]
     after_before = [statistics.median(after) / statistics.median(before) for before, after, _ in presence]
+    turns = _turns(args)
     results = {
         "command": " ".join(["bench/process_luck.py", *sys.argv[1:]]),
         "machine": platform.processor() or platform.machine(),
@@ -158,6 +206,7 @@ def main() -> None:
             "after_over_before": after_before,
             "blocks_ms": [{"before": x, "after": y, "other": z} for x, y, z in presence],
         },
+        "in_turns": {"other": args.other, "calls": turns},
     }
     between, inside = results["between_processes"], results["inside_one_process"]
     print(
@@ -175,6 +224,12 @@ def main() -> None:
         f"  alone, then alternating with {args.other} in the same process: after / before "
         + ", ".join(f"{r:.3f}" for r in after_before)
     )
+    for call in turns:
+        same, other = call["identical"], call["other_over_first"]
+        print(
+            f"  in turns (seed {call['seed']}): identical runtimes {same['ratio']:.3f} (noise {same['noise']:.1%}), "
+            f"{args.other} / {args.runtime} {other['ratio']:.3f} (noise {other['noise']:.1%})"
+        )
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
 

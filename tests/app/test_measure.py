@@ -179,10 +179,10 @@ def test_paired_skips_turns_a_runtime_missed_and_answers_none_without_any():
     assert paired(a, Measurement("c", block_ms=[[None] * 3])) is None
 
 
-def _finalist(name, kind, blocks, subgraphs=1):
+def _finalist(name, kind, blocks, subgraphs=1, rounds=2):
     c = Candidate(name, kind, {}, subgraphs=subgraphs)
-    c.block_ms = [list(blocks)]
-    c.process_ms = [float(np.median(blocks))]
+    c.block_ms = [list(blocks) for _ in range(rounds)]
+    c.process_ms = [float(np.median(blocks))] * rounds
     c.final_ms = c.process_ms[0]
     return c
 
@@ -219,6 +219,14 @@ def test_a_split_that_does_not_beat_the_automatic_plan_saves_the_automatic_plan_
     single = _finalist("CPU", SINGLE, _blocks(10.0))
     winner, why, _ = decide.decide([split, auto, single])
     assert winner is auto and "the automatic plan" in why
+
+
+def test_a_split_timed_in_one_round_only_is_not_kept():
+    """One round's blocks cannot show a process's own luck: the split that wins by far is not kept."""
+    split = _finalist("cost-model-1", COST_MODEL, _blocks(8.0, 0.01), 2, rounds=1)
+    single = _finalist("OPENVINO", SINGLE, _blocks(10.0), rounds=1)
+    winner, why, _ = decide.decide([split, single])
+    assert winner is single and "in one round only" in why
 
 
 def test_the_fastest_single_device_is_found_block_by_block_not_by_medians_of_other_turns():

@@ -35,6 +35,9 @@ MIN_NOISE = 0.01
 #: rounds of the final measurement: at most MAX_ROUNDS, as many as the budget leaves time for (one round
 #: gives a comparison's noise from its blocks; a process's luck shows from two)
 MIN_ROUNDS, MAX_ROUNDS = 1, 5
+#: rounds a split must have been timed in to be kept: one round's blocks cannot show a process's own luck
+#: (two processes of one runtime differ by a few percent), and a split kept on it could be slower
+SPLIT_ROUNDS = 2
 #: inferences dropped at the start of each process, and about how long each timed block lasts (ms)
 WARMUP_RUNS = 5
 BLOCK_MS = 100.0
@@ -213,8 +216,9 @@ def decide(contenders: Sequence[Candidate], floor: float = MIN_NOISE) -> tuple[C
     final measurement (block medians); two of them compare block by block (app.measure.paired), each
     comparison with its own noise, at least ``floor``. The baseline is the best single device (each single
     against the others), or the automatic plan where it beats that by more than the noise; a split is kept
-    only where it beats both the best single device and the automatic plan by more than the noise. The
-    noise returned is the largest of the comparisons made. Raises ValueError where no contender has a
+    only where it beats both the best single device and the automatic plan by more than the noise, all
+    three timed in SPLIT_ROUNDS rounds at least. The noise returned is the largest of the comparisons
+    made. Raises ValueError where no contender has a
     final median."""
     timed = [c for c in contenders if c.final_ms is not None and c.error is None]
     if not timed:
@@ -241,6 +245,14 @@ def decide(contenders: Sequence[Candidate], floor: float = MIN_NOISE) -> tuple[C
     others = [c for c in (best, auto) if c is not None]
     if all(judge.beats(split, c) for c in others):
         against = " and ".join(f"{c.name} ({_ratio(judge.vs(split, c))})" for c in others)
+        if min(len(c.process_ms) for c in (split, *others)) < SPLIT_ROUNDS:
+            return (
+                base,
+                f"{why}; the best split {split.name} beats {against}, but in one round only: a process's "
+                f"own luck (a few percent) shows from {SPLIT_ROUNDS} rounds, so it is not kept (a larger -t "
+                "leaves time for them)",
+                judge.noise,
+            )
         return split, f"the split {split.name} beats {against} by more than the noise", judge.noise
     against = "; ".join(f"against {c.name} {_ratio(judge.vs(split, c))}" for c in others)
     return (
