@@ -218,7 +218,7 @@ def decide(contenders: Sequence[Candidate], floor: float = MIN_NOISE) -> tuple[C
     against the others), or the automatic plan where it beats that by more than the noise; a split is kept
     only where it beats both the best single device and the automatic plan by more than the noise, all
     three timed in SPLIT_ROUNDS rounds at least. The noise returned is the largest of the comparisons
-    made. Raises ValueError where no contender has a
+    made, the singles' among themselves included. Raises ValueError where no contender has a
     final median."""
     timed = [c for c in contenders if c.final_ms is not None and c.error is None]
     if not timed:
@@ -284,9 +284,13 @@ class _Judge:
         return vs.ratio < 1.0 - noise
 
     def faster(self, a: Candidate, b: Candidate) -> bool:
-        """Whether ``a`` is the faster of the two at all (its block ratio under 1; else its final median)."""
+        """Whether ``a`` is the faster of the two at all (its block ratio under 1; else its final median).
+        The comparison's noise counts in the noise reported: the choice between them is as firm as that."""
         vs = self.vs(a, b)
-        return _final(a) < _final(b) if vs is None else vs.ratio < 1.0
+        if vs is None:
+            return _final(a) < _final(b)
+        self.noise = max(self.noise, vs.noise)
+        return vs.ratio < 1.0
 
 
 def _measurement(c: Candidate) -> Measurement:
