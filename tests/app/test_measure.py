@@ -199,8 +199,8 @@ def test_a_split_within_the_noise_of_a_single_device_saves_the_single_device():
     split = _finalist("cost-model-1", COST_MODEL, _blocks(9.9, 0.04), 2)
     single = _finalist("OPENVINO", SINGLE, _blocks(10.0))
     auto = _finalist(AUTOMATIC, AUTOMATIC, _blocks(12.0), 2)
-    winner, why, noise = decide.decide([split, auto, single, _finalist("CPU", SINGLE, _blocks(20.0))])
-    assert winner is single
+    winner, why, noise, best = decide.decide([split, auto, single, _finalist("CPU", SINGLE, _blocks(20.0))])
+    assert winner is single and best == "OPENVINO"
     assert noise > 0.01
     assert "cost-model-1" in why and "does not beat" in why
 
@@ -209,7 +209,7 @@ def test_a_split_beyond_the_noise_of_every_single_device_and_the_automatic_plan_
     split = _finalist("cost-model-1", COST_MODEL, _blocks(8.0, 0.01), 2)
     single = _finalist("OPENVINO", SINGLE, _blocks(10.0))
     auto = _finalist(AUTOMATIC, AUTOMATIC, _blocks(9.5), 2)
-    winner, why, _ = decide.decide([split, auto, single])
+    winner, why, _, _ = decide.decide([split, auto, single])
     assert winner is split and why.startswith("the split cost-model-1")
 
 
@@ -217,7 +217,7 @@ def test_a_split_that_does_not_beat_the_automatic_plan_saves_the_automatic_plan_
     split = _finalist("cost-model-1", COST_MODEL, _blocks(8.0, 0.01), 2)
     auto = _finalist(AUTOMATIC, AUTOMATIC, _blocks(8.0), 2)
     single = _finalist("CPU", SINGLE, _blocks(10.0))
-    winner, why, _ = decide.decide([split, auto, single])
+    winner, why, _, _ = decide.decide([split, auto, single])
     assert winner is auto and "the automatic plan" in why
 
 
@@ -225,7 +225,7 @@ def test_a_split_timed_in_one_round_only_is_not_kept():
     """One round's blocks cannot show a process's own luck: the split that wins by far is not kept."""
     split = _finalist("cost-model-1", COST_MODEL, _blocks(8.0, 0.01), 2, rounds=1)
     single = _finalist("OPENVINO", SINGLE, _blocks(10.0), rounds=1)
-    winner, why, _ = decide.decide([split, single])
+    winner, why, _, _ = decide.decide([split, single])
     assert winner is single and "in one round only" in why
 
 
@@ -235,7 +235,7 @@ def test_the_fastest_single_device_is_found_block_by_block_not_by_medians_of_oth
     one = _finalist("CPU", SINGLE, _blocks(10.0))
     other = _finalist("OPENVINO", SINGLE, _blocks(10.5, 0.04))
     other.final_ms = 9.0
-    winner, why, noise = decide.decide([other, one])
+    winner, why, noise, _ = decide.decide([other, one])
     assert winner is one and why.startswith("CPU is the fastest single device")
     assert noise > decide.MIN_NOISE  # the singles' own comparison: its noise is part of the one reported
 
@@ -243,7 +243,7 @@ def test_the_fastest_single_device_is_found_block_by_block_not_by_medians_of_oth
 def test_the_noise_has_a_floor():
     split = _finalist("cost-model-1", COST_MODEL, _blocks(9.95), 2)
     single = _finalist("CPU", SINGLE, _blocks(10.0))
-    winner, _, noise = decide.decide([split, single])
+    winner, _, noise, _ = decide.decide([split, single])
     assert noise == decide.MIN_NOISE and winner is single
 
 

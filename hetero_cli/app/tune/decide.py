@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -151,10 +151,11 @@ def final(
         on_process=lambda name, round_: tell(f"timing {name} alone, round {round_ + 1}"),
     )
     try:
-        winner, why, noise = decide(contenders)
+        decision = decide(contenders)
     except ValueError:
         return searched(report, ranked, margin)
-    report.decision, report.noise = why, noise
+    winner = decision.winner
+    report.decision, report.noise, report.best_single = decision.why, decision.noise, decision.best_single
     timed = sorted((c for c in contenders if c.final_ms is not None), key=_final)
     order = [winner, *(c for c in timed if c is not winner)]
     return order + [c for c in ranked if all(c is not o for o in order)]
@@ -211,8 +212,19 @@ def measure_finalists(
     return found
 
 
-def decide(contenders: Sequence[Candidate], floor: float = MIN_NOISE) -> tuple[Candidate, str, float]:
-    """The finalist to save, why, and the noise it was judged with. ``contenders``: finalists with their
+class Decision(NamedTuple):
+    """decide's verdict: the finalist to save (``winner``), ``why``, the ``noise`` it was judged with and
+    the fastest single device's name (``best_single``, "" where none was timed)."""
+
+    winner: Candidate
+    why: str
+    noise: float
+    best_single: str
+
+
+def decide(contenders: Sequence[Candidate], floor: float = MIN_NOISE) -> Decision:
+    """The finalist to save, why, the noise it was judged with and the best single device (Decision).
+    ``contenders``: finalists with their
     final measurement (block medians); two of them compare block by block (app.measure.paired), each
     comparison with its own noise, at least ``floor``. The baseline is the best single device (each single
     against the others), or the automatic plan where it beats that by more than the noise; a split is kept
@@ -238,27 +250,33 @@ def decide(contenders: Sequence[Candidate], floor: float = MIN_NOISE) -> tuple[C
             base = auto
             why = f"the automatic plan beats the best single device {best.name}: {_ratio(vs)}"
         else:
-            why += f"; the automatic plan is not faster by more than the noise: {_ratio(vs)}"
+            slower = vs is not None and vs.ratio >= 1.0
+            why += f"; the automatic plan is {'slower' if slower else 'not faster by more than the noise'}: {_ratio(vs)}"
+    single = best.name if best.kind == SINGLE else ""
     split = next((c for c in timed if c.kind == COST_MODEL), None)
     if split is None:
-        return base, why, judge.noise
+        return Decision(base, why, judge.noise, single)
     others = [c for c in (best, auto) if c is not None]
     if all(judge.beats(split, c) for c in others):
         against = " and ".join(f"{c.name} ({_ratio(judge.vs(split, c))})" for c in others)
         if min(len(c.process_ms) for c in (split, *others)) < SPLIT_ROUNDS:
-            return (
+            return Decision(
                 base,
                 f"{why}; the best split {split.name} beats {against}, but in one round only: a process's "
                 f"own luck (a few percent) shows from {SPLIT_ROUNDS} rounds, so it is not kept (a larger -t "
                 "leaves time for them)",
                 judge.noise,
+                single,
             )
-        return split, f"the split {split.name} beats {against} by more than the noise", judge.noise
+        return Decision(
+            split, f"the split {split.name} beats {against} by more than the noise", judge.noise, single
+        )
     against = "; ".join(f"against {c.name} {_ratio(judge.vs(split, c))}" for c in others)
-    return (
+    return Decision(
         base,
         f"{why}; the best split {split.name} does not beat it by more than the noise ({against})",
         judge.noise,
+        single,
     )
 
 
@@ -271,7 +289,7 @@ class _Judge:
 
     def vs(self, a: Candidate, b: Candidate) -> Paired | None:
         """``a`` against ``b`` (app.measure.paired); None where they share no block."""
-        return paired(_measurement(a), _measurement(b))
+        return paired(a.measurement(), b.measurement())
 
     def beats(self, a: Candidate, b: Candidate) -> bool:
         """Whether ``a`` is faster than ``b`` by more than the noise of their comparison (at least the
@@ -291,10 +309,6 @@ class _Judge:
             return _final(a) < _final(b)
         self.noise = max(self.noise, vs.noise)
         return vs.ratio < 1.0
-
-
-def _measurement(c: Candidate) -> Measurement:
-    return Measurement(c.name, list(c.process_ms), block_ms=[list(row) for row in c.block_ms])
 
 
 def _ratio(vs: Paired | None) -> str:

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ...graph import Model
+from ..measure import Measurement, Paired, paired
 
 AUTOMATIC = "automatic"
 SINGLE = "single"
@@ -46,6 +47,10 @@ class Candidate:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields (the affinities included)."""
         return asdict(self)
+
+    def measurement(self) -> Measurement:
+        """The final measurement as app.measure holds it: what a block-by-block comparison reads."""
+        return Measurement(self.name, list(self.process_ms), block_ms=[list(row) for row in self.block_ms])
 
 
 @dataclass(frozen=True)
@@ -87,7 +92,8 @@ class TuneReport:
     ``decision``: why the winner won (the finalists compared block by block), ``noise``: the margin a
     split had to beat (the largest noise of the comparisons made, at least decide.MIN_NOISE; None where
     the final measurement could not run), ``config``: the configuration every candidate was
-    compiled and measured with (threads included)."""
+    compiled and measured with (threads included); ``best_single``: the fastest single device, found
+    block by block ("" where the finalists were not timed per process)."""
 
     device: str
     budget_s: float
@@ -104,6 +110,7 @@ class TuneReport:
     decision: str = ""
     noise: float | None = None
     config: dict[str, Any] = field(default_factory=dict)
+    best_single: str = ""
 
     def candidate(self, name: str) -> Candidate:
         """The candidate called ``name``; KeyError if none was tried."""
@@ -116,6 +123,16 @@ class TuneReport:
         """The measured median (ms) of candidate ``name`` ("automatic", "CPU", "OPENVINO"...), None if it
         was not measured; KeyError if it was not tried."""
         return self.candidate(name).median_ms
+
+    def versus(self, name: str, other: str) -> Paired | None:
+        """Candidate ``name`` against candidate ``other``, block by block as the decision compared them
+        (app.measure.paired: the ratio and its noise); None where they share no block timed per process.
+        KeyError if either was not tried.
+
+            vs = report.versus(report.winner, report.best_single)
+            print(f"{vs.ratio:.3f}x, noise {vs.noise:.1%}")
+        """
+        return paired(self.candidate(name).measurement(), self.candidate(other).measurement())
 
     @property
     def measured(self) -> list[Candidate]:

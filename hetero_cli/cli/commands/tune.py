@@ -348,20 +348,31 @@ def single_devices(report: Any) -> dict[str, float]:
     }
 
 
+def _versus(report: Any, name: str, other: str | None) -> str:
+    """``name`` against ``other`` as the decision compared them: the block ratio and its noise."""
+    if other is None:
+        return "-"
+    if name == other:
+        return "1.000x"
+    vs = report.versus(name, other)
+    return "-" if vs is None else f"{vs.ratio:.3f}x ±{vs.noise:.1%}"
+
+
 def _print_candidates(report: Any) -> None:
-    """One row per candidate tried: its placement, the prediction, the measured median and the ratios."""
+    """One row per candidate tried: its placement, the prediction, the measured medians and the ratios
+    (block by block, with their noise, where the finalists were timed per process)."""
     from rich.table import Table
     from rich.text import Text
 
-    singles = single_devices(report)
-    fastest = min(singles.values(), default=None)
     final = per_process(report)
-    automatic = figure(report.candidate("automatic"), final)
-    which = "per-process medians" if final else "the search's medians"
+    if final:
+        how = "ratios: block by block against the fastest single device and the automatic plan, ± their noise"
+    else:
+        how = "ratios: of the search's medians"
     table = Table(
         title=Text(
             f"Candidates on {report.device} (median: the search's, interleaved in one process; final: the "
-            f"median of the finalists' per-process medians, each alone in its own process; ratios: {which})"
+            f"median of the finalists' per-process medians, each alone in its own process; {how})"
         ),
         box=box(),
         show_edge=False,
@@ -375,14 +386,23 @@ def _print_candidates(report: Any) -> None:
         "predicted ms",
         "median ms",
         "final ms",
-        "noise",
         "vs fastest single device",
         "vs automatic",
         "note",
     ):
         table.add_column(column, overflow="fold")
+    singles = single_devices(report)
+    fastest = min(singles.values(), default=None)
+    automatic = report.candidate("automatic")
+    best = report.best_single or None
     for c in report.candidates:
         mark = " (winner)" if c.name == report.winner else ""
+        if final:
+            timed = c.final_ms is not None
+            vs_single = _versus(report, c.name, best) if timed else "-"
+            vs_automatic = _versus(report, c.name, automatic.name) if timed else "-"
+        else:
+            vs_single, vs_automatic = _ratio(c.median_ms, fastest), _ratio(c.median_ms, automatic.median_ms)
         table.add_row(
             Text(c.name + mark),
             c.kind,
@@ -391,9 +411,8 @@ def _print_candidates(report: Any) -> None:
             _ms(c.predicted_ms),
             _ms(c.median_ms),
             _ms(c.final_ms),
-            "-" if c.noise is None else f"{c.noise:.1%}",
-            _ratio(figure(c, final), fastest),
-            _ratio(figure(c, final), automatic),
+            vs_single,
+            vs_automatic,
             Text(c.error or ("not measured" if c.median_ms is None else "")),
         )
     console().print(table)
@@ -419,22 +438,35 @@ def _print_verdict(report: Any) -> None:
             f"Noise: {report.noise:.1%} (the largest of the finalists' block-by-block comparisons, "
             f"{MIN_NOISE:.0%} at least): a split must beat the single devices and the automatic plan by more"
         )
-    bases = {**single_devices(report), "the automatic plan": figure(report.candidate("automatic"), final)}
+    automatic = report.candidate("automatic")
+    bases = {**single_devices(report), "automatic": figure(automatic, final)}
     for name, ms in bases.items():
         if ms is None or mine is None or name == winner.name:
             continue
-        info(f"  against {name} ({_ms(ms)} ms): {_speed(mine, ms)}")
+        label = "the automatic plan" if name == "automatic" else name
+        vs = report.versus(winner.name, name) if final else None
+        if vs is None:
+            info(f"  against {label} ({_ms(ms)} ms): {_speed(mine, ms)}")
+        else:
+            info(
+                f"  against {label} ({_ms(ms)} ms): {_speed_ratio(vs.ratio)} block by block, noise {vs.noise:.1%}"
+            )
     info(f"Search: {report.elapsed_s:.1f} s of a {report.budget_s:g} s budget, seed {report.seed}")
     for note in report.notes:
         info(note)
     _print_validation(report.validation)
 
 
+def _speed_ratio(ratio: float) -> str:
+    """``1.18x faster`` / ``1.02x slower`` / ``as fast`` (within 0.5 %) for a time ratio mine / theirs."""
+    if abs(ratio - 1.0) <= 0.005:
+        return "as fast"
+    return f"{1 / ratio:.2f}x faster" if ratio < 1 else f"{ratio:.2f}x slower"
+
+
 def _speed(ms: float, base: float) -> str:
     """``1.18x faster`` / ``1.02x slower`` / ``as fast`` (within 0.5 %)."""
-    if abs(ms - base) <= 0.005 * base:
-        return "as fast"
-    return f"{base / ms:.2f}x faster" if ms < base else f"{ms / base:.2f}x slower"
+    return _speed_ratio(ms / base)
 
 
 def _print_validation(validation: Validation | None) -> None:
