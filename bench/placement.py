@@ -233,6 +233,10 @@ def measure_model(run: Any, name: str, kind: str, path: Path, tmp: Path) -> dict
     if "tuned" not in measured:
         return entry
     against = {rid: entry["runtimes"][rid]["tuned_paired_ratio"] for rid in measured if rid != "tuned"}
+    # hetero-cli runtimes that run what the tuned file runs (the same subgraphs, devices and sessions):
+    # against them the tuned placement cannot be slower, and their ratio shows the method's own noise
+    mine = shapes["tuned"]["placement"]
+    entry["same_placement"] = [rid for rid in against if mine and shapes[rid].get("placement") == mine]
     singles = {rid: against[rid] for rid in SINGLE if rid in against}
     if singles:  # the fastest single device: the one the tuned placement compares worst against
         fastest = max(singles, key=lambda rid: singles[rid]["median"])
@@ -278,6 +282,7 @@ def _compiled_once(
             "subgraphs": p.subgraphs,
             "sessions": p.sessions,
             "compile_s": p.compile_s,
+            "placement": p.placement,
             "max_abs_diff_vs_ort_cpu": runtimes.max_abs_diff(outputs, expected) if expected else None,
             "guess_ms": guess,
         }

@@ -18,6 +18,8 @@ All runtimes read the model from an ONNX file, the way a user gives it.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -135,6 +137,9 @@ class Prepared:
     subgraphs: int = 1
     boundaries: int = 0
     sessions: int = 1  # sessions run per inference: 1 where LATENCY runs a split in the query's one session
+    placement: str = (
+        ""  # hetero-cli's: each subgraph's device and nodes, and the sessions run (placement_key)
+    )
     handle: Any = None  # the session / compiled model, kept alive while the runtime is in use
 
 
@@ -150,6 +155,15 @@ def session_options() -> ort.SessionOptions:
 def ort_session(path: Path, providers: str) -> ort.InferenceSession:
     """One ORT session over the whole model (``providers``: "CPU" or "OPENVINO,CPU")."""
     return ort.InferenceSession(str(path), session_options(), providers=provider_list(providers))
+
+
+def placement_key(compiled: hetero_cli.CompiledModel) -> str:
+    """A digest of what ``compiled`` runs: each subgraph's device and nodes, and how many sessions an
+    inference runs. Two compiled models with one key run the same sessions: the same runtime, however each
+    was asked for (manual affinities, automatic, one device)."""
+    plan = [(s.device, sorted(s.nodes)) for s in compiled.plan.subgraphs]
+    text = json.dumps([plan, len(compiled.runs)])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def max_abs_diff(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray]) -> float | None:
@@ -243,6 +257,7 @@ def prepare_hetero(
         compile_s,
         subgraphs=len(compiled.subgraphs),
         boundaries=len(compiled.plan.crossing_tensors()),
+        placement=placement_key(compiled),
         sessions=len(compiled.runs),
         handle=compiled,
     )

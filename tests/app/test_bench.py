@@ -174,6 +174,7 @@ def test_quick_run_writes_results_json(quick_run):
         assert {"tuned", "hetero_ov", "hetero_cpu", "ort_cpu", "ort_ov"} <= set(entry["runtimes"]), entry
         assert entry["tune"]["wall_s"] > 0 and entry["tune"]["winner"]
         assert entry["fastest_single"] in entry["runtimes"] and entry["vs_automatic"] > 0
+        assert set(entry["same_placement"]) <= {"hetero_ov", "hetero_cpu", "hetero_openvino"}, entry
         assert (
             entry["method"] == "alone in its process, blocks in turns" and entry["iterations"] == 1
         )  # --quick: one round
@@ -289,3 +290,41 @@ def test_a_section_skipped_without_the_openvino_ep_gives_its_targets_their_own_k
     judged = targets.check(results)
     assert {t.key for t in judged} == TARGET_KEYS
     assert not [t for t in judged if "not evaluated" in str(t.figure)]
+
+
+def _placement_entry(ratio, noise, same):
+    row = {"label": "hetero HETERO:OPENVINO,CPU automatic", "stats": {"median_ms": 1.0, "n": 3}}
+    row["tuned_paired_ratio"] = {"p25": ratio - 0.01, "p75": ratio + 0.01}
+    return {
+        "kind": "real",
+        "tune": {"winner": "OPENVINO"},
+        "runtimes": {"tuned": {"subgraphs": 1, "stats": {"median_ms": ratio, "n": 3}}, "hetero_ov": row},
+        "fastest_single": "hetero_ov",
+        "vs_automatic": ratio,
+        "vs_automatic_noise": noise,
+        "same_placement": ["hetero_ov"] if same else [],
+    }
+
+
+@pytest.mark.parametrize(
+    ("ratio", "noise", "same", "status"),
+    [
+        (1.021, 0.036, True, "PASS"),  # the same runtime, 2.1 % off 1 within its 3.6 % noise
+        (1.060, 0.020, True, "FAIL"),  # the same runtime off by more than the noise the method reported
+        (0.940, 0.020, True, "FAIL"),
+        (1.021, 0.036, False, "FAIL"),  # another runtime: the limit judges
+        (1.015, 0.036, False, "PASS"),
+    ],
+)
+def test_a_tuned_placement_against_the_same_runtime_is_judged_by_its_noise(ratio, noise, same, status):
+    """placement_vs_automatic: where the automatic plan runs what the tuned file runs, the ratio is the
+    method's noise, met within it of 1; against another runtime, the limit (1.02x) judges."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import targets
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    results = {"placement": {"models": {"m": _placement_entry(ratio, noise, same)}}}
+    [target] = [t for t in targets.check(results) if t.key == "placement_vs_automatic"]
+    assert target.status == status, target
+    assert ("the same runtime as the tuned one" in target.details[0]) == same
