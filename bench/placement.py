@@ -236,13 +236,15 @@ def measure_model(run: Any, name: str, kind: str, path: Path, tmp: Path) -> dict
     # hetero-cli runtimes that run what the tuned file runs (the same subgraphs, devices and sessions):
     # against them the tuned placement cannot be slower, and their ratio shows the method's own noise
     mine = shapes["tuned"]["placement"]
-    entry["same_placement"] = [rid for rid in against if mine and shapes[rid].get("placement") == mine]
+    same = [rid for rid in against if mine and shapes[rid].get("placement") == mine]
+    entry["same_placement"] = same
     singles = {rid: against[rid] for rid in SINGLE if rid in against}
-    if singles:  # the fastest single device: the one the tuned placement compares worst against
-        fastest = max(singles, key=lambda rid: singles[rid]["median"])
+    if singles:  # the fastest single device: of the others, the one the tuned placement compares worst with
+        distinct = {rid: vs for rid, vs in singles.items() if rid not in same} or singles
+        fastest = max(distinct, key=lambda rid: distinct[rid]["median"])
         entry["fastest_single"] = fastest
-        entry["vs_fastest_single"] = singles[fastest]["median"]
-        entry["vs_fastest_single_noise"] = singles[fastest]["noise"]
+        entry["vs_fastest_single"] = distinct[fastest]["median"]
+        entry["vs_fastest_single_noise"] = distinct[fastest]["noise"]
         entry["vs_every_single"] = {rid: vs["median"] for rid, vs in singles.items()}
     if "hetero_ov" in against:
         entry["vs_automatic"] = against["hetero_ov"]["median"]
