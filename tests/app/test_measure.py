@@ -29,7 +29,8 @@ from hetero_cli.app.measure import (
 from hetero_cli.app.measure.builders import HETERO
 from hetero_cli.app.measure.paired import median_interval
 from hetero_cli.app.tune import decide, tune_model
-from hetero_cli.app.tune.report import AUTOMATIC, COST_MODEL, SINGLE, Candidate
+from hetero_cli.app.tune.measure import Clock
+from hetero_cli.app.tune.report import AUTOMATIC, COST_MODEL, SINGLE, Candidate, TuneReport
 from hetero_cli.app.tune.runs import MEASURED_CONFIG_KEY
 from hetero_cli.cli.setup import DEFAULT_MODEL
 
@@ -245,6 +246,56 @@ def test_the_noise_has_a_floor():
     single = _finalist("CPU", SINGLE, _blocks(10.0))
     winner, _, noise, _ = decide.decide([split, single])
     assert noise == decide.MIN_NOISE and winner is single
+
+
+def _slow_finalists(ms=80.0):
+    return [
+        _finalist(name, kind, [ms] * 12)
+        for name, kind in ((AUTOMATIC, AUTOMATIC), ("CPU", SINGLE), ("OPENVINO", SINGLE))
+    ]
+
+
+def test_a_round_is_cut_to_the_blocks_the_budget_leaves():
+    """blocks_that_fit: the most blocks whose round fits, fewer for less time, none under LEAST_BLOCKS."""
+    finalists = _slow_finalists()
+    full = decide.round_s(finalists, 1.0, method.BLOCKS, workers=True)
+    least = decide.round_s(finalists, 1.0, decide.LEAST_BLOCKS, workers=True)
+    assert least < full
+    assert decide.blocks_that_fit(finalists, 1.0, full, workers=True) == method.BLOCKS
+    middle = decide.blocks_that_fit(finalists, 1.0, (full + least) / 2, workers=True)
+    assert decide.LEAST_BLOCKS <= middle < method.BLOCKS
+    assert decide.round_s(finalists, 1.0, middle, workers=True) <= (full + least) / 2
+    assert decide.round_s(finalists, 1.0, middle + 1, workers=True) > (full + least) / 2
+    assert decide.blocks_that_fit(finalists, 1.0, least * 0.99, workers=True) == 0
+
+
+def test_slow_finalists_in_a_short_budget_are_timed_in_fewer_blocks_not_ranked_in_process(monkeypatch):
+    """final(): where a round of method.BLOCKS does not fit before the deadline, the finalists are still
+    timed each in its own process, in fewer blocks, and a note says so."""
+    report = TuneReport("HETERO:OPENVINO,CPU", 30.0, 0, {})
+    report.candidates = _slow_finalists()
+    for c in report.candidates:
+        c.median_ms, c.samples = 80.0, 12
+    asked = {}
+
+    def measured(on, contenders, *, automatic, more, blocks, on_process=None):
+        asked["blocks"] = blocks
+        for c in contenders:  # as measure_finalists sets them
+            c.block_ms = [[80.0] * blocks]
+            c.process_ms, c.final_ms = [80.0], 80.0
+
+    monkeypatch.setattr(decide, "measure_finalists", measured)
+    finalists = decide.finalists(report, 0.015)
+    full = decide.round_s(finalists, 1.0, method.BLOCKS, workers=True)
+    least = decide.round_s(finalists, 1.0, decide.LEAST_BLOCKS, workers=True)
+    clock = Clock(30.0, now=lambda: 0.0)
+    on = decide.Finalists(None, "HETERO:OPENVINO,CPU", {}, {}, None, 0)
+    order = decide.final(
+        report, report.ranked(0.015), on, clock, (full + least) / 2, 1.0, lambda _: None, 0.015
+    )
+    assert decide.LEAST_BLOCKS <= asked["blocks"] < method.BLOCKS
+    assert any(f"rounds of {asked['blocks']} blocks" in note for note in report.notes), report.notes
+    assert report.decision and "in-process ranking" not in report.decision and order[0].name == "CPU"
 
 
 def _bench_measure():

@@ -45,6 +45,10 @@ BLOCK_MS = 100.0
 #: in the estimate of a round's time; no part of it where the finalists are timed in this process
 PROCESS_START_S = 1.5
 LEAST_RUNS, MOST_RUNS = 2, 100
+#: the fewest blocks per runtime a round is cut to where a round of method.BLOCKS does not fit the budget
+#: (a slow model in a short budget): a comparison of few blocks has a wide noise, so it keeps the simpler
+#: placement unless another wins clearly, which the in-process ranking cannot tell
+LEAST_BLOCKS = 4
 
 
 def finalists(report: TuneReport, margin: float) -> list[Candidate]:
@@ -67,11 +71,29 @@ def runs_per_block(median_ms: float | None) -> int:
     return max(LEAST_RUNS, min(MOST_RUNS, int(BLOCK_MS / median_ms)))
 
 
-def process_s(median_ms: float | None, settle_s: float) -> float:
-    """Seconds one process of a candidate with this search median spends in a round (its warm-up, its
-    blocks and the settle pause before each), its compile and start aside."""
-    runs = WARMUP_RUNS + method.BLOCKS * runs_per_block(median_ms)
-    return runs * (median_ms or 0.0) / 1e3 + method.BLOCKS * settle_s
+def process_s(median_ms: float | None, settle_s: float, blocks: int = method.BLOCKS) -> float:
+    """Seconds one process of a candidate with this search median spends in a round of ``blocks`` blocks
+    (its warm-up, its blocks and the settle pause before each), its compile and start aside."""
+    runs = WARMUP_RUNS + blocks * runs_per_block(median_ms)
+    return runs * (median_ms or 0.0) / 1e3 + blocks * settle_s
+
+
+def round_s(contenders: Sequence[Candidate], compile_s: float, blocks: int, workers: bool) -> float:
+    """The estimated seconds of one round of ``blocks`` blocks per finalist: the processes start and
+    build (at once, as many as there are cores, where ``workers``), then time their blocks in turns."""
+    start_s, settle_s = (PROCESS_START_S, method.SETTLE_S) if workers else (0.0, 0.0)
+    at_once = min(len(contenders), os.cpu_count() or 1) if workers else 1
+    building = len(contenders) * (start_s + compile_s) / at_once
+    return building + sum(process_s(c.median_ms, settle_s, blocks) for c in contenders)
+
+
+def blocks_that_fit(contenders: Sequence[Candidate], compile_s: float, left_s: float, workers: bool) -> int:
+    """The most blocks per finalist, method.BLOCKS at most, whose round fits in ``left_s`` seconds; 0 where
+    not even LEAST_BLOCKS do."""
+    for blocks in range(method.BLOCKS, LEAST_BLOCKS - 1, -1):
+        if round_s(contenders, compile_s, blocks, workers) <= left_s:
+            return blocks
+    return 0
 
 
 def save_candidate(
@@ -117,7 +139,8 @@ def final(
     margin: float,
 ) -> list[Candidate]:
     """Time ``report``'s finalists (finalists()) each alone in its own process (measure_finalists) in
-    rounds while ``clock`` leaves a round's time before ``until``, and decide (decide()): the decision and
+    rounds while ``clock`` leaves a round's time before ``until`` (each of method.BLOCKS blocks per
+    finalist, or as many as fit, LEAST_BLOCKS at least: blocks_that_fit), and decide (decide()): the decision and
     the noise set on ``report``. Returns the candidates in the order they are to be validated: the
     decision's winner, the other finalists by their final medians, then the search's ranking
     (``ranked``: report.ranked(``margin``)). Where no round fits the budget, or no finalist could be timed,
@@ -128,16 +151,19 @@ def final(
         )
     contenders = finalists(report, margin)
     workers = on.launch in (None, in_worker)
-    start_s, settle_s = (PROCESS_START_S, method.SETTLE_S) if workers else (0.0, 0.0)
-    at_once = min(len(contenders), os.cpu_count() or 1) if workers else 1  # the workers build together
-    one_round = len(contenders) * (start_s + compile_s) / at_once
-    one_round += sum(process_s(c.median_ms, settle_s) for c in contenders)
-    if clock.left(until) < one_round:
+    blocks = blocks_that_fit(contenders, compile_s, clock.left(until), workers)
+    if not blocks:
+        one_round = round_s(contenders, compile_s, LEAST_BLOCKS, workers)
         report.notes.append(
-            f"no time left to time the finalists alone, each in its own process (one round takes about "
-            f"{one_round:.1f} s): the search's in-process ranking decides"
+            f"no time left to time the finalists alone, each in its own process (one round of "
+            f"{LEAST_BLOCKS} blocks takes about {one_round:.1f} s): the search's in-process ranking decides"
         )
         return searched(report, ranked, margin)
+    if blocks < method.BLOCKS:
+        report.notes.append(
+            f"the finalists were timed in rounds of {blocks} blocks each rather than {method.BLOCKS}: the "
+            "budget left no more (a larger -t narrows the noise)"
+        )
     started = clock.elapsed()
 
     def more(done: int) -> bool:  # another round where the last one's time is left before until
@@ -147,6 +173,7 @@ def final(
         on,
         contenders,
         automatic=report.candidate(AUTOMATIC).affinities,
+        blocks=blocks,
         more=more,
         on_process=lambda name, round_: tell(f"timing {name} alone, round {round_ + 1}"),
     )
@@ -178,11 +205,12 @@ def measure_finalists(
     *,
     automatic: Mapping[str, str],
     more: Callable[[int], bool],
+    blocks: int = method.BLOCKS,
     on_process: Callable[[str, int], None] | None = None,
 ) -> dict[str, Measurement]:
     """Each of ``contenders`` saved as the tuned file would be (save_candidate, ``automatic``: the
     automatic plan's affinities) and measured by app.measure's measure_runtimes on ``on``'s device, config
-    and feeds; its per-round and block medians, median and noise set on the candidate (an error where its
+    and feeds, ``blocks`` blocks each per round; its per-round and block medians, median and noise set on the candidate (an error where its
     processes failed). Returns {name: Measurement}."""
     with tempfile.TemporaryDirectory(prefix="hetero-tune-") as folder:
         specs = {}
@@ -196,6 +224,7 @@ def measure_finalists(
             on.feeds,
             rounds=MAX_ROUNDS,
             min_rounds=MIN_ROUNDS,
+            blocks=blocks,
             warmup=WARMUP_RUNS,
             runs={c.name: runs_per_block(c.median_ms) for c in contenders},
             seed=on.seed,
