@@ -34,7 +34,9 @@ session fails to load), against one ORT session on the CPU alone.
 from __future__ import annotations
 
 import gc
+import json
 import statistics
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,6 +45,7 @@ from typing import Any
 import onnxruntime as ort
 import runtimes
 import spans
+import worker
 from measure import timed
 
 import hetero_cli
@@ -210,10 +213,35 @@ LOOP_DEVICE = "HETERO:OPENVINO,CPU"
 
 def loop_phases(paths: dict[str, Path], repeats: int) -> dict[str, Any]:
     """{model: {LOOP_DEVICE: phases against one ORT [CPU] session}} for each of ``paths`` (LOOP_MODELS'
-    files), after one untimed warm-up on the first; {"error": ...} for a model that fails."""
-    out: dict[str, Any] = {}
-    if paths:
-        warm_up(next(iter(paths.values())), [(LOOP_DEVICE, "CPU")])
-    for name, path in paths.items():
-        out[name] = {LOOP_DEVICE: phases(path, LOOP_DEVICE, "CPU", repeats, serial=False)}
-    return out
+    files), each timed alone in a fresh process (phases_alone); {"error": ...} for a model that fails."""
+    return {
+        name: {LOOP_DEVICE: phases_alone(path, LOOP_DEVICE, "CPU", repeats, serial=False)}
+        for name, path in paths.items()
+    }
+
+
+#: seconds one phases_alone process may take
+ALONE_TIMEOUT_S = 900.0
+
+
+def phases_alone(
+    path: Path, device: str, providers: str, repeats: int, serial: bool = True, hint: str | None = None
+) -> dict[str, Any]:
+    """phases() of ``path`` in a fresh interpreter of its own, after one untimed round there (warm_up: the
+    plugins loaded, as in a user's process that compiles). Timed in the bench's own process after the
+    sections before it, SqueezeNet's compile measured 1.62x one ORT session (651ee15's run), 1.10x with
+    the section run alone the same day. The thread setting is inherited (runtimes.THREADS_ENV). {"error": ...} where it fails."""
+    args = {"path": str(path), "device": device, "providers": providers, "repeats": repeats}
+    args.update(serial=serial, hint=hint)
+    return worker.run_json([sys.executable, __file__, json.dumps(args)], ALONE_TIMEOUT_S)
+
+
+def _alone(args: dict[str, Any]) -> dict[str, Any]:
+    """phases_alone's side in the fresh interpreter: the warm-up, then phases()."""
+    path = Path(args["path"])
+    warm_up(path, [(args["device"], args["providers"])])
+    return phases(path, args["device"], args["providers"], args["repeats"], args["serial"], args["hint"])
+
+
+if __name__ == "__main__":
+    print(json.dumps(_alone(json.loads(sys.argv[1]))))

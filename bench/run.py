@@ -456,23 +456,19 @@ def section_phases(run: Run, models: list[Subject]) -> None:
         run.console.print(
             "[yellow]phases: HETERO:OPENVINO,CPU skipped, this ONNX Runtime has no OpenVINO EP[/yellow]"
         )
-    if light:  # load the EP plugins once, untimed, so the first model does not pay for it
-        phases.warm_up(light[0].path, strings)
-    for subject in light:
+    for subject in light:  # each model and device string timed in a fresh process (phases.phases_alone)
         out[subject.name] = {}
         for device, providers in strings:
             run.progress(f"phases: {subject.name} {device}")
-            try:
-                out[subject.name][device] = phases.phases(
-                    subject.path, device, providers, run.settings.phase_repeats
+            row = phases.phases_alone(subject.path, device, providers, run.settings.phase_repeats)
+            if "error" in row:
+                row = {"error": run.error(f"phases {subject.name} {device}", RuntimeError(row["error"]))}
+            out[subject.name][device] = row
+            if row.get("one_session"):
+                run.progress(f"phases: {subject.name} {device}, PERFORMANCE_HINT=THROUGHPUT")
+                out[subject.name][device + STAGES] = phases.phases_alone(
+                    subject.path, device, providers, run.settings.phase_repeats, hint=runtimes.THROUGHPUT
                 )
-                if out[subject.name][device].get("one_session"):
-                    run.progress(f"phases: {subject.name} {device}, PERFORMANCE_HINT=THROUGHPUT")
-                    out[subject.name][device + STAGES] = phases.phases(
-                        subject.path, device, providers, run.settings.phase_repeats, hint=runtimes.THROUGHPUT
-                    )
-            except Exception as exc:
-                out[subject.name][device] = {"error": run.error(f"phases {subject.name} {device}", exc)}
     if light:
         try:
             run.results["gil"] = {
