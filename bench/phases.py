@@ -230,7 +230,8 @@ def phases_alone(
     """phases() of ``path`` in a fresh interpreter of its own, after one untimed round there (warm_up: the
     plugins loaded, as in a user's process that compiles). Timed in the bench's own process after the
     sections before it, SqueezeNet's compile measured 1.62x one ORT session (651ee15's run), 1.10x with
-    the section run alone the same day. The thread setting is inherited (runtimes.THREADS_ENV). {"error": ...} where it fails."""
+    the section run alone the same day. The thread setting is inherited (runtimes.THREADS_ENV).
+    {"error": ...} where it fails."""
     args = {"path": str(path), "device": device, "providers": providers, "repeats": repeats}
     args.update(serial=serial, hint=hint)
     return worker.run_json([sys.executable, __file__, json.dumps(args)], ALONE_TIMEOUT_S)

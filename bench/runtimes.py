@@ -137,9 +137,8 @@ class Prepared:
     subgraphs: int = 1
     boundaries: int = 0
     sessions: int = 1  # sessions run per inference: 1 where LATENCY runs a split in the query's one session
-    placement: str = (
-        ""  # hetero-cli's: each subgraph's device and nodes, and the sessions run (placement_key)
-    )
+    # hetero-cli's: each subgraph's device and nodes, and the sessions an inference runs (placement_key)
+    placement: str = ""
     handle: Any = None  # the session / compiled model, kept alive while the runtime is in use
 
 
