@@ -2,9 +2,11 @@
 model's bytes with its weight files, the device string, the config, the versions); a later compile of the
 same loads it (importing.import_compiled) instead of querying, partitioning and compiling.
 
-An entry is untrusted input: a damaged or stale one is ignored with a warning and written again. Writes
-go through a temporary file and a rename (exporting.write_artifact), so processes sharing a cache never
-see part of an entry. A cache folder that cannot be used is a warning, never a failed compile.
+An entry is untrusted input: a damaged one is ignored with a warning, removed and written again. Writes
+go through a temporary file and a link (exporting.write_artifact), so processes sharing a cache never
+see part of an entry, and an entry is never replaced under a process importing it (its sessions read
+weights from the file): where two processes compile the same model, the first to finish keeps its entry.
+A cache folder that cannot be used is a warning, never a failed compile.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from ..errors import HeteroError
 from ..graph import Model
 from ..graph.external import all_tensors, external_info, is_external
+from ..graph.weights import file_stamp, still
 from ..placement import config as cfg
 from ..placement.devices import Device
 from . import exporting, importing
@@ -86,6 +89,10 @@ def load(
     """The compiled model of cache entry ``entry`` in ``folder``, LOADED_FROM_CACHE; None where there is no
     such entry, or (with a warning) where it is damaged or stale: the caller compiles and stores again."""
     path = folder / (entry + SUFFIX)
+    try:
+        stamp = file_stamp(path)
+    except OSError:
+        return None
     if not path.is_file():
         return None
     try:
@@ -94,16 +101,29 @@ def load(
         compiled = importing.import_compiled(unpacked, "the entry", devices, config, device_name, hetero)
     except HeteroError as exc:  # an entry is never trusted: any failure to load it means compiling again
         log.warning("the cache entry %s cannot be loaded (%s): compiling the model again", path, exc)
+        _remove(path, stamp)
         return None
     compiled.loaded_from_cache = True
     return compiled
 
 
-def store(folder: Path, entry: str, compiled: CompiledModel) -> None:
-    """Write ``compiled``'s export as cache entry ``entry`` (whole or not at all); a warning where the
-    folder cannot be written (the compile itself stands)."""
+def _remove(path: Path, stamp: tuple[int, int, int]) -> None:
+    """Remove the damaged entry ``path`` where it is still the file load read (another process may have
+    written a sound one meanwhile), so that store can write it again; where it cannot be removed, the
+    entry stays and store's write keeps it (the next compile warns again)."""
     try:
-        exporting.write_artifact(compiled.export_model(), folder / (entry + SUFFIX))
+        if still(path, stamp):
+            path.unlink()
+    except OSError as exc:  # the compile goes on without the cache entry: a warning says why
+        log.warning("the damaged cache entry %s cannot be removed (%s)", path, exc.strerror or exc)
+
+
+def store(folder: Path, entry: str, compiled: CompiledModel) -> None:
+    """Write ``compiled``'s export as cache entry ``entry`` (whole or not at all) unless another process
+    kept one meanwhile (the same key: the same compile); a warning where the folder cannot be written
+    (the compile itself stands)."""
+    try:
+        exporting.write_artifact(compiled.export_model(), folder / (entry + SUFFIX), replace=False)
     except HeteroError as exc:
         log.warning(
             "the compiled model could not be kept in CACHE_DIR (%s): the next compile starts again", exc

@@ -7,6 +7,7 @@ each distinct one once (weight_pool.py).
 from __future__ import annotations
 
 import dataclasses
+import errno
 import importlib.metadata
 import logging
 import os
@@ -92,10 +93,12 @@ def _pooled(models: list[onnx.ModelProto], name: str) -> weight_pool.Pooled:
         ) from None
 
 
-def write_artifact(data: bytes, path: str | os.PathLike[str]) -> None:
+def write_artifact(data: bytes, path: str | os.PathLike[str], replace: bool = True) -> bool:
     """Write ``data`` to ``path`` through a temporary file beside it and a rename: a reader (another
-    process's cache lookup) sees the old file or the new one, never part of one. ModelError where the
-    folder cannot be written; nothing is left behind then."""
+    process's cache lookup) sees the old file or the new one, never part of one. With ``replace`` False
+    an existing ``path`` is kept (a hard link, which fails where the name is taken): a cache entry another
+    process wrote meanwhile may be in use by a reader whose sessions read weights from it. Returns whether
+    ``data`` was written. ModelError where the folder cannot be written; nothing is left behind then."""
     target = Path(path)
     tmp = None
     try:
@@ -103,11 +106,30 @@ def write_artifact(data: bytes, path: str | os.PathLike[str]) -> None:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
         os.chmod(tmp, target.stat().st_mode & 0o7777 if target.exists() else 0o666 & ~_umask())
-        os.replace(tmp, target)
+        if replace or not _linked(tmp, target):
+            os.replace(tmp, target)
+        return True
+    except FileExistsError:
+        return False
     except OSError as exc:
+        raise ModelError(f"cannot write {target}: {exc.strerror or exc}: check the folder") from None
+    finally:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
-        raise ModelError(f"cannot write {target}: {exc.strerror or exc}: check the folder") from None
+
+
+def _linked(tmp: str, target: Path) -> bool:
+    """Whether ``tmp`` got the name ``target`` as a hard link; False where the file system has no hard
+    links (the caller renames instead). FileExistsError where ``target`` exists."""
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        if exc.errno in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+            return False
+        raise
+    return True
 
 
 def _portable(config: cfg.SplitConfig) -> dict[str, Any]:

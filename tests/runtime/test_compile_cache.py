@@ -4,6 +4,7 @@ unusable folder a warning and a normal compile; two processes sharing a cache ne
 
 from __future__ import annotations
 
+import errno
 import logging
 import subprocess
 import textwrap
@@ -19,6 +20,7 @@ from hetero_cli.placement import config as cfg
 from hetero_cli.placement import devices as registry
 from hetero_cli.quirks.openvino import CPU_BLOB_UNREADABLE
 from hetero_cli.runtime import artifact
+from hetero_cli.runtime import cache as compile_cache
 
 X = {"x": seeded((2, 4))}
 
@@ -98,6 +100,32 @@ def test_a_damaged_entry_is_a_warning_and_is_rebuilt(tmp_path, caplog):
     np.testing.assert_array_equal(rebuilt(X)["y"], want["y"])
     artifact.unpack(entry.read_bytes(), "the entry")  # written whole again
     assert hc.Core().compile_model(hardmax_model(), "CPU", config).get_property("LOADED_FROM_CACHE") is True
+
+
+def test_an_entry_kept_by_another_compile_meanwhile_is_never_replaced(tmp_path, monkeypatch):
+    """Two processes compiling one model both find no entry; the first to finish keeps its entry, and the
+    second's store leaves it alone: a process importing it reads weights from that very file."""
+    config = {"CACHE_DIR": str(tmp_path)}
+    hc.Core().compile_model(hardmax_model(), "CPU", config)
+    (entry,) = tmp_path.iterdir()
+    kept = entry.stat()
+    monkeypatch.setattr(compile_cache, "load", lambda *args: None)  # as if it was written after the lookup
+    again = hc.Core().compile_model(hardmax_model(), "CPU", config)
+    assert again.get_property("LOADED_FROM_CACHE") is False
+    assert list(tmp_path.iterdir()) == [entry]  # no temporary file left either
+    assert (entry.stat().st_ino, entry.stat().st_mtime_ns) == (kept.st_ino, kept.st_mtime_ns)
+
+
+def test_without_hard_links_an_entry_is_written_by_a_rename(tmp_path, monkeypatch):
+    def no_links(*args):
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr("os.link", no_links)
+    hc.Core().compile_model(hardmax_model(), "CPU", {"CACHE_DIR": str(tmp_path)})
+    (entry,) = tmp_path.iterdir()
+    artifact.unpack(entry.read_bytes(), "the entry")
+    again = hc.Core().compile_model(hardmax_model(), "CPU", {"CACHE_DIR": str(tmp_path)})
+    assert again.get_property("LOADED_FROM_CACHE") is True
 
 
 @pytest.mark.parametrize("where", ["a file", "under a file"])
