@@ -100,6 +100,19 @@ def per_process(
     return found, time.perf_counter() - began
 
 
+def joined(first: Measurement, more: Measurement) -> Measurement:
+    """``first`` with the rounds of ``more`` (a later per_process call timing the same runtime) after its
+    own: process medians, blocks (aligned across the runtimes both calls timed), samples; ``more``'s error
+    where it has one."""
+    return Measurement(
+        first.label,
+        [*first.process_ms, *more.process_ms],
+        first.samples + more.samples,
+        more.error or first.error,
+        [*first.block_ms, *more.block_ms],
+    )
+
+
 def stats_of(m: Measurement) -> Stats:
     """Statistics of a runtime's per-process medians (n: processes)."""
     return Stats.of([ms / 1e3 for ms in m.process_ms])

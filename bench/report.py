@@ -384,7 +384,8 @@ def placement_table(section: dict[str, Any]) -> Table:
     table = Table(
         title=f"placement: hetero tune on {section.get('device')} (budget {section.get('tune_budget_s', 0):g} s per "
         "model) against the automatic plan and each single device, medians of per-process medians (each runtime "
-        "alone in its own process), ms",
+        f"alone in its own process), ms; the tuned placement and its contenders (other sessions within "
+        f"2 % of it or faster) timed in {section.get('contender_rounds', 0)} more rounds",
         title_justify="left",
     )
     ids = ("tuned", "hetero_ov", "hetero_cpu", "hetero_openvino", "ort_cpu", "ort_ov", "openvino")

@@ -108,6 +108,8 @@ class Settings:
     threads: int = 0  # threads per session, 0: each runtime's default
     tune_budget_s: float = placement.TUNE_BUDGET_S  # hetero tune's budget per model (placement section)
     placement_rounds: int = 3  # the placement section's rounds: each runtime timed in 3 processes
+    #: more rounds of the tuned placement and its contenders (placement.py: CONTENDER); 0: none
+    contender_rounds: int = placement.CONTENDER_ROUNDS
     placement_models: tuple[str, ...] = ()  # the placement section's models (empty: its defaults)
 
     @classmethod
@@ -132,6 +134,7 @@ class Settings:
             threads=threads,
             tune_budget_s=placement.QUICK_TUNE_BUDGET_S,
             placement_rounds=1,  # --quick checks the plumbing: one process per runtime
+            contender_rounds=1,
             rounds=1,
         )
 

@@ -178,8 +178,15 @@ def test_quick_run_writes_results_json(quick_run):
         assert (
             entry["method"] == "alone in its process, blocks in turns" and entry["iterations"] == 1
         )  # --quick: one round
-        for row in entry["runtimes"].values():  # one process per runtime and round: a median each
-            assert len(row["process_ms"]) == entry["iterations"] and row["stats"]["n"] == entry["iterations"]
+        contenders = entry.get("contenders", {"runtimes": [], "rounds": 0})
+        for rid, row in entry["runtimes"].items():  # one process per runtime and round: a median each
+            more = (
+                contenders["rounds"]
+                if rid in ("tuned", *contenders["runtimes"]) and contenders["runtimes"]
+                else 0
+            )
+            rounds = entry["iterations"] + more
+            assert len(row["process_ms"]) == rounds and row["stats"]["n"] == rounds, (rid, entry)
     for key in ("placement_vs_single", "placement_vs_automatic", "placement_win", "placement_validation"):
         assert status[key] in ("PASS", "FAIL"), (key, results["targets"])
 
@@ -328,3 +335,45 @@ def test_a_tuned_placement_against_the_same_runtime_is_judged_by_its_noise(ratio
     [target] = [t for t in targets.check(results) if t.key == "placement_vs_automatic"]
     assert target.status == status, target
     assert ("the same runtime as the tuned one" in target.details[0]) == same
+
+
+def _bench_module(name):
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+
+
+def _timed(label, *rounds):
+    from hetero_cli.app.measure import Measurement
+
+    return Measurement(label, [min(r) for r in rounds], 3 * len(rounds), None, [list(r) for r in rounds])
+
+
+def test_the_contenders_are_the_other_sessions_within_2_percent_of_the_tuned_placement_or_faster():
+    placement = _bench_module("placement")
+    measured = {
+        "tuned": _timed("tuned", (10.0, 10.0)),
+        "hetero_cpu": _timed("hetero_cpu", (10.0, 10.0)),  # the tuned file's own sessions
+        "hetero_openvino": _timed("hetero_openvino", (12.0, 12.0)),  # tuned 0.83x: clearly faster
+        "ort_cpu": _timed("ort_cpu", (10.1, 10.1)),  # tuned 0.99x: within 2 %
+        "ort_ov": _timed("ort_ov", (9.0, 9.0)),  # faster than tuned
+        "hetero_ov": _timed("hetero_ov", (10.0, 10.0)),
+    }
+    assert placement._contenders(measured, ["hetero_cpu"]) == ["ort_cpu", "ort_ov", "hetero_ov"]
+    assert placement._contenders({k: v for k, v in measured.items() if k != "tuned"}, []) == []
+
+
+def test_more_rounds_of_two_runtimes_are_paired_with_their_first_rounds():
+    """measure.joined appends a later call's rounds: the two runtimes both timed again compare over every
+    round, a runtime timed only in the first call over the first rounds alone."""
+    measure = _bench_module("measure")
+    tuned = measure.joined(_timed("tuned", (10.0, 10.0)), _timed("tuned", (10.0, 10.0), (10.0, 10.0)))
+    rival = measure.joined(_timed("ort_cpu", (9.0, 9.0)), _timed("ort_cpu", (10.0, 10.0), (10.0, 10.0)))
+    alone = _timed("ort_ov", (5.0, 5.0))
+    assert tuned.process_ms == [10.0, 10.0, 10.0] and tuned.samples == 9
+    both = measure.block_ratios(tuned, [rival])
+    assert both["blocks"] == 6 and both["median"] == 1.0 and len(both["rounds"]) == 3
+    first = measure.block_ratios(tuned, [alone])
+    assert first["blocks"] == 2 and first["median"] == 2.0
