@@ -387,4 +387,6 @@ def test_rejudge_prints_a_committed_runs_verdicts_by_the_targets_of_today():
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Targets of issue 21" in done.stdout
-    assert re.search(r"\d+ of \d+ met; changed from the run's own verdicts: ", done.stdout), done.stdout[-500:]
+    assert re.search(r"\d+ of \d+ met; changed from the run's own verdicts: ", done.stdout), done.stdout[
+        -500:
+    ]
