@@ -98,7 +98,8 @@ def write_artifact(data: bytes, path: str | os.PathLike[str], replace: bool = Tr
     process's cache lookup) sees the old file or the new one, never part of one. With ``replace`` False
     an existing ``path`` is kept (a hard link, which fails where the name is taken): a cache entry another
     process wrote meanwhile may be in use by a reader whose sessions read weights from it. Returns whether
-    ``data`` was written. ModelError where the folder cannot be written; nothing is left behind then."""
+    ``data`` was written. ModelError where the folder cannot be written, or where the name is taken by
+    something that is no file (a folder); nothing is left behind then."""
     target = Path(path)
     tmp = None
     try:
@@ -110,7 +111,11 @@ def write_artifact(data: bytes, path: str | os.PathLike[str], replace: bool = Tr
             os.replace(tmp, target)
         return True
     except FileExistsError:
-        return False
+        if target.is_file():
+            return False
+        raise ModelError(
+            f"cannot write {target}: something that is no file has that name: remove it"
+        ) from None
     except OSError as exc:
         raise ModelError(f"cannot write {target}: {exc.strerror or exc}: check the folder") from None
     finally:

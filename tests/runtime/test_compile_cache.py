@@ -116,6 +116,18 @@ def test_an_entry_kept_by_another_compile_meanwhile_is_never_replaced(tmp_path, 
     assert (entry.stat().st_ino, entry.stat().st_mtime_ns) == (kept.st_ino, kept.st_mtime_ns)
 
 
+def test_a_folder_with_an_entrys_name_is_a_warning_and_a_normal_compile(tmp_path, caplog):
+    hc.Core().compile_model(hardmax_model(), "CPU", {"CACHE_DIR": str(tmp_path)})
+    (entry,) = tmp_path.iterdir()
+    entry.unlink()
+    entry.mkdir()
+    with caplog.at_level(logging.WARNING, logger="hetero_cli"):
+        compiled = hc.Core().compile_model(hardmax_model(), "CPU", {"CACHE_DIR": str(tmp_path)})
+    (warning,) = _warnings(caplog, "could not be kept in CACHE_DIR")
+    assert "something that is no file has that name" in warning
+    assert compiled(X)["y"].shape == (2, 4) and _entries(tmp_path) == [entry.name] and entry.is_dir()
+
+
 def test_without_hard_links_an_entry_is_written_by_a_rename(tmp_path, monkeypatch):
     def no_links(*args):
         raise PermissionError(errno.EPERM, "Operation not permitted")
