@@ -7,6 +7,7 @@ output, checked by the harness itself (``make bench``).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import subprocess
@@ -340,9 +341,15 @@ def test_a_tuned_placement_against_the_same_runtime_is_judged_by_its_noise(ratio
 
 
 def _bench_module(name):
-    sys.path.insert(0, str(ROOT / "bench"))
+    """bench/``name``.py loaded by its path under a name of its own: "placement" is also tests/placement,
+    which the suite may have imported first."""
+    sys.path.insert(0, str(ROOT / "bench"))  # its own imports (graphs, measure, runtimes)
     try:
-        return __import__(name)
+        spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # a dataclass looks its module up there
+        spec.loader.exec_module(module)
+        return module
     finally:
         sys.path.remove(str(ROOT / "bench"))
 
