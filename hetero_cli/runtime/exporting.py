@@ -128,9 +128,7 @@ def _linked(tmp: str, target: Path) -> bool:
     links (the caller renames instead). FileExistsError where ``target`` exists."""
     try:
         os.link(tmp, target)
-    except FileExistsError:
-        raise
-    except OSError as exc:
+    except OSError as exc:  # EEXIST is not among these: FileExistsError goes on to the caller
         if exc.errno in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
             return False
         raise

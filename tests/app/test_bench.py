@@ -181,11 +181,7 @@ def test_quick_run_writes_results_json(quick_run):
         )  # --quick: one round
         contenders = entry.get("contenders", {"runtimes": [], "rounds": 0})
         for rid, row in entry["runtimes"].items():  # one process per runtime and round: a median each
-            more = (
-                contenders["rounds"]
-                if rid in ("tuned", *contenders["runtimes"]) and contenders["runtimes"]
-                else 0
-            )
+            more = contenders["rounds"] if rid in ("tuned", *contenders["runtimes"]) else 0
             rounds = entry["iterations"] + more
             assert len(row["process_ms"]) == rounds and row["stats"]["n"] == rounds, (rid, entry)
     for key in ("placement_vs_single", "placement_vs_automatic", "placement_win", "placement_validation"):
