@@ -13,7 +13,11 @@ from .weights import Weights, is_small
 
 
 def model_copy(
-    proto: onnx.ModelProto, ops: Sequence[Node] | None, weights: Weights | None
+    proto: onnx.ModelProto,
+    ops: Sequence[Node] | None,
+    weights: Weights | None,
+    *,
+    constants_as_inputs: bool = False,
 ) -> onnx.ModelProto:
     """A copy of ``proto`` (the model as held, its large weights possibly left in its file).
 
@@ -21,7 +25,9 @@ def model_copy(
     graph's nodes as they are. ``weights``: the initializers for a session (those left in the file
     referenced there, as ``Weights.for_session`` gives them); None makes each large initializer a graph
     input of its type and shape instead, so no copy of the weights is made, while small ones (shapes,
-    axes, scales) stay, since inference reads their values.
+    axes, scales) stay, since inference reads their values. ``constants_as_inputs`` (with ``ops`` None):
+    each top-level Constant node whose value is large becomes such an input too (for onnx's inference:
+    paddle2onnx writes every weight as a Constant node, and onnx serializes the model it infers).
     """
     graph = proto.graph
     out = onnx.ModelProto(
@@ -41,9 +47,19 @@ def model_copy(
             copy = new.node.add()
             copy.CopyFrom(node.proto)
             copy.name = node.friendly_name
-    else:
+    moved = []
+    if ops is None and constants_as_inputs:
+        values = [_large_value(node) for node in graph.node]
+        new.node.extend(node for node, value in zip(graph.node, values, strict=True) if value is None)
+        moved = [
+            helper.make_tensor_value_info(node.output[0], value.data_type, list(value.dims))
+            for node, value in zip(graph.node, values, strict=True)
+            if value is not None
+        ]
+    elif ops is None:
         new.node.extend(graph.node)
     new.input.extend(graph.input)
+    new.input.extend(moved)
     new.output.extend(graph.output)
     new.value_info.extend(graph.value_info)
     new.sparse_initializer.extend(graph.sparse_initializer)
@@ -56,3 +72,13 @@ def model_copy(
         elif t.name not in declared:
             new.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
     return out
+
+
+def _large_value(node: onnx.NodeProto) -> onnx.TensorProto | None:
+    """The tensor of a Constant node of the default domain whose ``value`` is not small (is_small), else None."""
+    if node.op_type != "Constant" or node.domain not in ("", "ai.onnx") or len(node.output) != 1:
+        return None
+    for attr in node.attribute:
+        if attr.name == "value" and attr.type == onnx.AttributeProto.TENSOR:
+            return None if is_small(attr.t) else attr.t
+    return None

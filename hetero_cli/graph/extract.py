@@ -47,7 +47,15 @@ def extract_model(
 
     dense = model.dense_initializer_names
     sparse = model.sparse_initializers
-    new = onnx.GraphProto(name=name)
+    out = onnx.ModelProto(
+        ir_version=src.ir_version,
+        producer_name=src.producer_name or "hetero-cli",
+        producer_version=src.producer_version,
+        domain=src.domain,
+        model_version=src.model_version,
+    )
+    new = out.graph  # built in place: a graph handed to ModelProto() would be copied whole, bodies and all
+    new.name = name
     for n in chosen:
         copy = new.node.add()
         copy.CopyFrom(n.proto)
@@ -74,14 +82,6 @@ def extract_model(
         if vi.name in produced and vi.name not in boundary:
             new.value_info.append(vi)
 
-    out = onnx.ModelProto(
-        ir_version=src.ir_version,
-        producer_name=src.producer_name or "hetero-cli",
-        producer_version=src.producer_version,
-        domain=src.domain,
-        model_version=src.model_version,
-        graph=new,
-    )
     out.opset_import.extend(src.opset_import)
     out.functions.extend(src.functions)
     out.metadata_props.extend(src.metadata_props)

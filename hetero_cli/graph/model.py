@@ -72,7 +72,7 @@ class Model:
         self.producer = self.index.producer
         control_flow = [n.proto for n in self._ops if n.has_subgraphs]
         # the weightless copy onnx's inference reads (no reference back to self: no cycle to collect)
-        weightless = functools.partial(model_copy, self._proto, None, None)
+        weightless = functools.partial(model_copy, self._proto, None, None, constants_as_inputs=True)
         self.types = TypeTable(self._proto.graph, control_flow, weightless)
         self._shape_values: dict[str, np.ndarray] | None = None
         # what each device's query claimed of this model's nodes (placement.query's, kept with the model)

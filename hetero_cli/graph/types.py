@@ -13,6 +13,8 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from .index import node_outer_refs
+
 # the size types_at_one_size gives every dynamic input dimension
 SAMPLE_SIZE = 32
 
@@ -24,7 +26,8 @@ class TypeTable:
 
     ``graph``: the model's graph as held (weights may be left out: only types are read); ``control_flow``:
     its If/Loop/Scan nodes, whose outputs get the rank their bodies declare where onnx infers none;
-    ``weightless_copy``: a fresh copy of the model without its large weights, for onnx's inference.
+    ``weightless_copy``: a fresh copy of the model without its large weights (large initializers and
+    Constant nodes made inputs of their type and shape), for onnx's inference.
 
     Corrections, the contract: a correction is a fact learned about the model's own value_info, kept like
     a cache. The compiler writes one (``correct_type``) when ONNX Runtime shows a declared type wrong: a
@@ -146,28 +149,48 @@ class TypeTable:
             )
         except Exception:
             return {}
-        return {vi.name: vi.type for vi in (*result.graph.value_info, *result.graph.output)}
+        # the weightless copy holds large Constant nodes as inputs of their type and shape
+        constants = {n.output[0] for n in self._graph.node if n.op_type == "Constant" and n.output}
+        moved = [vi for vi in result.graph.input if vi.name in constants]
+        return {vi.name: vi.type for vi in (*moved, *result.graph.value_info, *result.graph.output)}
+
+    def _inference_ignores_declarations(self) -> bool:
+        """Whether onnx's inference with the model's declarations gives every tensor the type it gives
+        without them (without_value_info), but for the graph's outputs, whose declared types _collect
+        takes first: no value_info, every output declares its element type, and no node (nor a body of
+        one) reads an output, so the shapes outputs declare reach no other tensor's inference."""
+        graph = self._graph
+        if graph.value_info or not all(_has_elem(vi.type) for vi in graph.output):
+            return False
+        outputs = {vi.name for vi in graph.output}
+        read = (t for node in graph.node for t in node.input)
+        bodies = (t for node in self._control_flow for t in node_outer_refs(node))
+        return not any(t in outputs for t in (*read, *bodies))
 
     def _collect(self, *, inferred: bool) -> dict[str, onnx.TypeProto]:
         """Types the model declares, and with ``inferred`` what onnx's shape inference adds to them."""
         graph = self._graph
         types: dict[str, onnx.TypeProto] = {}
-        infos: Iterable[onnx.ValueInfoProto] = []
-        if inferred:
+        infos: Iterable[tuple[str, onnx.TypeProto]] = []
+        if inferred and self._inference_ignores_declarations():
+            infos = self.without_value_info.items()  # the same inference: computed once for both
+        elif inferred:
             try:
                 # onnx copies the model it infers: a weightless copy keeps that from doubling the weights
                 result = onnx.shape_inference.infer_shapes(
                     _negative_dims_unknown(self._weightless_copy()), check_type=False, strict_mode=False
                 )
-                infos = [*result.graph.value_info, *result.graph.input, *result.graph.output]
+                found = (*result.graph.value_info, *result.graph.input, *result.graph.output)
+                infos = [(vi.name, vi.type) for vi in found]
             except Exception:
                 infos = []
-        for vi in [*graph.input, *graph.output, *graph.value_info, *infos]:
-            known = types.get(vi.name)
-            if vi.type.WhichOneof("value") and (
-                known is None or (_has_elem(vi.type) and not _has_elem(known))
+        declared = ((vi.name, vi.type) for vi in (*graph.input, *graph.output, *graph.value_info))
+        for name, value_type in (*declared, *infos):
+            known = types.get(name)
+            if value_type.WhichOneof("value") and (
+                known is None or (_has_elem(value_type) and not _has_elem(known))
             ):
-                types[vi.name] = vi.type
+                types[name] = value_type
         for t in graph.initializer:
             types[t.name] = helper.make_tensor_type_proto(t.data_type, list(t.dims))
         for node in self._control_flow:
