@@ -47,8 +47,9 @@ class Probes(dict[str, Probe]):
     EP compiles while a session is created).
 
     ``parts``: by device name, the probes of the parts of a model a device's query cut it into before
-    probing (the nodes before and after those it is known to fail on); a compile of several subgraphs
-    uses one as the session of a subgraph it serves exactly (compiler._serves).
+    probing (the nodes before and after those it is known to fail on), and the CPU's probe of the nodes
+    an earlier device left where they are one connected piece (query._rest_loads); a compile of several
+    subgraphs uses one as the session of a subgraph it serves exactly (compiler._serves).
     """
 
     def __init__(self, settings: Mapping[str, SessionSettings] | None = None) -> None:

@@ -20,42 +20,15 @@ from ..graph import Model, Node
 from ..graph.index import NONDETERMINISTIC
 from ..ort.failures import failure_reason, refused_model, unimplemented_node
 from ..ort.session import PROBE, assignment, create_session, ort, record_assignment, session_options
-from ..quirks import Quirk, in_force, node_refusals
+from ..quirks import in_force
 from ..quirks.cpu import FORCE_SPINNING_STOP, HALF_FLOAT_CASTS_UNRECORDED
 from .device_string import DeviceRequest
-from .devices import KINDS, Device, canonical_name, lookup
+from .devices import Device, canonical_name, lookup
 from .export import extract, record_output_types
+from .known_failures import known_to_fail
 from .probes import Probe, Probes, cut_after, session_settings
 
 log = logging.getLogger("hetero_cli")
-
-# Nodes an execution provider is known not to compile, where ORT would fail or even abort the process (an
-# exception thrown through C++ code that cannot pass it on): refused up front with a CompileError instead.
-# {device family: the quirk records in force that refuse nodes (openvino-outer-scope-loop,
-# openvino-loop-body-partitioned)}
-KNOWN_FAILURES: dict[str, tuple[Quirk, ...]] = {
-    kind.family: quirks for kind in KINDS if (quirks := node_refusals(kind.ep))
-}
-
-
-def known_failure(node: Node, device: Device) -> Quirk | None:
-    """The first quirk of KNOWN_FAILURES by which ``device``'s EP is known to fail (or abort the process)
-    on ``node``, or None where none is."""
-    proto = node.proto
-    reads_outer = bool(node.implicit_inputs)
-    return next(
-        (
-            q
-            for q in KNOWN_FAILURES.get(device.kind.family, ())
-            if q.refuses(proto.op_type, proto.domain, reads_outer)
-        ),
-        None,
-    )
-
-
-def known_to_fail(node: Node, device: Device) -> bool:
-    """Whether ``device``'s EP is known to fail (or abort the process) on ``node`` (known_failure)."""
-    return known_failure(node, device) is not None
 
 
 def supported_nodes(model: Model, device: Device, probes: Probes | None = None) -> frozenset[str]:
@@ -212,15 +185,8 @@ def _optimized_claims(
     node the model does not name ran outside the device (a fusion that may have swallowed nodes the device
     refuses), this gives up and the caller probes again without optimizations (exact names).
     """
-    options, threads = session_settings(device, probes)
-    providers = device.providers(options)
-    try:
-        sess = _probe_session(
-            proto, model, device, probes, optimize=True, providers=providers, threads=threads, shared=part
-        )
-    except ConfigError:
-        raise
-    except Exception:
+    sess, providers, threads = _as_compiled(proto, model, device, probes, shared=part)
+    if sess is None:
         return None
     placed = assignment(sess)
     if part:
@@ -248,6 +214,26 @@ def _optimized_claims(
         else:
             probes[device.name] = kept
     return verdict
+
+
+def _as_compiled(
+    proto: onnx.ModelProto, model: Model, device: Device, probes: Probes | None, *, shared: bool
+) -> tuple[ort.InferenceSession | None, list[Any], int | None]:
+    """A probe of ``proto`` created as a compile creates a session (ORT's default graph optimizations, the
+    compile's provider options and threads, force_spinning_stop with ``shared``), the providers and the
+    threads it was given; None for the session where ORT refuses it (ConfigError raised)."""
+    options, threads = session_settings(device, probes)
+    providers = device.providers(options)
+    try:
+        sess = _probe_session(
+            proto, model, device, probes, optimize=True, providers=providers, threads=threads, shared=shared
+        )
+    except ConfigError:
+        raise
+    except Exception as exc:  # the caller falls back to another probe: the reason is only logged
+        log.debug("an optimized probe on %s failed: %s", device.name, failure_reason(exc))
+        return None, providers, threads
+    return sess, providers, threads
 
 
 def _repeats(model: Model, missing: set[str], recorded: set[str]) -> dict[str, str]:
@@ -396,13 +382,36 @@ def claims_among(model: Model, device: Device, remaining: set[str], probes: Prob
     ``probes``: as for supported_nodes."""
     operations = _operations(model.get_ops())
     if device.is_cpu and len(remaining) < len(operations):
+        rest = [n for n in operations if n.friendly_name in remaining]
         try:
-            proto = _piece(model, [n for n in operations if n.friendly_name in remaining])
+            proto = _piece(model, rest)
         except ModelError:
             proto = None
-        if proto is not None and _loads(proto, model, device, probes):
+        if proto is not None and _rest_loads(proto, model, device, rest, probes):
             return set(remaining)
     return remaining & supported_nodes(model, device, probes)
+
+
+def _rest_loads(
+    proto: onnx.ModelProto, model: Model, device: Device, rest: list[Node], probes: Probes | None
+) -> bool:
+    """Whether the CPU EP loads ``proto``, the piece of the operations ``rest`` an earlier device left.
+
+    Where the compile keeps the query's probes, no device's whole-model probe may already run the plan
+    (compiler.whole_plan_probe), and ``rest`` is one connected piece (the one CPU subgraph of a plan, as
+    a table recogniser's Loop is), the probe is created as a compile creates that subgraph's session
+    (graph optimizations on, force_spinning_stop) and kept among ``probes.parts``: the compile uses it
+    instead of creating the session again. Where that probe fails, the plain probe decides."""
+    if probes is None or len(probes) or len(cut_after(model, rest, ())) != 1:
+        return _loads(proto, model, device, probes)
+    sess, providers, threads = _as_compiled(proto, model, device, probes, shared=True)
+    if sess is None:  # an optimizer's failure the compile would meet too: the plain probe answers
+        return _loads(proto, model, device, probes)
+    record_output_types(model, sess)
+    nodes = frozenset(n.friendly_name for n in rest)
+    kept = Probe(providers, sess, assignment(sess), threads, shared=True, nodes=nodes)
+    probes.parts.setdefault(device.name, []).append(kept)
+    return True
 
 
 def place_constants(model: Model, result: dict[str, str], default: str) -> None:

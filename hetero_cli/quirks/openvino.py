@@ -21,7 +21,7 @@ OUTER_SCOPE_LOOP = Quirk(
     ),
     repro=_TESTS + "test_openvino_cannot_compile_a_loop_whose_body_reads_an_outer_value",
     hook=(
-        "placement.query.known_to_fail: such nodes are never probed on the EP; "
+        "placement.known_failures.known_to_fail: such nodes are never probed on the EP; "
         "runtime.compiler.refuse_known_failures: a CompileError before ORT tries"
     ),
     ops=frozenset({"Loop", "Scan"}),
@@ -42,7 +42,7 @@ LOOP_BODY_PARTITIONED = Quirk(
     ),
     repro=_TESTS + "test_openvino_cannot_compile_a_loop_whose_body_it_partitioned",
     hook=(
-        "placement.query.known_to_fail: a Loop is never probed on the EP (the query probes the rest once "
+        "placement.known_failures.known_to_fail: a Loop is never probed on the EP (the query probes the rest once "
         "instead of bisecting the failing model); runtime.compiler.refuse_known_failures: a CompileError "
         "before ORT tries"
     ),

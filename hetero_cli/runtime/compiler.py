@@ -34,9 +34,10 @@ from ..ort.session import (
 from ..placement.config import LATENCY, SplitConfig
 from ..placement.devices import Device
 from ..placement.export import extract, fed_initializers, subgraph_model
+from ..placement.known_failures import known_failure
 from ..placement.partition import CONSTANT, INPUT, Plan, Subgraph
 from ..placement.probes import Probe, Probes
-from ..placement.query import known_claims, known_failure
+from ..placement.query import known_claims
 from ..quirks.cpu import FORCE_SPINNING_STOP
 from . import type_repair
 from .compiled_model import CompiledModel, CompiledSubgraph
@@ -196,7 +197,7 @@ def _serves(
 
 
 def refuse_known_failures(model: Model, subgraph: Subgraph, device: Device) -> None:
-    """CompileError for nodes the device's EP is known to fail on (query.known_failure), before ORT tries;
+    """CompileError for nodes the device's EP is known to fail on (known_failures.known_failure), before ORT tries;
     the message gives the first such node's reason (its quirk's summary)."""
     found = [(model.node(n), known_failure(model.node(n), device)) for n in subgraph.nodes]
     bad = [(node, quirk) for node, quirk in found if quirk is not None]

@@ -25,8 +25,9 @@ def constant(name: str, values, dtype=TensorProto.FLOAT, shape=(2,)) -> onnx.Nod
     )
 
 
-def loop_model() -> onnx.ModelProto:
-    """x -> STEPS x (Add a Constant, Relu) -> a Loop of 3 trips adding 1 (its body self-contained) -> Tanh.
+def loop_model(second_loop: bool = False) -> onnx.ModelProto:
+    """x -> STEPS x (Add a Constant, Relu) -> a Loop of 3 trips adding 1 (its body self-contained) -> Tanh;
+    with ``second_loop``, then another such Loop and a Sigmoid.
 
     Every operand is a Constant node, all listed first: a probe of part of the model that hands a constant
     over as an output of its own is one the OpenVINO EP refuses (an initializer as a graph output)."""
@@ -52,6 +53,10 @@ def loop_model() -> onnx.ModelProto:
     )
     nodes.append(h.make_node("Loop", ["trips", "yes", last], ["looped"], name="loop", body=body))
     nodes.append(h.make_node("Tanh", ["looped"], ["y"], name="tanh"))
+    if second_loop:
+        nodes[-1].output[0] = "t"
+        nodes.append(h.make_node("Loop", ["trips", "yes", "t"], ["again"], name="loop2", body=body))
+        nodes.append(h.make_node("Sigmoid", ["again"], ["y"], name="sigmoid"))
     return make_model([*consts, *nodes], [vi("x", [2])], [vi("y", [2])], name="loop_model")
 
 
@@ -93,6 +98,39 @@ def test_the_probes_of_the_parts_a_loop_leaves_are_their_subgraphs_sessions():
     on_openvino = [s for s in compiled.subgraphs if s.device == "OPENVINO"]
     assert len(on_openvino) == 2 and all(s.from_probe for s in on_openvino)
     assert [r.purpose for r in created if r.device == "OPENVINO"] == [PROBE, PROBE]
+    x = seeded((2,))
+    assert_same(compiled({"x": x}), ort_run(proto, {"x": x}), exact=False)
+
+
+@needs_openvino
+def test_the_probe_of_the_loop_left_to_the_cpu_is_its_subgraphs_session():
+    """What OpenVINO left is one connected piece (the Loop): the CPU's probe of it is created as its
+    subgraph's session would be, and the compile uses it rather than creating that session again."""
+    proto = loop_model()
+    created: list[SessionRequest] = []
+    with observe_sessions(created.append):
+        compiled = hc.Core().compile_model(proto, "HETERO:OPENVINO,CPU")
+    (on_cpu,) = [s for s in compiled.subgraphs if s.device == "CPU"]
+    assert on_cpu.from_probe and on_cpu.subgraph.nodes[-1] == "loop"
+    cpu = [r for r in created if r.device == "CPU"]
+    assert [r.purpose for r in cpu] == [PROBE] and cpu[0].optimized
+    x = seeded((2,))
+    assert_same(compiled({"x": x}), ort_run(proto, {"x": x}), exact=False)
+
+
+@needs_openvino
+def test_the_cpu_probe_of_pieces_apart_is_a_plain_one_and_the_compile_makes_their_sessions():
+    """Two Loops with OpenVINO's nodes between them: what the CPU gets is two subgraphs, which one probe
+    of both cannot serve; it is probed without ORT's optimizations (the cheaper session) and dropped."""
+    proto = loop_model(second_loop=True)
+    created: list[SessionRequest] = []
+    with observe_sessions(created.append):
+        compiled = hc.Core().compile_model(proto, "HETERO:OPENVINO,CPU")
+    on_cpu = [s for s in compiled.subgraphs if s.device == "CPU"]
+    assert [s.subgraph.nodes[-1] for s in on_cpu] == ["loop", "loop2"]
+    assert not any(s.from_probe for s in on_cpu)
+    probes = [r for r in created if r.device == "CPU" and r.purpose == PROBE]
+    assert len(probes) == 1 and not probes[0].optimized
     x = seeded((2,))
     assert_same(compiled({"x": x}), ort_run(proto, {"x": x}), exact=False)
 
