@@ -459,19 +459,21 @@ def section_phases(run: Run, models: list[Subject]) -> None:
         run.console.print(
             "[yellow]phases: HETERO:OPENVINO,CPU skipped, this ONNX Runtime has no OpenVINO EP[/yellow]"
         )
+
+    def alone(subject: Subject, device: str, providers: str, hint: str | None = None) -> dict[str, Any]:
+        """phases.phases_alone's row, its failure recorded with run.error."""
+        label = f"phases {subject.name} {device}" + (f" PERFORMANCE_HINT={hint}" if hint else "")
+        row = phases.phases_alone(subject.path, device, providers, run.settings.phase_repeats, hint=hint)
+        return {"error": run.error(label, RuntimeError(row["error"]))} if "error" in row else row
+
     for subject in light:  # each model and device string timed in a fresh process (phases.phases_alone)
         out[subject.name] = {}
         for device, providers in strings:
             run.progress(f"phases: {subject.name} {device}")
-            row = phases.phases_alone(subject.path, device, providers, run.settings.phase_repeats)
-            if "error" in row:
-                row = {"error": run.error(f"phases {subject.name} {device}", RuntimeError(row["error"]))}
-            out[subject.name][device] = row
+            row = out[subject.name][device] = alone(subject, device, providers)
             if row.get("one_session"):
                 run.progress(f"phases: {subject.name} {device}, PERFORMANCE_HINT=THROUGHPUT")
-                out[subject.name][device + STAGES] = phases.phases_alone(
-                    subject.path, device, providers, run.settings.phase_repeats, hint=runtimes.THROUGHPUT
-                )
+                out[subject.name][device + STAGES] = alone(subject, device, providers, runtimes.THROUGHPUT)
     if light:
         try:
             run.results["gil"] = {

@@ -284,11 +284,7 @@ def test_referenced_weights_times_both_ways_of_holding_the_weights():
 def test_a_section_skipped_without_the_openvino_ep_gives_its_targets_their_own_keys():
     """A section the CPU flavour skips ({"skipped": why}) leaves its targets SKIP under their keys: a target
     function that raised would be reported under its function's name instead."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import targets
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
+    targets = _bench_module("targets")
     why = {"skipped": "needs the OpenVINO execution provider (onnxruntime-openvino)"}
     results = {name: dict(why) for name in ("crossing", "throughput", "placement", "reuse")}
     judged = targets.check(results)
@@ -324,11 +320,7 @@ def test_a_tuned_placement_against_the_same_runtime_is_judged_by_its_noise(ratio
     """placement_vs_automatic: where the automatic plan runs what the tuned file runs, the ratio is the
     method's noise, met within it of 1 or within the limit; against another runtime, the limit (1.02x)
     judges."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import targets
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
+    targets = _bench_module("targets")
     results = {"placement": {"models": {"m": _placement_entry(ratio, noise, same)}}}
     [target] = [t for t in targets.check(results) if t.key == "placement_vs_automatic"]
     assert target.status == status, target
