@@ -66,7 +66,7 @@ def check_operators(proto: onnx.ModelProto, where: str) -> None:
             )
         if use.version > newest[use.domain]:
             continue
-        first = first_versions(use.domain).get(use.node.op_type)
+        first = first_version(use.node.op_type, use.domain)
         domain = f"domain {use.domain!r}" if use.domain else "the default domain"
         if first is None:
             raise ModelError(
@@ -94,13 +94,24 @@ def since_version(use: OpUse, version: int | None = None) -> int | None:
 
 
 @functools.cache
-def first_versions(domain: str) -> dict[str, int]:
-    """{op type: the opset it first appeared in} of one domain of onnx's schemas."""
-    first: dict[str, int] = {}
-    for schema in defs.get_all_schemas_with_history():
-        if schema.domain == domain:
-            first[schema.name] = min(first.get(schema.name, schema.since_version), schema.since_version)
-    return first
+def first_version(op_type: str, domain: str) -> int | None:
+    """The opset ``op_type`` first appeared in, in ``domain`` of onnx's schemas; None where onnx defines no
+    such op. Walked back one schema at a time from the newest: the schemas of every op (what
+    get_all_schemas_with_history builds) would hold 10 MiB for the process's life."""
+    try:
+        version = defs.get_schema(op_type, _ANY_OPSET, domain).since_version
+    except defs.SchemaError:
+        return None
+    while version > 1:
+        try:
+            version = defs.get_schema(op_type, version - 1, domain).since_version
+        except defs.SchemaError:
+            break
+    return version
+
+
+#: an opset above every version onnx will define: get_schema's bound for an op's newest schema
+_ANY_OPSET = 2**31 - 1
 
 
 def _uses(

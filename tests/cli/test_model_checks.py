@@ -199,6 +199,28 @@ def test_an_op_of_an_old_opset_that_did_not_change_since_is_read():
     assert [n.friendly_name for n in model.get_ops()] == ["relu"]
 
 
+def test_the_first_opset_of_each_op_is_onnxs_and_found_without_every_schema(monkeypatch):
+    """first_version walks one op's schemas back from its newest: the same answer as the whole history,
+    which a read no longer builds (10 MiB held for the process's life)."""
+    from hetero_cli.graph import operators
+
+    first: dict[tuple[str, str], int] = {}
+    for schema in onnx.defs.get_all_schemas_with_history():
+        if schema.domain in ("", "ai.onnx.ml"):
+            key = (schema.name, schema.domain)
+            first[key] = min(first.get(key, schema.since_version), schema.since_version)
+    assert {key: operators.first_version(*key) for key in first} == first
+    assert operators.first_version("NoSuchOp", "") is None
+
+    def refuse():
+        raise AssertionError("a read built every schema")
+
+    monkeypatch.setattr(onnx.defs, "get_all_schemas_with_history", refuse)
+    proto = make_model([h.make_node("Gelu", ["x"], ["y"], name="gelu")], [vi("x", [4])], [vi("y", [4])])
+    with pytest.raises(hc.ModelError, match="ONNX added it in opset 20"):
+        hc.Core().read_model(proto)
+
+
 @pytest.mark.parametrize(
     ("dtype", "shape"),
     [(TensorProto.INT4, [5]), (TensorProto.COMPLEX64, [3]), (TensorProto.STRING, [2])],
