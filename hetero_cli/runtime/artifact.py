@@ -7,9 +7,9 @@ read or write outside it.
                  each without the data of its large weights; then those weights: weight_pool.py)
     32 bytes: SHA-256 of everything before them
 
-``pack`` writes one; ``unpack`` checks one (every length against what is really there, before anything is
-read by it; then the checksum) and hands back the header and the payloads, as views of the bytes given,
-with where each lies in them.
+``pack`` writes one; ``unpack`` (bytes) and ``unpack_file`` (a file, read once) check one: every length
+against what is really there, before anything is read by it, then the checksum, then the header. They
+hand back the header and the payloads, with where each lies.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ..errors import ArtifactError
 
@@ -30,18 +30,20 @@ _LENGTH = struct.Struct(">Q")
 _DIGEST = hashlib.sha256().digest_size
 #: the most a header may claim (it is JSON text: the plan's names, never weights)
 MAX_HEADER = 64 * 1024 * 1024
+_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
 class Unpacked:
-    """An artifact's JSON ``header``, its ``payloads`` (memoryviews into the artifact's bytes) and the
-    ``offsets`` of those payloads in the artifact; ``file``: the file it was read from (importing.py sets
-    it; None for bytes or a stream), whose ``stamp`` (size, mtime in ns, inode) then says whether it
-    changed."""
+    """An artifact's JSON ``header``, its ``payloads`` (memoryviews into the artifact's bytes; the last,
+    the weight pool, None where unpack_file left it in the file), the ``offsets`` of those payloads in the
+    artifact and their ``sizes``; ``file``: the file it was read from (importing.py sets it; None for bytes
+    or a stream), whose ``stamp`` (size, mtime in ns, inode) then says whether it changed."""
 
     header: dict[str, Any]
-    payloads: tuple[memoryview, ...]
+    payloads: tuple[memoryview | None, ...]
     offsets: tuple[int, ...] = ()
+    sizes: tuple[int, ...] = ()
     file: Path | None = None
     stamp: tuple[int, int, int] | None = None
 
@@ -68,62 +70,145 @@ def pack(header: dict[str, Any], payloads: Sequence[bytes | Sequence[bytes]]) ->
 
 
 def unpack(data: bytes | memoryview, where: str) -> Unpacked:
-    """Check and take apart an artifact (``where`` names it in messages: a path, "these bytes").
+    """Check and take apart an artifact held in memory (``where`` names it in messages: a path, "these
+    bytes"): its payloads are views of ``data``.
 
     Raises ArtifactError for what is no export, another format version, a length that claims more than
     is there (truncated, or lying), a checksum that does not match, or a header that is not what
     ``pack`` writes.
     """
     view = memoryview(data)
-    if not is_artifact(view[: len(MAGIC)]):
+    return _walk(_InMemory(view), len(view), where, hold_pool=True)
+
+
+def unpack_file(file: BinaryIO, size: int, where: str) -> Unpacked:
+    """Check and take apart the artifact of ``size`` bytes that ``file`` (open in binary mode, at its
+    start) reads, as ``unpack`` does, reading it once, in order: every payload is held in memory but the
+    last, the weight pool, which is only checksummed (its ``payloads`` entry is None): an import from a
+    file references its weights there (weight_pool.py), so holding them too would read them twice.
+
+    Raises ArtifactError as ``unpack``, and where the file ends before ``size`` (cut short meanwhile).
+    """
+    return _walk(_Streamed(file, where), size, where, hold_pool=False)
+
+
+def _walk(reader: _InMemory | _Streamed, size: int, where: str, hold_pool: bool) -> Unpacked:
+    """``unpack``'s checks, in the order the artifact lies: the magic line, every frame's length against
+    what is left before the checksum (before a byte of it is read), the checksum, then the header."""
+    if not is_artifact(reader.take(min(size, len(MAGIC)))):
         raise ArtifactError(
             f"{where} is not a hetero-cli export (it does not start with {MAGIC.decode().strip()!r}): "
             "give a file `hetero compile` or CompiledModel.export_model wrote"
         )
-    line_end = bytes(view[: len(MAGIC) + 16]).find(b"\n")
-    version = bytes(view[len(MAGIC) : line_end]) if line_end > 0 else b""
-    if version != str(FORMAT_VERSION).encode():
+    offset, version = len(MAGIC), b""
+    while offset < min(size, len(MAGIC) + 16) and (char := bytes(reader.take(1))) != b"\n":
+        version, offset = version + char, offset + 1
+    if offset >= size or version != str(FORMAT_VERSION).encode():
         shown = version.decode("ascii", "replace") or "unknown"
         raise ArtifactError(
             f"{where} is a hetero-cli export of format version {shown}; this hetero-cli reads version "
             f"{FORMAT_VERSION}: export the model again with this hetero-cli (hetero compile)"
         )
-    end = len(view) - _DIGEST
-    offset = line_end + 1
-    header_bytes, offset = _frame(view, offset, end, where, "the header", MAX_HEADER)
-    if end < offset or hashlib.sha256(view[:end]).digest() != bytes(view[end:]):
+    end = size - _DIGEST
+    offset += 1
+    length, offset = _length(reader, offset, end, where, "the header", MAX_HEADER)
+    header_bytes = reader.take(length)
+    offset += length
+    frames: list[tuple[memoryview | None, int, int]] = []  # payload (None: not held), offset, size
+    while offset < end:
+        length, offset = _length(reader, offset, end, where, f"payload {len(frames) + 1}", end)
+        if offset + length == end and not hold_pool:
+            reader.skip(length)
+            frames.append((None, offset, length))
+        else:
+            frames.append((reader.take(length), offset, length))
+        offset += length
+    digest = reader.digest()  # of what was read: the checksum itself is read after it
+    if end < offset or digest != bytes(reader.take(_DIGEST)):
         raise ArtifactError(
             f"{where} is damaged: its SHA-256 checksum does not match its contents (changed or cut short "
             "after it was written): export the model again"
         )
     header = _header(header_bytes, where)
-    payloads, offsets = [], []
-    for i, size in enumerate(header["payloads"]):
-        payload, offset = _frame(view, offset, end, where, f"payload {i + 1}", end)
-        if len(payload) != size:
-            raise ArtifactError(f"{where} is damaged: payload {i + 1} is not the size its header says")
-        payloads.append(payload)
-        offsets.append(offset - size)
-    if offset != end:
-        raise ArtifactError(f"{where} is damaged: {end - offset} byte(s) after its last payload")
-    return Unpacked(header, tuple(payloads), tuple(offsets))
+    if header["payloads"] != [length for _, _, length in frames]:
+        raise ArtifactError(f"{where} is damaged: its payloads are not the sizes its header says")
+    payloads, offsets, sizes = zip(*frames, strict=True) if frames else ((), (), ())
+    return Unpacked(header, tuple(payloads), tuple(offsets), tuple(sizes))
 
 
-def _frame(
-    view: memoryview, offset: int, end: int, where: str, what: str, limit: int
-) -> tuple[memoryview, int]:
-    """The length-prefixed frame at ``offset`` and the offset after it; ArtifactError where its length
-    (or the length field itself) runs past ``end`` or over ``limit``."""
+def _length(
+    reader: _InMemory | _Streamed, offset: int, end: int, where: str, what: str, limit: int
+) -> tuple[int, int]:
+    """The length of the frame at ``offset`` (read) and the offset of its first byte; ArtifactError where
+    that length (or the length field itself) runs past ``end`` or over ``limit``."""
     if offset + _LENGTH.size > end:
         raise ArtifactError(f"{where} is truncated: it ends before {what}: export the model again")
-    (size,) = _LENGTH.unpack(view[offset : offset + _LENGTH.size])
+    (size,) = _LENGTH.unpack(reader.take(_LENGTH.size))
     start = offset + _LENGTH.size
     if size > limit or start + size > end:
         raise ArtifactError(
             f"{where} is truncated or damaged: {what} claims {size} bytes, more than the "
             f"{max(0, end - start)} left: export the model again"
         )
-    return view[start : start + size], start + size
+    return size, start
+
+
+class _InMemory:
+    """Reads an artifact held in memory: views, no copies; its checksum taken over it at the end."""
+
+    def __init__(self, view: memoryview) -> None:
+        self._view = view
+        self._at = 0
+
+    def take(self, count: int) -> memoryview:
+        """The next ``count`` bytes (fewer at the end)."""
+        self._at += count
+        return self._view[self._at - count : self._at]
+
+    def skip(self, count: int) -> None:
+        """Pass over ``count`` bytes."""
+        self._at += count
+
+    def digest(self) -> bytes:
+        """The SHA-256 of everything before the bytes read next."""
+        return hashlib.sha256(self._view[: self._at]).digest()
+
+
+class _Streamed:
+    """Reads an artifact from a file, in order, hashing what it reads as it goes (the checksum needs no
+    second pass); what it skips goes through one reused buffer, never held."""
+
+    def __init__(self, file: BinaryIO, where: str) -> None:
+        self._file = file
+        self._where = where
+        self._hash = hashlib.sha256()
+
+    def take(self, count: int) -> memoryview:
+        """The next ``count`` bytes, hashed; ArtifactError where the file ends first."""
+        data = self._file.read(count)
+        self._short(len(data), count)
+        self._hash.update(data)
+        return memoryview(data)
+
+    def skip(self, count: int) -> None:
+        """Hash the next ``count`` bytes without keeping them; ArtifactError where the file ends first."""
+        buffer = memoryview(bytearray(min(count, _CHUNK)))
+        while count:
+            got = self._file.readinto(buffer[: min(count, len(buffer))])
+            self._short(got or 0, min(count, len(buffer)))
+            self._hash.update(buffer[:got])
+            count -= got
+
+    def digest(self) -> bytes:
+        """The SHA-256 of everything read so far (the checksum is read after it: never hashed)."""
+        return self._hash.digest()
+
+    def _short(self, got: int, wanted: int) -> None:
+        if got < wanted:
+            raise ArtifactError(
+                f"{self._where} is truncated: it ended while it was read (cut short meanwhile?): export the "
+                "model again, and import it once nothing writes it"
+            )
 
 
 def _header(text: memoryview, where: str) -> dict[str, Any]:

@@ -44,10 +44,11 @@ log = logging.getLogger("hetero_cli")
 
 @dataclasses.dataclass(frozen=True)
 class Source:
-    """An artifact's ``data``, how messages name it (``where``), and the regular ``file`` it was read from
-    (its real path; None for bytes or a stream) with that file's ``stamp`` (file_stamp) as read."""
+    """An artifact's ``data`` (None: read_artifact reads it from ``file``), how messages name it
+    (``where``), and the regular ``file`` it comes from (its real path; None for bytes or a stream) with
+    that file's ``stamp`` (file_stamp) as first seen."""
 
-    data: bytes | memoryview
+    data: bytes | memoryview | None
     where: str
     file: Path | None = None
     stamp: tuple[int, int, int] | None = None
@@ -71,15 +72,36 @@ def read_source(source: Any) -> Source:
     path = Path(source)
     try:
         before = file_stamp(path)
-        data = path.read_bytes()
         real = path.resolve()
+        if path.is_file() and referable(real):
+            return Source(None, str(path), real, before)  # read once, by read_artifact: its pool stays there
+        data = path.read_bytes()
+        # a pipe, or a file written meanwhile: its bytes are kept in memory, never referenced
+        regular = path.is_file() and before == file_stamp(path)
     except OSError as exc:
-        raise ArtifactError(
-            f"cannot read {path}: {exc.strerror or exc}: give the path of an export"
-        ) from None
-    # a pipe, or a file written meanwhile: its bytes are kept in memory, never referenced
-    regular = path.is_file() and before == file_stamp(path)
+        raise _unreadable(path, exc) from None
     return Source(data, str(path), real if regular else None, before if regular else None)
+
+
+def _unreadable(path: Path, exc: OSError) -> ArtifactError:
+    return ArtifactError(f"cannot read {path}: {exc.strerror or exc}: give the path of an export")
+
+
+def _unpack(source: Source) -> artifact.Unpacked:
+    """The artifact of ``source`` checked and taken apart (artifact.unpack, or unpack_file where it is
+    still in its file); ArtifactError as they raise it, or where the file changed since read_source saw
+    it."""
+    if source.data is not None:
+        return artifact.unpack(source.data, source.where)
+    assert source.file is not None and source.stamp is not None
+    try:
+        with open(source.file, "rb") as file:
+            stat = os.fstat(file.fileno())
+            if (stat.st_size, stat.st_mtime_ns, stat.st_ino) != source.stamp:
+                raise _changed(source.where)
+            return artifact.unpack_file(file, stat.st_size, source.where)
+    except OSError as exc:
+        raise _unreadable(Path(source.where), exc) from None
 
 
 def is_export(source: Any) -> bool:
@@ -104,8 +126,7 @@ def read_artifact(source: Source) -> tuple[artifact.Unpacked, cfg.SplitConfig]:
     it names left out: an import reads and writes nothing outside the artifact). Raises ArtifactError.
     """
     where = source.where
-    unpacked = artifact.unpack(source.data, where)
-    unpacked = dataclasses.replace(unpacked, file=source.file, stamp=source.stamp)
+    unpacked = dataclasses.replace(_unpack(source), file=source.file, stamp=source.stamp)
     header = unpacked.header
     theirs, ours = str(header.get("hetero_cli", "unknown")), hetero_cli_version()
     if theirs.split(".")[:2] != ours.split(".")[:2]:
@@ -221,22 +242,38 @@ def _model(
     pooled weights given back (weight_pool.fill): references into the artifact's file where it was read
     from one sessions can read weights in, else inline. Returns it and the folder its references are found
     in (None where inline)."""
-    proto = _check_inline(unpacked.payloads[index], where, what)
+    proto = _check_inline(_held(unpacked, index), where, what)
     file = unpacked.file
-    pool_file = weight_pool.PoolFile(file, unpacked.offsets[-1]) if file and referable(file) else None
-    tables = unpacked.header[weight_pool.TABLES]
-    weight_pool.fill(proto, tables[index], unpacked.payloads[-1], where, what, pool_file)
-    return proto, pool_file.path.parent if pool_file is not None else None
+    pool: memoryview | weight_pool.PoolFile
+    if file is not None and referable(file):
+        pool = weight_pool.PoolFile(file, unpacked.offsets[-1], unpacked.sizes[-1])
+    else:
+        pool = _held(unpacked, len(unpacked.payloads) - 1)
+    weight_pool.fill(proto, unpacked.header[weight_pool.TABLES][index], pool, where, what)
+    return proto, pool.path.parent if isinstance(pool, weight_pool.PoolFile) else None
+
+
+def _held(unpacked: artifact.Unpacked, index: int) -> memoryview:
+    """Payload ``index``, which read_artifact held in memory (it leaves only a referable file's pool
+    there)."""
+    payload = unpacked.payloads[index]
+    if payload is None:
+        raise AssertionError(f"payload {index} was left in the file it is needed from")
+    return payload
 
 
 def _check_unchanged(unpacked: artifact.Unpacked, where: str) -> None:
     """ArtifactError where the artifact's file changed since it was read: its sessions may have read
     weights from bytes the checksum never saw."""
     if unpacked.file is not None and (unpacked.stamp is None or not still(unpacked.file, unpacked.stamp)):
-        raise ArtifactError(
-            f"{where} changed while it was imported (its sessions read weights from it): import it again once "
-            "nothing writes it"
-        )
+        raise _changed(where)
+
+
+def _changed(where: str) -> ArtifactError:
+    return ArtifactError(
+        f"{where} changed while it was imported (its sessions read weights from it): import it again once "
+        "nothing writes it"
+    )
 
 
 def _preparer(
@@ -281,7 +318,9 @@ def _one(
     if threads:
         so.intra_op_num_threads = threads
     record_assignment(so)
-    data = model.skeleton.SerializeToString()  # its pooled weights referenced in the artifact, or inline
+    # as the query's probe: its weights referenced in their file (the artifact's, or the model's own where
+    # a cache entry's key vouched for it), or inline
+    data = model.session_copy().SerializeToString()
     try:
         session = create_session(
             data, so, providers, purpose=SUBGRAPH, subject=model.name, device=device.name

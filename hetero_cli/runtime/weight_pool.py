@@ -47,11 +47,12 @@ class Pooled:
 
 @dataclass(frozen=True)
 class PoolFile:
-    """Where a pool lies on disk, for references to it: the artifact's real ``path`` and the ``offset`` of
-    the pool payload in it."""
+    """Where a pool lies on disk, for references to it: the artifact's real ``path``, the ``offset`` of
+    the pool payload in it and its ``size``."""
 
     path: Path
     offset: int
+    size: int
 
 
 def pool(models: Sequence[onnx.ModelProto]) -> Pooled:
@@ -139,17 +140,10 @@ def _poolable(tensor: onnx.TensorProto) -> bool:
     return tensor.HasField("raw_data") and not is_external(tensor) and elements(tensor) > SMALL_INITIALIZER
 
 
-def fill(
-    proto: onnx.ModelProto,
-    table: Any,
-    pool_bytes: memoryview,
-    where: str,
-    what: str,
-    file: PoolFile | None = None,
-) -> None:
-    """Give ``proto`` (a skeleton, parsed) its pooled weights, in place: references into ``file`` where
-    given (ONNX Runtime reads them there; the session's external data folder must be the file's folder),
-    else copies of the bytes in ``pool_bytes``. ``what`` names the model in messages.
+def fill(proto: onnx.ModelProto, table: Any, pool: memoryview | PoolFile, where: str, what: str) -> None:
+    """Give ``proto`` (a skeleton, parsed) its pooled weights, in place: references into the file where
+    ``pool`` is a PoolFile (ONNX Runtime reads them there; the session's external data folder must be the
+    file's folder), else copies of the pool's bytes. ``what`` names the model in messages.
 
     Raises ArtifactError where ``table`` is not what ``pool`` writes: an entry that is no [offset, length]
     inside the pool, names no initializer or Constant of the model (or one that holds data of its own), or
@@ -170,42 +164,29 @@ def fill(
             _constant_value(nodes[int(index)]) if str(index).isdigit() and int(index) < len(nodes) else None
         )
         wanted.append((f"the Constant at node {index}", [] if value is None else [value], span))
+    size = pool.size if isinstance(pool, PoolFile) else len(pool)
     for name, found, span in wanted:
-        offset, length = _span(span, len(pool_bytes), where, what, name)
+        offset, length = _span(span, size, where, what, name)
         if len(found) != 1 or holds_data(found[0]) or is_external(found[0]):
             raise ArtifactError(
                 f"{where} is damaged: the weight table of {what} names {name}, which is not one of its tensors "
                 "waiting for its data"
             )
-        _give(
-            found[0],
-            offset,
-            length,
-            pool_bytes,
-            file,
-            f"{where} is damaged: the weight table of {what} gives {name}",
-        )
+        _give(found[0], offset, length, pool, f"{where} is damaged: the weight table of {what} gives {name}")
 
 
-def _give(
-    tensor: onnx.TensorProto,
-    offset: int,
-    length: int,
-    pool_bytes: memoryview,
-    file: PoolFile | None,
-    who: str,
-) -> None:
-    """``tensor`` given its ``length`` bytes at ``offset`` in the pool: as a reference into ``file``, else
+def _give(tensor: onnx.TensorProto, offset: int, length: int, pool: memoryview | PoolFile, who: str) -> None:
+    """``tensor`` given its ``length`` bytes at ``offset`` in the pool: as a reference into its file, else
     copied in. ArtifactError (``who`` starts its message) where its shape and type need another length."""
     if tensor_nbytes(tensor) != length:
         raise ArtifactError(
             f"{who} {length} bytes, where its shape {list(tensor.dims)} needs {tensor_nbytes(tensor)}"
         )
-    if file is None:
-        tensor.raw_data = bytes(pool_bytes[offset : offset + length])
+    if not isinstance(pool, PoolFile):
+        tensor.raw_data = bytes(pool[offset : offset + length])
         return
     tensor.data_location = onnx.TensorProto.EXTERNAL
-    entries = (("location", file.path.name), ("offset", str(file.offset + offset)), ("length", str(length)))
+    entries = (("location", pool.path.name), ("offset", str(pool.offset + offset)), ("length", str(length)))
     for key, value in entries:
         tensor.external_data.add(key=key, value=value)
 

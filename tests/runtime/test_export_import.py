@@ -8,6 +8,8 @@ import hashlib
 import io
 import json
 import logging
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -175,9 +177,20 @@ def exported() -> bytes:
 
 
 def _refused(data, *words):
+    """The one-line ArtifactError of importing ``data``: from the bytes, and from a file (read as it lies,
+    artifact.unpack_file), each giving the same message."""
+    messages = []
     with pytest.raises(hc.ArtifactError) as refused:
         hc.Core().import_model(data)
-    message = str(refused.value)
+    messages.append(str(refused.value))
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "it.hetero"
+        path.write_bytes(data)
+        with pytest.raises(hc.ArtifactError) as refused:
+            hc.Core().import_model(path)
+        messages.append(str(refused.value).replace(str(path), "these bytes"))
+    message = messages[0]
+    assert messages[1] == message
     assert "\n" not in message
     for word in words:
         assert word in message
@@ -200,6 +213,15 @@ def test_a_tampered_export_fails_its_checksum(exported):
     tampered = bytearray(exported)
     tampered[len(exported) // 2] ^= 0xFF
     _refused(bytes(tampered), "damaged", "checksum")
+
+
+def test_a_file_cut_short_while_it_is_read_is_refused(exported, tmp_path):
+    path = tmp_path / "it.hetero"
+    path.write_bytes(exported)
+    with open(path, "rb") as file:
+        short = io.BytesIO(file.read()[:-10])
+    with pytest.raises(hc.ArtifactError, match="is truncated: it ended while it was read"):
+        artifact.unpack_file(short, len(exported), str(path))
 
 
 def test_an_oversized_length_is_refused_before_anything_is_read(exported):

@@ -91,6 +91,7 @@ def test_an_import_from_a_file_references_the_weights_in_it(tmp_path, openvino):
     want = compiled(X)
     path = tmp_path / "split.hetero"
     compiled.export_model(path)
+    from_file = path.read_bytes()
     imported, requests = _sessions(path)
     assert len(requests) == len(compiled.subgraphs)
     for request in requests:
@@ -101,6 +102,19 @@ def test_an_import_from_a_file_references_the_weights_in_it(tmp_path, openvino):
         assert len(request.model) < N * N * 4  # a skeleton: the weights stay in the file
         assert request.device == "CPU" or (request.device == "OPENVINO" and openvino)
     _same(imported(X), want)
+    with open(path, "rb") as file:  # the pool is checksummed as it is read, never held
+        unpacked = artifact.unpack_file(file, path.stat().st_size, str(path))
+    assert unpacked.payloads[-1] is None and all(p is not None for p in unpacked.payloads[:-1])
+    assert unpacked.sizes == tuple(unpacked.header["payloads"]) and unpacked.sizes[-1] > N * N * 4
+    damaged = bytearray(path.read_bytes())
+    damaged[unpacked.offsets[-1] + unpacked.sizes[-1] // 2] ^= 0xFF  # a weight, only checksummed
+    path.write_bytes(bytes(damaged))
+    with pytest.raises(hc.ArtifactError, match="damaged: its SHA-256 checksum does not match"):
+        hc.Core().import_model(path)
+    path.write_bytes(bytes(damaged[:-1]))  # lose a byte: the pool's frame claims more than is left
+    with pytest.raises(hc.ArtifactError, match=r"truncated or damaged: payload \d+ claims"):
+        hc.Core().import_model(path)
+    path.write_bytes(from_file)
     from_bytes, requests = _sessions(path.read_bytes())  # no file: the weights go back inline
     assert all(len(r.model) > N * N * 4 for r in requests)
     _same(from_bytes(X), want)
