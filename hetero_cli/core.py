@@ -278,10 +278,10 @@ class Core:
             )
             compiled.loaded_from_cache = True
             return compiled
-        entry = compile_cache.key(model, str(request), merged) if folder is not None else ""
+        entry = compile_cache.key(model, str(request), merged, folder) if folder is not None else ""
         compiled = None
         if folder is not None:
-            compiled = compile_cache.load(folder, entry, devices, merged, str(request), request.hetero)
+            compiled = compile_cache.load(folder, entry, model, devices, merged, str(request), request.hetero)
         if compiled is None:
             compiled = self._compile(model, merged, request, devices)
             if folder is not None:

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import HeteroError
+from ..errors import HeteroError, ModelError
 from ..graph import Model
 from ..graph.external import all_tensors, external_info, is_external
 from ..graph.weights import file_stamp, still
@@ -26,24 +26,28 @@ from ..placement import config as cfg
 from ..placement.devices import Device
 from . import exporting, importing
 from .compiled_model import CompiledModel
+from .file_digest import file_digest
 
 log = logging.getLogger("hetero_cli")
 
 SUFFIX = ".hetero"
-_CHUNK = 1 << 20
 
 
-def key(model: Model, device_name: str, config: cfg.SplitConfig) -> str:
-    """The hex SHA-256 of a compile: the model as held (graph, affinities set since reading), the bytes of
-    its file and of the external data files it names, ``device_name``, the config (CACHE_DIR itself
-    left out) and the versions (exporting.versions). ModelError where the model's file cannot be read."""
+def key(model: Model, device_name: str, config: cfg.SplitConfig, folder: Path | None = None) -> str:
+    """The hex SHA-256 of a compile: the model as held (graph, affinities set since reading), the SHA-256
+    of its file and of each external data file it names (remembered in the cache ``folder``:
+    file_digest.py), ``device_name``, the config (CACHE_DIR itself left out) and the versions
+    (exporting.versions). ModelError where a file of the model cannot be read."""
     digest = hashlib.sha256()
     digest.update(model.skeleton.SerializeToString(deterministic=True))
     for file in _files(model):
-        digest.update(str(file.name).encode() + b"\0")
-        with file.open("rb") as data:
-            while chunk := data.read(_CHUNK):
-                digest.update(chunk)
+        try:
+            digest.update(str(file.name).encode() + b"\0" + file_digest(file, folder))
+        except OSError as exc:
+            raise ModelError(
+                f"{file} cannot be read ({exc.strerror or exc}): it was there when {model.name} was read; "
+                "put it back, or read the model again"
+            ) from None
     hetero = {k: v for k, v in config.hetero.items() if k != cfg.CACHE_DIR}
     settings = {"hetero": hetero, "devices": config.devices}
     described = [device_name, exporting.versions(), exporting.jsonable(settings)]
@@ -81,13 +85,16 @@ def usable(folder: str) -> Path | None:
 def load(
     folder: Path,
     entry: str,
+    model: Model,
     devices: Sequence[Device],
     config: cfg.SplitConfig,
     device_name: str,
     hetero: bool,
 ) -> CompiledModel | None:
-    """The compiled model of cache entry ``entry`` in ``folder``, LOADED_FROM_CACHE; None where there is no
-    such entry, or (with a warning) where it is damaged or stale: the caller compiles and stores again."""
+    """The compiled model of ``model`` from cache entry ``entry`` (its key) in ``folder``,
+    LOADED_FROM_CACHE; None where there is no such entry, or (with a warning) where it is damaged or
+    stale: the caller compiles and stores again. The entry's own copy of the model is checksummed, not
+    parsed: the key says it is ``model``."""
     path = folder / (entry + SUFFIX)
     try:
         stamp = file_stamp(path)
@@ -98,7 +105,9 @@ def load(
     try:
         source = dataclasses.replace(importing.read_source(path), where="the entry")
         unpacked, _ = importing.read_artifact(source)
-        compiled = importing.import_compiled(unpacked, "the entry", devices, config, device_name, hetero)
+        compiled = importing.import_compiled(
+            unpacked, "the entry", devices, config, device_name, hetero, model
+        )
     except HeteroError as exc:  # an entry is never trusted: any failure to load it means compiling again
         log.warning("the cache entry %s cannot be loaded (%s): compiling the model again", path, exc)
         _remove(path, stamp)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import functools
 import importlib.metadata
 import logging
 import os
@@ -37,8 +38,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("hetero_cli")
 
 
+@functools.cache
 def hetero_cli_version() -> str:
-    """The installed hetero-cli's version (package metadata)."""
+    """The installed hetero-cli's version (package metadata, read once: every compile with CACHE_DIR and
+    every import asks)."""
     return importlib.metadata.version("hetero-cli")
 
 

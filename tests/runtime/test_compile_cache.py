@@ -12,7 +12,7 @@ import textwrap
 import numpy as np
 import onnx
 import pytest
-from support.helpers import PYTHON, ROOT, chain_model, hardmax_model, needs_openvino, seeded
+from support.helpers import PYTHON, ROOT, chain_model, hardmax_model, make_model, needs_openvino, seeded, vi
 
 import hetero_cli as hc
 from hetero_cli.ort.session import PROBE, SessionRequest, observe_sessions
@@ -85,6 +85,39 @@ def test_weights_in_the_models_file_are_in_the_key(tmp_path):
     assert changed.get_property("LOADED_FROM_CACHE") is False
 
 
+def _weighty_hardmax(n: int = 64) -> onnx.ModelProto:
+    """x[2,n] -> MatMul w (n x n, large: left in the model's file when read) -> Hardmax -> MatMul w2 -> y:
+    automatic HETERO:OPENVINO,CPU splits it around Hardmax, which the EP refuses."""
+    w = onnx.numpy_helper.from_array(seeded((n, n), seed=1), "w")
+    w2 = onnx.numpy_helper.from_array(seeded((n, n), seed=2), "w2")
+    nodes = [
+        onnx.helper.make_node("MatMul", ["x", "w"], ["a"], name="mm1"),
+        onnx.helper.make_node("Hardmax", ["a"], ["b"], name="hardmax"),
+        onnx.helper.make_node("MatMul", ["b", "w2"], ["y"], name="mm2"),
+    ]
+    return make_model(nodes, [vi("x", (2, n))], [vi("y", (2, n))], [w, w2])
+
+
+@needs_openvino
+@pytest.mark.parametrize("hint", ["LATENCY", "THROUGHPUT"])
+def test_a_split_of_a_models_file_loads_with_its_weights_read_from_that_file(tmp_path, monkeypatch, hint):
+    """The entry's sessions take the weights the model's read left in its file (the key vouches for the
+    file), whether the split ran in one session (LATENCY) or a session per subgraph; outputs bit for bit."""
+    path = tmp_path / "m.onnx"
+    onnx.save(_weighty_hardmax(), str(path))
+    config = {"CACHE_DIR": str(tmp_path / "cache"), "PERFORMANCE_HINT": hint}
+    feeds = {"x": seeded((2, 64))}
+    first = hc.Core().compile_model(str(path), "HETERO:OPENVINO,CPU", config)
+    assert len(first.subgraphs) >= 2 and first.one_session == (hint == "LATENCY")
+    seen: list[SessionRequest] = []
+    with observe_sessions(seen.append):
+        second = hc.Core().compile_model(str(path), "HETERO:OPENVINO,CPU", config)
+    assert second.get_property("LOADED_FROM_CACHE") is True and second.one_session == first.one_session
+    assert all(r.purpose != PROBE for r in seen)
+    assert all(len(r.model) < 64 * 64 * 4 for r in seen)  # weights referenced in a file, never inline
+    np.testing.assert_array_equal(second(feeds)["y"], first(feeds)["y"])
+
+
 def test_a_damaged_entry_is_a_warning_and_is_rebuilt(tmp_path, caplog):
     config = {"CACHE_DIR": str(tmp_path)}
     want = hc.Core().compile_model(hardmax_model(), "CPU", config)(X)
@@ -95,7 +128,9 @@ def test_a_damaged_entry_is_a_warning_and_is_rebuilt(tmp_path, caplog):
     assert rebuilt.get_property("LOADED_FROM_CACHE") is False
     (warning,) = _warnings(caplog, "cannot be loaded")
     assert (
-        str(entry) in warning and "the entry is damaged" in warning and "compiling the model again" in warning
+        str(entry) in warning
+        and "the entry is truncated or damaged" in warning
+        and "compiling the model again" in warning
     )
     np.testing.assert_array_equal(rebuilt(X)["y"], want["y"])
     artifact.unpack(entry.read_bytes(), "the entry")  # written whole again
