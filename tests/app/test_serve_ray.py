@@ -26,8 +26,11 @@ from support.serving import chain_model, client, infer, reference, wait_until
 from hetero_cli import Core
 from hetero_cli.app.serve.engines import THROUGHPUT_MODE, open_engine
 from hetero_cli.app.serve.options import ServeOptions
+from hetero_cli.app.serve.ray_engine import StageReplica
 from hetero_cli.app.serve.ray_stages import actor_options, replica_config, replica_device, stages_of
+from hetero_cli.ort.session import SUBGRAPH, SessionRequest, observe_sessions
 from hetero_cli.placement.config import NUM_THREADS
+from hetero_cli.placement.config import split as split_config
 
 NAME = "chain"
 TOLERANCE = {"rtol": 1e-4, "atol": 1e-5}
@@ -49,9 +52,46 @@ def test_each_device_asks_ray_for_what_it_needs() -> None:
 
 
 def test_a_cpu_stage_replica_runs_as_many_threads_as_the_cpus_it_asks_ray_for() -> None:
-    assert replica_config("CPU") == {NUM_THREADS: int(actor_options("CPU", {})["num_cpus"])}
+    assert replica_config("CPU") == {"CPU": {NUM_THREADS: int(actor_options("CPU", {})["num_cpus"])}}
     assert replica_config("OPENVINO") == {}  # its device's defaults
     assert replica_config("GPU") == {}
+
+
+def test_a_replica_compiles_with_what_the_config_sets_for_its_device() -> None:
+    config = split_config(
+        {
+            "PERF_COUNT": "YES",
+            "CPU": {NUM_THREADS: 2},
+            "OPENVINO": {"precision": "FP32"},
+            "GPU.1": {"gpu_mem_limit": 1 << 30},
+            "MULTI_DEVICE_PRIORITIES": "OPENVINO,CPU",
+        }
+    )
+    assert replica_config("CPU", config) == {
+        "CPU": {NUM_THREADS: 2, "PERF_COUNT": "YES"}
+    }  # the user's threads
+    assert replica_config("OPENVINO", config) == {"OPENVINO": {"precision": "FP32", "PERF_COUNT": "YES"}}
+    assert replica_config("GPU.1", config) == {"GPU": {"gpu_mem_limit": 1 << 30, "PERF_COUNT": "YES"}}
+    assert replica_config("CPU", split_config({"OPENVINO": {"precision": "FP32"}})) == replica_config("CPU")
+
+
+@needs_openvino  # the chain is split OPENVINO / CPU by hand
+def test_each_stage_replica_compiles_its_subgraph_with_its_devices_config(tmp_path: Path) -> None:
+    core = Core()
+    model = core.read_model(chain_model(tmp_path / "chain.onnx", width=8, layers=3))
+    config = {"CPU": {NUM_THREADS: 2}, "OPENVINO": {"precision": "FP32"}}
+    compiled = core.compile_model(model, "HETERO:OPENVINO,CPU", {**config, "PERFORMANCE_HINT": "THROUGHPUT"})
+    wiring = stages_of(model, compiled.plan, compiled.config)
+    for stage in wiring.stages:
+        seen: list[SessionRequest] = []
+        with observe_sessions(seen.append):
+            replica = StageReplica(stage)
+        assert replica.compiled.config.devices == {stage.device: config[stage.device]}
+        (request,) = [r for r in seen if r.purpose == SUBGRAPH]  # what ONNX Runtime was asked for
+        if stage.device == "CPU":
+            assert request.options.intra_op_num_threads == 2
+        else:
+            assert dict(request.providers[0][1])["precision"] == "FP32"
 
 
 @pytest.mark.parametrize("given", [None, "0"])

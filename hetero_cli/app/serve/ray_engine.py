@@ -38,6 +38,7 @@ from ray.exceptions import RayError, RayTaskError
 from ...core import Core
 from ...errors import CompileError, HeteroError, InferenceError, RequestError, ServeError
 from ...graph import Model
+from ...placement.config import SplitConfig
 from ...placement.partition import Plan
 from ...runtime import CompiledModel
 from .backend import Metrics
@@ -49,7 +50,6 @@ from .ray_stages import (
     Stage,
     Wiring,
     actor_options,
-    replica_config,
     replica_device,
     resource_name,
     stages_of,
@@ -76,7 +76,7 @@ class StageReplica:
         core = Core()
         self.stage = stage
         device = replica_device(stage.device)
-        self.compiled = core.compile_model(core.read_model(stage.model), device, replica_config(device))
+        self.compiled = core.compile_model(core.read_model(stage.model), device, dict(stage.config))
         self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
 
     async def __call__(self, feeds: Mapping[str, np.ndarray], *upstream: Mapping[str, Any]) -> dict[str, Any]:
@@ -207,11 +207,12 @@ class Ingress:
         return make_app(self.backend, self.metrics, self.max_body_bytes)
 
 
-def build_app(model: Model, plan: Plan, options: ServeOptions) -> Any:
-    """The Ray Serve application of ``plan``: a deployment per stage, each asking for its device, and the
-    ingress bound to their handles. Needs a connected Ray (its cluster's resources decide the asks).
-    ServeError for an input or output KServe cannot describe."""
-    wiring = stages_of(model, plan)
+def build_app(model: Model, plan: Plan, options: ServeOptions, config: SplitConfig | None = None) -> Any:
+    """The Ray Serve application of ``plan``: a deployment per stage, each asking for its device and
+    compiling its subgraph with what ``config`` (the compile's) sets for that device, and the ingress bound
+    to their handles. Needs a connected Ray (its cluster's resources decide the asks). ServeError for an
+    input or output KServe cannot describe."""
+    wiring = stages_of(model, plan, config)
     cluster = ray.cluster_resources()
     bound = []
     for stage in wiring.stages:
@@ -229,9 +230,14 @@ def build_app(model: Model, plan: Plan, options: ServeOptions) -> Any:
 
 @contextlib.contextmanager
 def ray_serving(
-    model: Model, plan: Plan, options: ServeOptions, connected: Callable[[], None] | None = None
+    model: Model,
+    plan: Plan,
+    options: ServeOptions,
+    connected: Callable[[], None] | None = None,
+    config: SplitConfig | None = None,
 ) -> Iterator[str]:
-    """Serve ``plan`` on Ray for the ``with`` block; yields the server's base URL. Connects to
+    """Serve ``plan`` on Ray for the ``with`` block, its stages compiled with what ``config`` (the
+    compile's) sets for their devices; yields the server's base URL. Connects to
     ``options.address`` (else starts a local Ray instance, stopped on leaving) and removes on leaving what
     it deployed (Serve itself too where this run started it); ``connected`` is called once Ray is. Raises
     ServeError for an unreachable address or a port in use, CompileError where a stage does not start,
@@ -241,7 +247,7 @@ def ray_serving(
             connected()
         started = _start_serve(options)
         try:
-            _deploy(build_app(model, plan, options), options.name)
+            _deploy(build_app(model, plan, options, config), options.name)
             yield f"http://{_url_host(options.host, options.address)}:{options.port}"
         finally:
             _stop_serve(options.name, started)
@@ -310,7 +316,10 @@ class RayEngine:
         signals = _StopSignals()
         signals.install()
         try:
-            with ray_serving(compiled.model, compiled.plan, self.options, connected=signals.install) as url:
+            serving = ray_serving(
+                compiled.model, compiled.plan, self.options, connected=signals.install, config=compiled.config
+            )
+            with serving as url:
                 signals.serving = True
                 name = self.options.name
                 announce(

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...graph import Model
-from ...placement.config import NUM_THREADS
+from ...placement import devices as registry
+from ...placement.config import NUM_THREADS, SplitConfig
 from ...placement.export import subgraph_model
 from ...placement.partition import CONSTANT, Plan
 from ...runtime.compiler import constant_outputs
@@ -34,8 +35,9 @@ CPU_STAGE_CPUS = 1.0
 class Stage:
     """One subgraph as a Ray Serve deployment runs it: ``name`` (subgraph<N>, the deployment's name too),
     ``device`` (the plan's device for it), ``model`` (the subgraph as a standalone ONNX model, weights
-    included), ``inputs`` / ``outputs`` (its boundary tensors), ``feeds`` (the model inputs it reads) and
-    ``upstream`` (the indexes of the earlier stages whose outputs it reads, in order)."""
+    included), ``inputs`` / ``outputs`` (its boundary tensors), ``feeds`` (the model inputs it reads),
+    ``upstream`` (the indexes of the earlier stages whose outputs it reads, in order) and ``config`` (what
+    its replicas compile it with: replica_config)."""
 
     index: int
     name: str
@@ -45,6 +47,7 @@ class Stage:
     outputs: tuple[str, ...]
     feeds: tuple[str, ...]
     upstream: tuple[int, ...]
+    config: Mapping[str, object]
 
 
 @dataclass(frozen=True)
@@ -59,8 +62,9 @@ class Wiring:
     constants: Mapping[str, np.ndarray]
 
 
-def stages_of(model: Model, plan: Plan) -> Wiring:
-    """The Wiring of ``plan`` (from Core.plan on ``model``): each subgraph exported as a model of its own.
+def stages_of(model: Model, plan: Plan, config: SplitConfig | None = None) -> Wiring:
+    """The Wiring of ``plan`` (from Core.plan on ``model``): each subgraph exported as a model of its own,
+    compiled by its replicas with what ``config`` (the compile's) sets for its device (replica_config).
 
     Raises ModelError where a subgraph's boundary tensor has no type onnx or ONNX Runtime can tell.
     """
@@ -79,6 +83,7 @@ def stages_of(model: Model, plan: Plan) -> Wiring:
                 outputs=tuple(sg.outputs),
                 feeds=tuple(t for t in sg.inputs if t in model_inputs and t not in producer),
                 upstream=tuple(upstream),
+                config=replica_config(sg.device, config),
             )
         )
     sources = dict(plan.output_sources)
@@ -115,12 +120,16 @@ def replica_device(device: str) -> str:
     return family if family in GPU_FAMILIES else device
 
 
-def replica_config(device: str) -> dict[str, object]:
-    """The compile config of a replica of a stage on ``device``: a CPU stage's replica runs on the CPUs it
-    asks Ray for (``num_cpus``, CPU_STAGE_CPUS), as INFERENCE_NUM_THREADS, so its thread pool neither
-    exceeds them nor spins on the cores the other stages' replicas and Ray's own processes run on (a
-    two-thread pool spinning after each run took more CPU per request on a 2-core machine than the
-    ingress and the proxy together); other devices keep their defaults."""
+def replica_config(device: str, config: SplitConfig | None = None) -> dict[str, object]:
+    """The compile config of a replica of a stage on ``device`` (the plan's name for it), for the device the
+    replica compiles for (replica_device): what ``config``, the compile's, sets for that device (its own
+    keys and provider options, and HETERO's PERF_COUNT), so that the replica runs its subgraph as the
+    compile's session did. A CPU stage's replica that ``config`` gives no INFERENCE_NUM_THREADS runs on
+    the CPUs it asks Ray for (``num_cpus``, CPU_STAGE_CPUS), so its thread pool neither exceeds them nor
+    spins on the cores the other stages' replicas and Ray's own processes run on (a two-thread pool
+    spinning after each run took more CPU per request on a 2-core machine than the ingress and the proxy
+    together)."""
+    values = dict(config.device_values(registry.lookup(device))) if config is not None else {}
     if resource_name(device) == "CPU":
-        return {NUM_THREADS: max(1, int(CPU_STAGE_CPUS))}
-    return {}
+        values.setdefault(NUM_THREADS, max(1, int(CPU_STAGE_CPUS)))
+    return {replica_device(device): values} if values else {}
