@@ -7,7 +7,7 @@ Export format 2 keeps large weights out of the models' protobuf messages (runtim
 a model exports at all; this prints how long the export and the import take, the artifact's size, the
 process's peak RSS after each, and whether the imported model's outputs are the compiled one's, bit for
 bit. It builds the model (three Add nodes, each with one weight, saved with external data) in a temporary
-folder, or in ``--keep`` (reused when there). Needs about 3x the weights in disk and 5x in RAM.
+folder, or in ``--keep`` (reused when there). Needs about 3x the weights in disk and 3.5x in RAM.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import importlib.metadata
 import logging
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -73,17 +73,23 @@ def export_compiled(compiled: CompiledModel) -> bytes:
         "plan": {**plan.to_dict(), "affinities": dict(plan.affinities)},
     }
     devices = {c.device: c.target for c in revision.subgraphs}
-    models = [_inline(model.proto, model)]
-    for s in subgraphs:
-        fed = fed_initializers(model, s, devices[s.device].kind.folds_initializers)
-        # inline what embed leaves as references: the weights of a model made from another one's file
-        models.append(_inline(subgraph_model(model, s, embed=True, fed=fed), model))
-    pooled = _pooled(models, model.name)
+
+    def models() -> Iterator[onnx.ModelProto]:
+        """The source model, then each subgraph's, made one at a time: the pool keeps the weights' bytes,
+        so each model with its weights inline is dropped once pooled (all of them at once held the
+        weights once per model that has them, on top of the pool and the artifact)."""
+        yield _inline(model.proto, model)
+        for s in subgraphs:
+            fed = fed_initializers(model, s, devices[s.device].kind.folds_initializers)
+            # inline what embed leaves as references: the weights of a model made from another one's file
+            yield _inline(subgraph_model(model, s, embed=True, fed=fed), model)
+
+    pooled = _pooled(models(), model.name)
     header[weight_pool.TABLES] = list(pooled.tables)
     return artifact.pack(header, [*pooled.skeletons, pooled.pool])
 
 
-def _pooled(models: list[onnx.ModelProto], name: str) -> weight_pool.Pooled:
+def _pooled(models: Iterable[onnx.ModelProto], name: str) -> weight_pool.Pooled:
     """weight_pool.pool of ``models``; ModelError where protobuf cannot serialize one of them without its
     pooled weights (over 2 GB of what is not pooled: weights in nested graphs or in typed fields)."""
     try:

@@ -15,7 +15,7 @@ input, and no entry of it may make an import read outside the pool.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,33 +55,41 @@ class PoolFile:
     size: int
 
 
-def pool(models: Sequence[onnx.ModelProto]) -> Pooled:
-    """``models`` split (their messages are not changed): the raw_data of each top-level graph
+def pool(models: Iterable[onnx.ModelProto]) -> Pooled:
+    """``models`` split (their messages are not changed; each is let go once split, so a generator's can
+    be freed one by one): the raw_data of each top-level graph
     initializer, and of each top-level Constant node's value, of more than SMALL_INITIALIZER elements goes
     to the pool, identical bytes once; smaller ones (shapes, axes, scales, read by shape inference) and data
     in other fields stay in the model."""
     pooled = _Chunks()
     skeletons, tables = [], []
     for proto in models:
-        out = onnx.ModelProto()
-        copy_fields(out, proto, skip={"graph"})
-        copy_fields(out.graph, proto.graph, skip={"initializer"})
-        initializers: dict[str, list[int]] = {}
-        constants: dict[str, list[int]] = {}
-        for tensor in proto.graph.initializer:
-            if not _poolable(tensor) or tensor.name in initializers:
-                out.graph.initializer.append(tensor)
-                continue
-            initializers[tensor.name] = pooled.place(tensor.raw_data)
-            out.graph.initializer.append(_without_raw_data(tensor))
-        for index, node in enumerate(out.graph.node):
-            value = _constant_value(node)
-            if value is not None and _poolable(value):
-                constants[str(index)] = pooled.place(value.raw_data)
-                value.ClearField("raw_data")
-        skeletons.append(out.SerializeToString())
-        tables.append({INITIALIZERS: initializers, CONSTANTS: constants})
+        skeleton, table = _split(proto, pooled)
+        del proto  # nothing here holds it now: a generator's model goes before the next one is made
+        skeletons.append(skeleton)
+        tables.append(table)
     return Pooled(tuple(skeletons), tuple(tables), tuple(pooled.chunks))
+
+
+def _split(proto: onnx.ModelProto, pooled: _Chunks) -> tuple[bytes, dict[str, dict[str, list[int]]]]:
+    """``proto`` serialized without its poolable weights, which go to ``pooled``, and its table."""
+    out = onnx.ModelProto()
+    copy_fields(out, proto, skip={"graph"})
+    copy_fields(out.graph, proto.graph, skip={"initializer"})
+    initializers: dict[str, list[int]] = {}
+    constants: dict[str, list[int]] = {}
+    for tensor in proto.graph.initializer:
+        if not _poolable(tensor) or tensor.name in initializers:
+            out.graph.initializer.append(tensor)
+            continue
+        initializers[tensor.name] = pooled.place(tensor.raw_data)
+        out.graph.initializer.append(_without_raw_data(tensor))
+    for index, node in enumerate(out.graph.node):
+        value = _constant_value(node)
+        if value is not None and _poolable(value):
+            constants[str(index)] = pooled.place(value.raw_data)
+            value.ClearField("raw_data")
+    return out.SerializeToString(), {INITIALIZERS: initializers, CONSTANTS: constants}
 
 
 class _Chunks:
