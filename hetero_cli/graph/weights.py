@@ -7,6 +7,7 @@ file, probes and shape inference run without weights, exports point ONNX Runtime
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from pathlib import Path
 
@@ -273,7 +274,11 @@ def holds_data(tensor: onnx.TensorProto) -> bool:
 def file_stamp(path: Path) -> tuple[int, int, int]:
     """What says a file is still the one read: its size, mtime in ns and inode (another file renamed over
     it differs). OSError as stat."""
-    stat = path.stat()
+    return stamp_of(path.stat())
+
+
+def stamp_of(stat: os.stat_result) -> tuple[int, int, int]:
+    """file_stamp of a stat result (``os.fstat`` of a file open already: the stamp of what it reads)."""
     return stat.st_size, stat.st_mtime_ns, stat.st_ino
 
 

@@ -35,22 +35,23 @@ def file_digest(path: Path, folder: Path | None = None) -> bytes:
     recorded one, else read (and recorded there, where the module's rule allows). OSError where the file
     cannot be read."""
     real = path.resolve()
-    before = os.stat(real)
+    stat = _stat(os.stat(real))
     record = _record_path(real, folder) if folder is not None else None
-    if record is not None and (known := _recorded(record, real, _stat(before))) is not None:
+    if record is not None and (known := _recorded(record, real, stat)) is not None:
         return known
     started = time.time_ns()
     digest = hashlib.sha256()
     with open(real, "rb") as file:
         while chunk := file.read(_CHUNK):
             digest.update(chunk)
-    stat = _stat(before)
-    if record is not None and _stat(os.stat(real)) == stat and before.st_ctime_ns < started - RACY_NS:
+    changed_ns = stat[-1]  # ctime
+    if record is not None and _stat(os.stat(real)) == stat and changed_ns < started - RACY_NS:
         _write(record, {"path": str(real), "stat": list(stat), "sha256": digest.hexdigest()})
     return digest.digest()
 
 
 def _stat(result: os.stat_result) -> tuple[int, ...]:
+    """What says a file is unchanged: device, inode, size, mtime and ctime (last), in ns."""
     return (
         result.st_dev,
         result.st_ino,

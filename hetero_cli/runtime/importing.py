@@ -24,7 +24,7 @@ from ..errors import ArtifactError, CompileError, HeteroError
 from ..graph import Model, read_model
 from ..graph.external import all_tensors
 from ..graph.reading import read_referencing
-from ..graph.weights import file_stamp, referable, still
+from ..graph.weights import file_stamp, referable, stamp_of, still
 from ..ort.failures import failure_reason
 from ..ort.session import SUBGRAPH, assignment, create_session, ort, record_assignment, session_options
 from ..placement import config as cfg
@@ -96,10 +96,10 @@ def _unpack(source: Source) -> artifact.Unpacked:
     assert source.file is not None and source.stamp is not None
     try:
         with open(source.file, "rb") as file:
-            stat = os.fstat(file.fileno())
-            if (stat.st_size, stat.st_mtime_ns, stat.st_ino) != source.stamp:
+            stamp = stamp_of(os.fstat(file.fileno()))
+            if stamp != source.stamp:
                 raise _changed(source.where)
-            return artifact.unpack_file(file, stat.st_size, source.where)
+            return artifact.unpack_file(file, stamp[0], source.where)
     except OSError as exc:
         raise _unreadable(Path(source.where), exc) from None
 

@@ -54,9 +54,13 @@ def test_a_file_changed_since_it_was_recorded_is_hashed_again(model_file, tmp_pa
     cache.mkdir()
     fd.file_digest(model_file, cache)
     stat = model_file.stat()
-    time.sleep(0.05)  # past the file system's timestamp granularity (RACY_NS's job, off here)
-    model_file.write_bytes(b"WEIGHTS" * 1000)  # the same size
-    os.utime(model_file, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # and mtime: its ctime still moved
+    deadline = time.monotonic() + 10
+    # rewritten until its ctime moves past the file system's timestamp granularity (RACY_NS's job, off here)
+    while model_file.stat().st_ctime_ns == stat.st_ctime_ns and time.monotonic() < deadline:
+        time.sleep(0.01)
+        model_file.write_bytes(b"WEIGHTS" * 1000)  # the same size
+        os.utime(model_file, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # and mtime: only its ctime moves
+    assert model_file.stat().st_ctime_ns != stat.st_ctime_ns
     assert fd.file_digest(model_file, cache) == _sha(model_file)
 
 
