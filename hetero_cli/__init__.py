@@ -20,69 +20,85 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from . import device, hint, properties
     from .app.tune import TuneReport, tune_model
-    from .app.validate import validate_model
+    from .app.tune.chart import write_chart
+    from .app.validate import Tolerances, ValidationReport, validate_model
     from .core import Core
     from .errors import (
         AffinityError,
         ArtifactError,
+        BenchmarkError,
         CompileError,
         ConfigError,
         DeviceError,
         DeviceUnavailableError,
+        ExportError,
         HeteroError,
+        ImageError,
         InferenceError,
         ModelError,
+        NotClassScoresError,
+        RequestError,
+        ServeError,
+        TuneBudgetError,
+        TuneError,
         UnsupportedNodesError,
+        ValidationError,
     )
     from .graph import Model, Node, TensorInfo
-    from .placement.partition import Link, Plan, Subgraph
+    from .placement.partition import Plan
     from .properties import Type
-    from .runtime import AsyncInferQueue, CompiledModel, CompiledSubgraph, InferRequest, Pipeline
+    from .runtime import AsyncInferQueue, CompiledModel, InferRequest
 
+#: the exception classes: every one a public function raises (errors.py)
+_ERRORS = (
+    "AffinityError",
+    "ArtifactError",
+    "BenchmarkError",
+    "CompileError",
+    "ConfigError",
+    "DeviceError",
+    "DeviceUnavailableError",
+    "ExportError",
+    "HeteroError",
+    "ImageError",
+    "InferenceError",
+    "ModelError",
+    "NotClassScoresError",
+    "RequestError",
+    "ServeError",
+    "TuneBudgetError",
+    "TuneError",
+    "UnsupportedNodesError",
+    "ValidationError",
+)
+#: the property-key modules (OpenVINO's ``openvino.properties``, ``.hint``, ``.device``): imported as modules
+_MODULES = ("device", "hint", "properties")
 #: where each public name lives: imported the first time it is asked for (PEP 562), so that importing the
 #: package (the console scripts do, before they can take Ctrl-C: entry.py) loads neither ONNX Runtime
-#: nor numpy
+#: nor numpy. Only these names: no attribute imports any other module.
 _HOMES = {
     **dict.fromkeys(("TuneReport", "tune_model"), ".app.tune"),
-    "validate_model": ".app.validate",
+    "write_chart": ".app.tune.chart",
+    **dict.fromkeys(("Tolerances", "ValidationReport", "validate_model"), ".app.validate"),
     "Core": ".core",
-    **dict.fromkeys(
-        (
-            "AffinityError",
-            "ArtifactError",
-            "CompileError",
-            "ConfigError",
-            "DeviceError",
-            "DeviceUnavailableError",
-            "HeteroError",
-            "InferenceError",
-            "ModelError",
-            "UnsupportedNodesError",
-        ),
-        ".errors",
-    ),
+    **dict.fromkeys(_ERRORS, ".errors"),
     **dict.fromkeys(("Model", "Node", "TensorInfo"), ".graph"),
-    **dict.fromkeys(("Link", "Plan", "Subgraph"), ".placement.partition"),
+    "Plan": ".placement.partition",
     "Type": ".properties",
-    **dict.fromkeys(
-        ("AsyncInferQueue", "CompiledModel", "CompiledSubgraph", "InferRequest", "Pipeline"), ".runtime"
-    ),
+    **dict.fromkeys(("AsyncInferQueue", "CompiledModel", "InferRequest"), ".runtime"),
 }
 
 
 def __getattr__(name: str) -> Any:
-    """A public name, imported from its module the first time; a subpackage (``hetero_cli.cli``) likewise."""
-    home = _HOMES.get(name)
-    if home is None:
-        try:
-            if not name.startswith("_"):
-                return importlib.import_module(f".{name}", __name__)
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise  # the subpackage is there, and something it imports is missing: say what
+    """A public name (``__all__``), imported from its module the first time it is asked for."""
+    if name in _MODULES:
+        value = importlib.import_module(f".{name}", __name__)
+    elif name in _HOMES:
+        value = getattr(importlib.import_module(_HOMES[name], __name__), name)
+    else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home, __name__), name)
     globals()[name] = value
     return value
 
@@ -97,27 +113,38 @@ __all__ = [
     "AffinityError",
     "ArtifactError",
     "AsyncInferQueue",
+    "BenchmarkError",
     "CompileError",
     "CompiledModel",
-    "CompiledSubgraph",
     "ConfigError",
     "Core",
     "DeviceError",
     "DeviceUnavailableError",
+    "ExportError",
     "HeteroError",
+    "ImageError",
     "InferRequest",
     "InferenceError",
-    "Link",
     "Model",
     "ModelError",
     "Node",
-    "Pipeline",
+    "NotClassScoresError",
     "Plan",
-    "Subgraph",
+    "RequestError",
+    "ServeError",
     "TensorInfo",
+    "Tolerances",
+    "TuneBudgetError",
+    "TuneError",
     "TuneReport",
     "Type",
     "UnsupportedNodesError",
+    "ValidationError",
+    "ValidationReport",
+    "device",
+    "hint",
+    "properties",
     "tune_model",
     "validate_model",
+    "write_chart",
 ]

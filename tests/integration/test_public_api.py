@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -100,3 +102,39 @@ def test_the_key_modules_examples_name_their_keys(module):
     assert keys
     for name in keys:
         assert name in (module.__doc__ or ""), f"{module.__name__}.{name} is not described"
+
+
+def test_all_is_what_the_package_answers_and_every_error_class_is_in_it():
+    """``__all__`` names exactly what the package gives by attribute, every exception class a public
+    function raises among them; internals are not in it."""
+    import hetero_cli.errors as errors
+
+    raised = {
+        name
+        for name, obj in vars(errors).items()
+        if inspect.isclass(obj) and issubclass(obj, errors.HeteroError) and obj.__module__ == errors.__name__
+    }
+    assert raised <= set(hetero_cli.__all__), f"not exported: {sorted(raised - set(hetero_cli.__all__))}"
+    for name in hetero_cli.__all__:
+        assert getattr(hetero_cli, name) is not None
+    for internal in ("Pipeline", "Link", "Subgraph", "CompiledSubgraph"):
+        assert internal not in hetero_cli.__all__
+    assert hetero_cli.hint is hint and hetero_cli.device is device and hetero_cli.properties is properties
+
+
+def test_no_attribute_imports_a_module_that_is_not_public():
+    """An attribute that is no public name is an AttributeError, never an import of a submodule by that
+    name (in a fresh interpreter: this one has imported them all)."""
+    code = (
+        "import sys, hetero_cli\n"
+        "for name in ('cli', 'runtime', 'quirks', 'nothing_here'):\n"
+        "    try:\n"
+        "        getattr(hetero_cli, name)\n"
+        "    except AttributeError:\n"
+        "        pass\n"
+        "    else:\n"
+        "        raise SystemExit(f'hetero_cli.{name} answered')\n"
+        "assert 'hetero_cli.runtime' not in sys.modules, 'an attribute imported the runtime'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr + done.stdout

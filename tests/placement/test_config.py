@@ -17,6 +17,7 @@ from hetero_cli import cli
 from hetero_cli.ort.session import SessionRequest, observe_sessions
 from hetero_cli.placement import config
 from hetero_cli.placement import devices as registry
+from hetero_cli.runtime import CompiledSubgraph
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGITS = ROOT / "models" / "digits.onnx"
@@ -40,7 +41,7 @@ def asked_providers(session) -> list:
     return next(list(r.providers) for r in _ASKED if r.session is session)
 
 
-def provider_options(sub: hc.CompiledSubgraph, ep: str) -> dict[str, str]:
+def provider_options(sub: CompiledSubgraph, ep: str) -> dict[str, str]:
     """The options the engine asked ORT to create ``ep`` with for this subgraph."""
     for entry in asked_providers(sub.session):
         if isinstance(entry, tuple) and entry[0] == ep:
@@ -50,7 +51,7 @@ def provider_options(sub: hc.CompiledSubgraph, ep: str) -> dict[str, str]:
     raise AssertionError(f"{ep} not among {asked_providers(sub.session)}")
 
 
-def by_device(compiled: hc.CompiledModel, name: str) -> list[hc.CompiledSubgraph]:
+def by_device(compiled: hc.CompiledModel, name: str) -> list[CompiledSubgraph]:
     subs = [s for s in compiled.subgraphs if s.device == name]
     assert subs, f"no {name} subgraph in {[s.device for s in compiled.subgraphs]}"
     return subs
