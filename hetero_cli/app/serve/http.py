@@ -7,12 +7,16 @@ Ray engine mounts it on its ingress deployment (``@serve.ingress(make_app(...))`
     GET  /metrics                                                        Prometheus text
 
 Every error is KServe's ``{"error": "..."}`` with a 4xx/5xx status: 400 for a request the protocol or the
-model refuses, 404 for an unknown model, version or route, 413 for a body over ``max_body_bytes``.
+model refuses, 404 for an unknown model, version or route, 413 for a body over ``max_body_bytes``, 408 for
+a body that has not all come within the request's deadline (``request_timeout_s``), 504 for an inference
+not answered within it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
 import time
 
 from fastapi import FastAPI, Request, Response
@@ -23,6 +27,7 @@ from starlette.requests import ClientDisconnect
 from ...errors import InferenceError, RequestError
 from . import protocol
 from .backend import Backend, Metrics
+from .options import DEFAULT_REQUEST_TIMEOUT_S
 
 log = logging.getLogger("hetero_cli")
 
@@ -30,19 +35,29 @@ VERSION = "1"
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
 
-def make_app(backend: Backend, metrics: Metrics, max_body_bytes: int) -> FastAPI:
+def make_app(
+    backend: Backend,
+    metrics: Metrics,
+    max_body_bytes: int,
+    *,
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+) -> FastAPI:
     """A FastAPI app answering KServe v2 for ``backend`` (served as ``backend.name``, version 1), counting
-    its infer requests in ``metrics`` and refusing bodies over ``max_body_bytes`` (413). Raises ValueError
-    for a limit under 1 byte."""
+    its infer requests in ``metrics``, refusing bodies over ``max_body_bytes`` (413) and answering each
+    infer request within ``request_timeout_s`` seconds: 408 where its body has not all come by then, 504
+    where the inference has not answered (the backend's run goes on and is dropped). Raises ValueError
+    for a limit under 1 byte or a deadline that is not a positive finite number."""
     if max_body_bytes < 1:
         raise ValueError(f"max_body_bytes must be at least 1, not {max_body_bytes}")
+    if not (math.isfinite(request_timeout_s) and request_timeout_s > 0):
+        raise ValueError(f"request_timeout_s must be a positive number of seconds, not {request_timeout_s}")
     app = FastAPI(title=f"hetero-cli: {backend.name}", docs_url=None, redoc_url=None, openapi_url=None)
     app.add_exception_handler(RequestError, _request_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _internal_error)
     _health_routes(app, backend)
     _model_routes(app, backend)
-    _infer_routes(app, backend, metrics, max_body_bytes)
+    _infer_routes(app, backend, metrics, max_body_bytes, request_timeout_s)
 
     @app.get("/metrics")
     async def prometheus() -> Response:
@@ -80,32 +95,61 @@ def _model_routes(app: FastAPI, backend: Backend) -> None:
     app.get("/v2/models/{model}/versions/{version}/ready")(model_ready)
 
 
-def _infer_routes(app: FastAPI, backend: Backend, metrics: Metrics, max_body_bytes: int) -> None:
-    async def infer(model: str, request: Request, version: str = VERSION) -> Response:
-        start = time.perf_counter()
-        ok = False
-        metrics.request_started()
+def _infer_routes(
+    app: FastAPI, backend: Backend, metrics: Metrics, max_body_bytes: int, timeout_s: float
+) -> None:
+    async def answer(model: str, version: str, request: Request, stage: list[str]) -> Response:
+        _check_model(backend, model, version)
+        body = await _read_body(request, max_body_bytes)
+        stage[0] = INFERENCE
+        parsed = protocol.parse_infer_request(
+            body, request.headers.get(protocol.HEADER_LENGTH), backend.inputs, backend.outputs
+        )
         try:
-            _check_model(backend, model, version)
-            body = await _read_body(request, max_body_bytes)
-            parsed = protocol.parse_infer_request(
-                body, request.headers.get(protocol.HEADER_LENGTH), backend.inputs, backend.outputs
-            )
-            try:
-                results = await backend.infer(parsed.feeds)
-            except InferenceError as exc:
-                raise RequestError(f"the model refused the request: {exc}") from exc
-            content, header_length = protocol.encode_infer_response(backend.name, results, parsed, VERSION)
-            ok = True
-        finally:
-            metrics.observe_request(time.perf_counter() - start, ok)
+            results = await backend.infer(parsed.feeds)
+        except InferenceError as exc:
+            raise RequestError(f"the model refused the request: {exc}") from exc
+        content, header_length = protocol.encode_infer_response(backend.name, results, parsed, VERSION)
         if header_length is None:
             return Response(content, media_type="application/json")
         headers = {protocol.HEADER_LENGTH: str(header_length)}
         return Response(content, media_type="application/octet-stream", headers=headers)
 
+    async def infer(model: str, request: Request, version: str = VERSION) -> Response:
+        start = time.perf_counter()
+        ok = False
+        stage = [BODY]  # what the request waits for: its body, then its inference
+        metrics.request_started()
+        try:
+            try:
+                response = await asyncio.wait_for(answer(model, version, request, stage), timeout_s)
+            except asyncio.TimeoutError:
+                raise _late(stage[0], timeout_s) from None
+            ok = True
+        finally:
+            metrics.observe_request(time.perf_counter() - start, ok)
+        return response
+
     app.post("/v2/models/{model}/infer")(infer)
     app.post("/v2/models/{model}/versions/{version}/infer")(infer)
+
+
+BODY, INFERENCE = "body", "inference"
+
+
+def _late(stage: str, timeout_s: float) -> RequestError:
+    """The error of a request its deadline passed on, waiting for ``stage`` (BODY or INFERENCE)."""
+    if stage == BODY:
+        return RequestError(
+            f"the request's body had not all come within the server's deadline of {timeout_s:g} s: send it "
+            "at once, or start the server with a longer --request-timeout",
+            408,
+        )
+    return RequestError(
+        f"the inference was not answered within the server's deadline of {timeout_s:g} s: send less data "
+        "per request, or start the server with a longer --request-timeout",
+        504,
+    )
 
 
 def _check_model(backend: Backend, model: str, version: str) -> None:
@@ -143,8 +187,11 @@ def _too_large(size: int, limit: int, *, at_least: bool = False) -> str:
 
 
 async def _request_error(request: Request, exc: Exception) -> Response:
+    """A refusal as KServe's ``{"error"}``; a 408 (a body still coming) also closes the connection, which
+    the rest of that body could not be told from a next request on."""
     assert isinstance(exc, RequestError)
-    return JSONResponse(protocol.error_body(str(exc)), status_code=exc.status)
+    headers = {"Connection": "close"} if exc.status == 408 else None
+    return JSONResponse(protocol.error_body(str(exc)), status_code=exc.status, headers=headers)
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:

@@ -150,7 +150,9 @@ class LocalEngine:
 
         backend = LocalBackend(compiled, self.options.name, shapes=self.options.shapes)
         backend.metrics = metrics = Metrics(backend.name, backend.stage_names())
-        app = make_app(backend, metrics, self.options.max_body_bytes)
+        app = make_app(
+            backend, metrics, self.options.max_body_bytes, request_timeout_s=self.options.request_timeout_s
+        )
         announce(
             f"Serving {backend.name!r} (KServe v2) at {self.url}: POST /v2/models/{backend.name}/infer; "
             "Ctrl-C or SIGTERM stops it"

@@ -12,20 +12,25 @@ from .protocol import TensorSpec, datatype_of
 
 #: the default limit on a request's body: 64 MiB
 DEFAULT_MAX_BODY_BYTES = 64 << 20
+#: the default deadline of one infer request, in seconds: its body read, parsed, inferred and answered
+DEFAULT_REQUEST_TIMEOUT_S = 60.0
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 @dataclass
 class ServeOptions:
     """``hetero serve``'s options an engine reads: the model's ``name`` in URLs, where to listen
-    (``host``, ``port``; 0 for any free port), the largest body accepted, and ``shapes`` ({input: dims,
-    None for a dynamic one}) narrowing the inputs' dynamic dimensions. The ray engine's: ``address`` (a
-    running Ray cluster's host:port; None starts a local Ray instance) and ``replicas`` (per stage)."""
+    (``host``, ``port``; 0 for any free port), the largest body accepted, ``request_timeout_s`` (each infer
+    request's deadline, in seconds: http.make_app answers 408 or 504 once it passes, and a stop waits no
+    longer for the requests in flight), and ``shapes`` ({input: dims, None for a dynamic one}) narrowing
+    the inputs' dynamic dimensions. The ray engine's: ``address`` (a running Ray cluster's host:port; None
+    starts a local Ray instance) and ``replicas`` (per stage)."""
 
     name: str
     host: str = "127.0.0.1"
     port: int = 8000
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
     shapes: dict[str, list[int | None]] = field(default_factory=dict)
     address: str | None = None
     replicas: int = 1

@@ -10,15 +10,24 @@ import click
 
 from ...app.benchmark.shapes import parse_shapes
 from ...app.serve.engines import ENGINES, open_engine
-from ...app.serve.options import DEFAULT_MAX_BODY_BYTES, ServeOptions, check_name, tensor_specs
+from ...app.serve.options import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_REQUEST_TIMEOUT_S,
+    ServeOptions,
+    check_name,
+    tensor_specs,
+)
 from ...errors import ServeError
 from ...graph import Model
 from ...placement import config as cfg
 from ..bench_steps import apply_hint
+from ..floats import FiniteFloat
 from ..options import shared, shared_options
 from ..output import info
 from ..runner import CONTEXT, Command
 from ..setup import compile_setup, prepare
+
+MAX_TIMEOUT_S = 86400.0  # a day: a deadline longer than that is no deadline
 
 
 @click.command(
@@ -73,6 +82,16 @@ from ..setup import compile_setup, prepare
     metavar="BYTES",
     help="Largest request body accepted; larger ones get 413.",
 )
+@click.option(
+    "--request-timeout",
+    "request_timeout",
+    type=FiniteFloat(min=0, min_open=True, max=MAX_TIMEOUT_S),
+    default=DEFAULT_REQUEST_TIMEOUT_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="Deadline of each infer request (its body, inference and answer): past it, 408 or 504; a stop "
+    "waits no longer for the requests in flight.",
+)
 @shared_options
 def serve(
     model: str | None,
@@ -86,6 +105,7 @@ def serve(
     address: str | None,
     replicas: int,
     max_body: int,
+    request_timeout: float,
     **options: Any,
 ) -> None:
     """Serve MODEL split across DEVICE over HTTP, with the KServe v2 protocol: tritonclient, curl or any
@@ -103,6 +123,7 @@ def serve(
         host=host,
         port=port,
         max_body_bytes=max_body,
+        request_timeout_s=request_timeout,
         shapes=_shapes(setup.model, shape, data_shape),
         address=address,
         replicas=replicas,

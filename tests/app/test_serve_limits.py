@@ -1,0 +1,103 @@
+"""The limits make_app holds every request to, whichever engine serves it: a deadline per request (408 for a
+body that has not all come, 504 for an inference not answered), served by uvicorn on a thread and asked
+over raw sockets and plain HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import socket
+from urllib.parse import urlparse
+
+import numpy as np
+import pytest
+
+from hetero_cli.app.serve import Metrics, TensorSpec
+from hetero_cli.app.serve.http import make_app
+from hetero_cli.app.serve.server import serving
+
+LIMIT = 1 << 20
+DEADLINE_S = 0.5
+GUARD_S = 120  # only guards against a hang: every answer here comes in well under a second
+GOOD = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}
+
+
+class Stuck:
+    """y = 2 * x, except that an x holding 7 never answers (until the server stops)."""
+
+    name = "double"
+    inputs = (TensorSpec("x", "FP32", (-1, 4)),)
+    outputs = (TensorSpec("y", "FP32", (-1, 4)),)
+
+    def ready(self) -> bool:
+        return True
+
+    def stage_names(self) -> list[str]:
+        return ["only"]
+
+    async def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if (feeds["x"] == 7).any():
+            await asyncio.Event().wait()  # never set
+        return {"y": feeds["x"] * 2}
+
+
+def _post(url: str, body: bytes) -> tuple[int, dict]:
+    connection = http.client.HTTPConnection(urlparse(url).netloc, timeout=GUARD_S)
+    try:
+        connection.request("POST", "/v2/models/double/infer", body=body)
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+
+def _stalled(url: str, sent: bytes, declared: int) -> tuple[socket.socket, bytes]:
+    """A client that sends its headers (Content-Length ``declared``) and ``sent``, then nothing: the socket
+    and all the server sent back before closing it."""
+    parts = urlparse(url)
+    sock = socket.create_connection((parts.hostname, parts.port), timeout=GUARD_S)
+    head = (
+        f"POST /v2/models/double/infer HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {declared}\r\n\r\n"
+    )
+    sock.sendall(head.encode() + sent)
+    answer = b""
+    while chunk := sock.recv(65536):
+        answer += chunk
+    return sock, answer
+
+
+@pytest.fixture
+def stuck() -> tuple[str, Metrics]:
+    metrics = Metrics("double")
+    with serving(make_app(Stuck(), metrics, LIMIT, request_timeout_s=DEADLINE_S)) as url:
+        yield url, metrics
+
+
+def test_an_inference_past_the_deadline_is_a_504_and_the_server_keeps_serving(stuck):
+    url, metrics = stuck
+    x = dict(GOOD["inputs"][0], data=[7, 7, 7, 7])
+    status, doc = _post(url, json.dumps({"inputs": [x]}).encode())
+    assert status == 504, doc
+    assert "not answered within the server's deadline of 0.5 s" in doc["error"]
+    assert "--request-timeout" in doc["error"]
+    assert _post(url, json.dumps(GOOD).encode())[0] == 200
+    assert metrics.requests("failure") == 1 and metrics.in_flight() == 0
+
+
+def test_a_body_that_stalls_past_the_deadline_is_a_408_and_the_connection_closed(stuck):
+    url, metrics = stuck
+    sock, answer = _stalled(url, b'{"inputs": [', 5000)
+    sock.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408"), answer
+    assert "had not all come within the server's deadline" in json.loads(body)["error"]
+    assert _post(url, json.dumps(GOOD).encode())[0] == 200
+    assert metrics.in_flight() == 0
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), float("inf")])
+def test_a_deadline_that_is_no_positive_number_is_refused(timeout):
+    with pytest.raises(ValueError, match="request_timeout_s must be a positive number of seconds"):
+        make_app(Stuck(), Metrics("double"), LIMIT, request_timeout_s=timeout)
