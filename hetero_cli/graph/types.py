@@ -7,6 +7,7 @@ floats. Pure onnx: ONNX Runtime's own inference is hetero_cli.ort.types.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -14,6 +15,17 @@ import onnx
 from onnx import helper
 
 from .index import node_outer_refs
+
+log = logging.getLogger("hetero_cli")
+
+#: what onnx's shape inference raises for a model it cannot infer (its own error classes, and RuntimeError
+#: for a C++ exception its bindings pass on): the model's declared types then stand alone
+INFERENCE_ERRORS: tuple[type[Exception], ...] = (
+    onnx.shape_inference.InferenceError,
+    onnx.checker.ValidationError,
+    onnx.defs.SchemaError,
+    RuntimeError,
+)
 
 # the size types_at_one_size gives every dynamic input dimension
 SAMPLE_SIZE = 32
@@ -147,7 +159,8 @@ class TypeTable:
             result = onnx.shape_inference.infer_shapes(
                 copy, check_type=False, strict_mode=False, data_prop=size is not None or shapes is not None
             )
-        except Exception:
+        except INFERENCE_ERRORS as exc:  # onnx cannot infer this model: its declared types stand alone
+            log.debug("onnx's shape inference failed on %s (%s): no inferred types", self._graph.name, exc)
             return {}
         # the weightless copy holds large Constant nodes as inputs of their type and shape
         constants = {n.output[0] for n in self._graph.node if n.op_type == "Constant" and n.output}
@@ -182,7 +195,10 @@ class TypeTable:
                 )
                 found = (*result.graph.value_info, *result.graph.input, *result.graph.output)
                 infos = [(vi.name, vi.type) for vi in found]
-            except Exception:
+            except INFERENCE_ERRORS as exc:  # onnx cannot infer this model: its declared types stand alone
+                log.debug(
+                    "onnx's shape inference failed on %s (%s): declared types only", self._graph.name, exc
+                )
                 infos = []
         declared = ((vi.name, vi.type) for vi in (*graph.input, *graph.output, *graph.value_info))
         for name, value_type in (*declared, *infos):

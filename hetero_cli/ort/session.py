@@ -26,6 +26,19 @@ except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
         "tree, i.e. pip install -e '.[openvino]' there"
     ) from exc
 
+#: what ONNX Runtime raises for a model, session or run it refuses: its own error classes (Fail,
+#: InvalidArgument, EPFail... from its pybind module) and RuntimeError, which pybind11 makes of a C++
+#: exception an EP throws. hetero-cli's errors are never among them, so an ``except ORT_ERRORS`` that goes
+#: on never takes hetero-cli's own failure (or bug) for an execution provider's.
+ORT_ERRORS: tuple[type[Exception], ...] = (
+    *(
+        kind
+        for kind in vars(ort.capi.onnxruntime_pybind11_state).values()
+        if isinstance(kind, type) and issubclass(kind, Exception)
+    ),
+    RuntimeError,
+)
+
 # ORT's own log lines ("Removing initializer ...", errors it also raises as exceptions) are noise a user
 # cannot act on; 4 = fatal only. Failures still reach hetero-cli as exceptions with ORT's message.
 QUIET = 4

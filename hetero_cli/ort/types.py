@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,7 +13,9 @@ from onnx import helper
 from ..errors import ModelError
 from ..graph import Model
 from ..graph.shared import short_reason
-from .session import TYPING, create_session, ort, session_options
+from .session import ORT_ERRORS, TYPING, create_session, ort, session_options
+
+log = logging.getLogger("hetero_cli")
 
 
 def ort_types(model: Model, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
@@ -22,9 +25,10 @@ def ort_types(model: Model, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
         # nodes named by their friendly names, unique where the model repeats a name (ORT refuses that)
         try:
             sess = _typing_session(model.weightless_copy(rename=True), names, model)
-        except Exception:
+        except ORT_ERRORS as exc:  # ORT needed a weight's value: the whole model answers
+            log.debug("typing %s without its weights failed (%s): with them", model.name, exc)
             sess = _typing_session(model.session_copy(), names, model)
-    except Exception as exc:
+    except ORT_ERRORS as exc:
         raise ModelError(
             f"cannot tell the type of tensor(s) {', '.join(names)} at a subgraph boundary "
             f"({short_reason(exc)}): add value_info for them to the model"

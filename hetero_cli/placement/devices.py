@@ -10,13 +10,14 @@ import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import DeviceError
-from ..ort.session import CHECK, create_session, ort, session_options
+from ..ort.session import CHECK, ORT_ERRORS, create_session, ort, session_options
 from ..quirks import folds_initializers
 
 log = logging.getLogger("hetero_cli")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -81,9 +82,35 @@ def _always(_: Device) -> bool:
     return True
 
 
-@functools.cache
+def _definite(failed: T) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """A device probe (by hashable arguments) whose every answer is kept for the process, but where ORT
+    could not be asked (one of ORT_ERRORS: a device busy or out of memory): then ``failed`` is answered
+    this time, the reason logged, and the probe runs again next time, so one transient failure never
+    hides a device for the whole process."""
+
+    def wrap(probe: Callable[..., T]) -> Callable[..., T]:
+        answers: dict[tuple[Any, ...], T] = {}
+
+        @functools.wraps(probe)
+        def checked(*args: Any) -> T:
+            if args in answers:
+                return answers[args]
+            try:
+                answer = answers[args] = probe(*args)
+            except ORT_ERRORS as exc:
+                log.debug("%s%s could not be asked (asked again next time): %s", probe.__name__, args, exc)
+                return failed
+            return answer
+
+        return checked
+
+    return wrap
+
+
+@_definite(False)
 def _session_runs_on(ep: str, options_items: tuple[tuple[str, str], ...]) -> bool:
-    """Whether a one-node session with this EP really places its node there (the hardware answers)."""
+    """Whether a one-node session with this EP really places its node there (the hardware answers).
+    Raises ORT_ERRORS where ORT refused the session (an EP whose libraries or device cannot be loaded)."""
     import onnx.helper as h
     from onnx import TensorProto
 
@@ -94,18 +121,15 @@ def _session_runs_on(ep: str, options_items: tuple[tuple[str, str], ...]) -> boo
         [h.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
     )
     model = h.make_model(graph, ir_version=9, opset_imports=[h.make_opsetid("", 17)])
-    try:
-        # no fallback: ORT would print the EP's failure to stdout and quietly retry on the CPU EP (a
-        # TensorRT EP without its libraries)
-        sess = create_session(
-            model.SerializeToString(),
-            session_options(),
-            [(ep, dict(options_items))],
-            purpose=CHECK,
-            subject=ep,
-        )
-    except Exception:
-        return False
+    # no fallback: ORT would print the EP's failure to stdout and quietly retry on the CPU EP (a
+    # TensorRT EP without its libraries)
+    sess = create_session(
+        model.SerializeToString(),
+        session_options(),
+        [(ep, dict(options_items))],
+        purpose=CHECK,
+        subject=ep,
+    )
     return ep in sess.get_providers()
 
 
@@ -113,12 +137,12 @@ def _ep_session_works(device: Device) -> bool:
     return _session_runs_on(device.ep, tuple(sorted(device.provider_options.items())))
 
 
-@functools.cache
+@_definite(())
 def _openvino_device_ids() -> tuple[str, ...]:
-    try:
-        return tuple(ort.capi._pybind_state.get_available_openvino_device_ids())
-    except Exception:
-        return ()
+    """The devices the OpenVINO EP sees (() in an ORT build without it). Raises ORT_ERRORS where
+    OpenVINO could not be asked."""
+    listing = getattr(ort.capi._pybind_state, "get_available_openvino_device_ids", None)
+    return () if listing is None else tuple(listing())
 
 
 def _openvino_hardware(device: Device) -> bool:

@@ -19,7 +19,15 @@ from ..errors import AffinityError, ConfigError, ModelError, UnsupportedNodesErr
 from ..graph import Model, Node
 from ..graph.index import NONDETERMINISTIC
 from ..ort.failures import failure_reason, refused_model, unimplemented_node
-from ..ort.session import PROBE, assignment, create_session, ort, record_assignment, session_options
+from ..ort.session import (
+    ORT_ERRORS,
+    PROBE,
+    assignment,
+    create_session,
+    ort,
+    record_assignment,
+    session_options,
+)
 from ..quirks import in_force
 from ..quirks.cpu import FORCE_SPINNING_STOP, HALF_FLOAT_CASTS_UNRECORDED
 from .device_string import DeviceRequest
@@ -130,9 +138,7 @@ def _claims(
             return answer
     try:
         sess = _probe_session(proto, model, device, probes)
-    except ConfigError:
-        raise
-    except Exception as exc:
+    except ORT_ERRORS as exc:  # the EP refused the probe: find which of the nodes it takes
         missing = unimplemented_node(exc)
         operations = _operations(nodes)
         if missing in wanted and len(operations) > 1:
@@ -228,9 +234,7 @@ def _as_compiled(
         sess = _probe_session(
             proto, model, device, probes, optimize=True, providers=providers, threads=threads, shared=shared
         )
-    except ConfigError:
-        raise
-    except Exception as exc:  # the caller falls back to another probe: the reason is only logged
+    except ORT_ERRORS as exc:  # the caller falls back to another probe: the reason is only logged
         log.debug("an optimized probe on %s failed: %s", device.name, failure_reason(exc))
         return None, providers, threads
     return sess, providers, threads
@@ -340,11 +344,11 @@ def _probe_session(
 
 
 def _loads(proto: onnx.ModelProto, model: Model, device: Device, probes: Probes | None) -> bool:
+    """Whether ``device``'s EP creates a probe session of ``proto`` (ConfigError where ORT dropped it)."""
     try:
         _probe_session(proto, model, device, probes)
-    except ConfigError:
-        raise
-    except Exception:
+    except ORT_ERRORS as exc:  # refused: the caller probes the nodes another way
+        log.debug("a probe of %s on %s failed: %s", model.name, device.name, failure_reason(exc))
         return False
     return True
 
@@ -519,9 +523,7 @@ def _refused_as_invalid(model: Model, node: Node, probes: Probes | None) -> None
     its op lacks...), which no device would fix."""
     try:
         _probe_session(_piece(model, [node]), model, lookup("CPU"), probes)
-    except ConfigError:
-        raise
-    except Exception as exc:
+    except ORT_ERRORS as exc:  # only a refusal that blames the model is raised; others are the EP's
         refused = refused_model(f"{node.friendly_name} ({node.get_type_name()})", exc)
         if refused is not None:
             raise refused from None

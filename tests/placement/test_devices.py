@@ -296,3 +296,39 @@ def test_plain_openvino_runs_whole_model(chain):
     compiled = hc.Core().compile_model(chain, "openvino.cpu")
     assert device_names(compiled) == ["OPENVINO"]
     assert compiled.subgraphs[0].fallback_nodes == []
+
+
+def test_a_device_probe_that_onnx_runtime_could_not_answer_is_asked_again_next_time(caplog):
+    """One transient failure of ORT while a device is probed (a device busy, out of memory) answers
+    "unavailable" that time only: it is not kept for the process, as a real answer is."""
+    from hetero_cli.ort.session import CHECK, observe_sessions
+
+    failures = [ort.capi.onnxruntime_pybind11_state.Fail("the device is busy")]
+    asked = []
+
+    def busy_once(request):
+        if request.purpose == CHECK:
+            asked.append(request.subject)
+            if failures:
+                raise failures.pop()
+
+    options = (("hetero_cli_test", "transient"),)  # a probe no other test asked for
+    with observe_sessions(busy_once), caplog.at_level(logging.DEBUG, logger="hetero_cli"):
+        assert registry._session_runs_on("CPUExecutionProvider", options) is False
+        assert registry._session_runs_on("CPUExecutionProvider", options) is True
+        assert registry._session_runs_on("CPUExecutionProvider", options) is True
+    assert len(asked) == 2, "the answer after the failure is kept; the failure was not"
+    assert "the device is busy" in caplog.text
+
+
+def test_a_bug_in_a_device_probe_is_raised_not_taken_for_an_unavailable_device():
+    """Only ONNX Runtime's errors mean a device did not answer: anything else a probe raises (hetero-cli's
+    own bug) is raised, never reported as a missing device."""
+    from hetero_cli.ort.session import CHECK, observe_sessions
+
+    def broken(request):
+        if request.purpose == CHECK:
+            raise KeyError("a bug")
+
+    with observe_sessions(broken), pytest.raises(KeyError):
+        registry._session_runs_on("CPUExecutionProvider", (("hetero_cli_test", "bug"),))
