@@ -13,7 +13,9 @@ from support.helpers import assert_same, const, cpu_split, make_model, ort_run, 
 
 import hetero_cli as hc
 from hetero_cli.graph import weights as weights_module
-from hetero_cli.graph.wire import raw_data_spans, skeleton_bytes
+from hetero_cli.graph import wire
+from hetero_cli.graph.reading import SKELETON_MIN_BYTES
+from hetero_cli.graph.wire import raw_data_spans, skeleton
 
 DTYPES = [np.float32, np.float16, np.int64, np.int8, np.uint8, np.float64, np.bool_]
 
@@ -86,15 +88,15 @@ def test_the_skeleton_read_from_the_wire_is_the_model_parsed_then_stripped(tmp_p
     path = folder / "m.onnx"
     onnx.save(proto, path)
     whole = onnx.load(path, load_external_data=False)
-    skeleton = skeleton_bytes(path, 1024)
+    skeleton_model = skeleton(path, 1024)[0]
     left_out = sum(
         len(whole.graph.initializer[i].raw_data)
         for i in range(len(inits))
         if tensors[i][2] == "raw" and int(np.prod(tensors[i][1])) > 1024
     )
-    assert len(skeleton) <= path.stat().st_size - left_out  # the large raw weights were never read
+    assert len(skeleton_model) <= path.stat().st_size - left_out  # the large raw weights were never read
     expected, large = weights_module.weights_left_in_file(whole)
-    got, got_large = weights_module.weights_left_in_file(onnx.load_from_string(skeleton))
+    got, got_large = weights_module.weights_left_in_file(onnx.load_from_string(skeleton_model))
     assert got_large == large
     assert got.SerializeToString(deterministic=True) == expected.SerializeToString(deterministic=True)
 
@@ -137,8 +139,33 @@ def test_a_file_that_cannot_be_walked_gives_no_spans(tmp_path, content):
     path.write_bytes(content)
     assert raw_data_spans(path) == {}
     assert raw_data_spans(tmp_path / "missing.onnx") == {}
-    assert skeleton_bytes(path, 0) is None
-    assert skeleton_bytes(tmp_path / "missing.onnx", 0) is None
+    assert skeleton(path, 0) is None
+    assert skeleton(tmp_path / "missing.onnx", 0) is None
+
+
+@pytest.mark.parametrize(
+    ("pattern", "message"),
+    [(b"\0", "is not a readable ONNX model"), (b"\x08\x00", "holds no ONNX graph")],
+    ids=["zeros", "ir_version-over-and-over"],
+)
+def test_the_walk_of_a_file_that_is_no_model_is_bounded(tmp_path, monkeypatch, pattern, message):
+    """A file of zeros stops the walk at its first field (protobuf has no field 0); a valid message of
+    512k tiny fields, at MAX_FIELDS: onnx's parser (C++) reads the rest. The walk's work is counted in
+    varints read, each field reading one or two."""
+    path = tmp_path / "big.onnx"
+    path.write_bytes(pattern * (SKELETON_MIN_BYTES // len(pattern)))
+    monkeypatch.setattr(wire, "MAX_FIELDS", 1000)
+    read = []
+    varint = wire._varint
+
+    def counted(buf, pos):
+        read.append(pos)
+        return varint(buf, pos)
+
+    monkeypatch.setattr(wire, "_varint", counted)
+    with pytest.raises(hc.ModelError, match=message):
+        hc.Core().read_model(path)
+    assert len(read) <= (1 if pattern == b"\0" else 2 * 1000 + 2)
 
 
 def test_weights_stored_as_float_data_are_loaded_and_copied_for_a_split(tmp_path):
