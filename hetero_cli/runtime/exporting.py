@@ -108,8 +108,9 @@ def write_artifact(data: bytes, path: str | os.PathLike[str], replace: bool = Tr
     an existing ``path`` is kept (a hard link, which fails where the name is taken): a cache entry another
     process wrote meanwhile may be in use by a reader whose sessions read weights from it. Returns whether
     ``data`` was written. ModelError where the folder cannot be written, or where the name is taken by
-    something that is no file (a folder); nothing is left behind then."""
-    target = Path(path)
+    something that is no file (a folder); nothing is left behind then. Where ``path`` is a symbolic link
+    (and ``replace``), the file it leads to is written: the link stays."""
+    target = Path(os.path.realpath(path)) if replace else Path(path)
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -122,11 +123,9 @@ def write_artifact(data: bytes, path: str | os.PathLike[str], replace: bool = Tr
     except FileExistsError:
         if target.is_file():
             return False
-        raise ModelError(
-            f"cannot write {target}: something that is no file has that name: remove it"
-        ) from None
+        raise ModelError(f"cannot write {path}: something that is no file has that name: remove it") from None
     except OSError as exc:
-        raise ModelError(f"cannot write {target}: {exc.strerror or exc}: check the folder") from None
+        raise ModelError(f"cannot write {path}: {exc.strerror or exc}: check the folder") from None
     finally:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)

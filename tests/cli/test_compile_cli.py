@@ -62,6 +62,19 @@ def test_a_damaged_export_is_one_line_and_exit_2(tmp_path):
     assert "bad.onnx is truncated" in line or "bad.onnx is damaged" in line
 
 
+def test_an_output_that_is_a_link_writes_the_file_it_leads_to(tmp_path):
+    """-o LINK, LINK a symbolic link to a file: that file gets the export, the link stays."""
+    target = tmp_path / "target.hetero"
+    target.write_bytes(b"old")
+    link = tmp_path / "link.hetero"
+    link.symlink_to(target)
+    result = run("compile", "-m", DIGITS, "-d", "CPU", "-o", link)
+    assert result.exit_code == 0, result.output
+    assert link.is_symlink() and link.readlink() == target
+    assert artifact.unpack(target.read_bytes(), "it").header["device_name"] == "CPU"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.hetero", "target.hetero"]
+
+
 @needs_openvino
 def test_an_export_takes_no_affinity(tmp_path):
     out = _compile(tmp_path)

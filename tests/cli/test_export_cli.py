@@ -124,6 +124,26 @@ def test_a_full_output_folder_needs_force(tmp_path, chain):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["chain.onnx", "out"]
 
 
+@pytest.mark.parametrize("force", [False, True])
+def test_an_output_that_is_a_link_to_a_folder_writes_into_that_folder(tmp_path, chain, force):
+    """-o LINK, LINK a symbolic link to a folder (empty, or with --force a full one): the folder it leads
+    to gets the split, the link stays a link to it, and nothing else is left beside either."""
+    target = tmp_path / "target"
+    target.mkdir()
+    if force:
+        (target / "old.txt").write_text("replaced")
+    link = tmp_path / "link"
+    link.symlink_to(target, target_is_directory=True)
+    argv = ["export", "-m", chain, "-d", "CPU", "--format", "onnx", "-o", link] + (
+        ["--force"] if force else []
+    )
+    result = invoke(hetero, *argv)
+    assert result.exit_code == 0, result.output
+    assert link.is_symlink() and link.readlink() == target
+    assert sorted(p.name for p in target.iterdir()) == ["manifest.json", "subgraph1_CPU.onnx"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chain.onnx", "link", "target"]
+
+
 def test_a_file_in_the_folders_place_is_refused(tmp_path, chain):
     out = tmp_path / "out"
     out.write_text("a file")

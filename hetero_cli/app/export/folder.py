@@ -43,10 +43,14 @@ def write_folder(
     writes into a temporary folder beside ``out`` (missing parents are created), which then takes
     ``out``'s place (``force``: an existing one's content is replaced, unless it holds one of ``keep``).
     On any failure, the temporary
-    folder and the parents created are removed, ``out`` left as it was. Raises ExportError as
-    check_output_folder, and for a folder that cannot be written (saying why)."""
-    out = Path(out).absolute()
-    check_output_folder(out, force=force, keep=keep)
+    folder and the parents created are removed, ``out`` left as it was. An ``out`` that is a symbolic
+    link stays one: what it leads to is the folder made (or replaced). Raises ExportError as
+    check_output_folder, for a link that loops, and for a folder that cannot be written (saying why)."""
+    given = Path(out).absolute()
+    check_output_folder(given, force=force, keep=keep)
+    out = Path(os.path.realpath(given))  # a link's folder, made beside where the link leads
+    if out.is_symlink():
+        raise ExportError(f"cannot write {given}: it is a symbolic link that loops: give -o a folder")
     created = _missing_parents(out)
     tmp = out.parent / f".{out.name}.partial-{secrets.token_hex(4)}"
     try:
@@ -60,7 +64,7 @@ def write_folder(
             with contextlib.suppress(OSError):
                 folder.rmdir()
         if isinstance(exc, OSError):
-            raise ExportError(f"cannot write {out}: {exc.strerror or exc}") from None
+            raise ExportError(f"cannot write {given}: {exc.strerror or exc}") from None
         raise
 
 
