@@ -109,9 +109,7 @@ def section(run: Any) -> dict[str, Any]:
             guesses[f"{kind}_{cuts}"] = measure.guess_ms(p.infer)
         del trio
     specs = {
-        rid: RuntimeSpec(
-            "crossing:build", {"kind": rid.split("_")[0], "cuts": int(rid.split("_")[1])}, (measure.BENCH,)
-        )
+        rid: RuntimeSpec("crossing:build", {"kind": rid.split("_")[0], "cuts": int(rid.split("_")[1])})
         for rid in shapes
     }
     run.progress(f"crossings: {len(specs)} runtimes, each in its own process")

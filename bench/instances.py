@@ -46,7 +46,7 @@ def specs(path: Path, instances: int) -> dict[str, RuntimeSpec]:
     for i in range(instances):
         out[f"hetero_ov#{i}"] = measure.spec("hetero_ov", path, device=placement.DEVICE)
         out[f"ort_ov#{i}"] = measure.spec("ort_ov", path)
-    out["inner_run"] = RuntimeSpec("instances:inner_run", {"path": str(path)}, (measure.BENCH,))
+    out["inner_run"] = RuntimeSpec("instances:inner_run", {"path": str(path)})
     return out
 
 

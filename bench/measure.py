@@ -14,6 +14,7 @@ process with another while it is timed. What is bench-only (the statistics, the 
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -50,6 +51,9 @@ class Stats:
 #: the builder every bench runtime is built by in its worker process (bench/runtimes.py, this folder)
 BUILDER = "runtimes:build"
 BENCH = str(Path(__file__).resolve().parent)
+# the worker processes import bench/'s builders (runtimes, crossing, instances) by module name: this
+# folder on their PYTHONPATH, which they inherit from the bench's process
+os.environ["PYTHONPATH"] = os.pathsep.join([BENCH, *filter(None, [os.environ.get("PYTHONPATH")])])
 #: about how long each block of a runtime lasts, and the bounds on its runs
 BLOCK_MS = 100.0
 LEAST_RUNS, MOST_RUNS = 2, 100
@@ -59,7 +63,12 @@ WARMUP = 3
 def spec(runtime: str, path: Path, **args: Any) -> RuntimeSpec:
     """Bench runtime ``runtime`` (runtimes.prepare's ids) of the model file ``path`` as a worker builds it
     (runtimes.build; ``args``: its other arguments, JSON-ready)."""
-    return RuntimeSpec(BUILDER, {"runtime": runtime, "path": str(path), **args}, (BENCH,))
+    return RuntimeSpec(BUILDER, {"runtime": runtime, "path": str(path), **args})
+
+
+def noise_of(measurements: Sequence[Measurement], floor: float = 0.0) -> float:
+    """The largest noise of ``measurements`` (those with one), at least ``floor``."""
+    return max([floor, *(m.noise for m in measurements if m.noise is not None)])
 
 
 def runs_for(latency_ms: float | None) -> int:

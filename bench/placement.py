@@ -38,7 +38,7 @@ import pytest
 import runtimes
 
 import hetero_cli
-from hetero_cli.app.measure import Measurement, RuntimeSpec, method
+from hetero_cli.app.measure import Measurement, RuntimeSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -257,7 +257,7 @@ def measure_model(run: Any, name: str, kind: str, path: Path, tmp: Path) -> dict
         }
         for rid, m in measured.items()
     }
-    entry["noise"] = method.noise_of(list(measured.values()))
+    entry["noise"] = measure.noise_of(list(measured.values()))
     if "tuned" not in measured:
         return entry
     against = {rid: entry["runtimes"][rid]["tuned_paired_ratio"] for rid in measured if rid != "tuned"}

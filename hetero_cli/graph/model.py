@@ -100,11 +100,6 @@ class Model:
         return self._proto
 
     @property
-    def weights_in_memory(self) -> bool:
-        """False while the large weights of a model read from a file are still only in that file."""
-        return self.weights.in_memory
-
-    @property
     def metadata_props(self) -> dict[str, str]:
         """The model's metadata_props as {key: value} (reading them needs no weights)."""
         return {p.key: p.value for p in self._proto.metadata_props}

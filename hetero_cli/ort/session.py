@@ -95,11 +95,6 @@ class SessionRequest:
     device: str = ""
     session: ort.InferenceSession | None = None
 
-    @property
-    def optimized(self) -> bool:
-        """Whether ORT's graph optimizations are on for this session (probes may turn them off)."""
-        return self.options.graph_optimization_level != ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-
 
 SessionObserver = Callable[[SessionRequest], object]
 _observers: list[SessionObserver] = []

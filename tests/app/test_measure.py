@@ -65,10 +65,11 @@ def test_a_worker_process_builds_the_default_model_and_times_its_blocks():
     assert all(ms > 0 for row in found["CPU"].block_ms for ms in row)
 
 
-def test_what_a_runtime_prints_does_not_reach_the_workers_answers():
+def test_what_a_runtime_prints_does_not_reach_the_workers_answers(monkeypatch):
     """The worker answers on its own channel: a builder printing to stdout (Python's and the C library's
     file descriptor 1, as an execution provider does) leaves its answers whole."""
-    spec = RuntimeSpec("support.measure_builders:noisy", {}, (str(ROOT / "tests"),))
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "tests"))  # the worker imports the builder as we would
+    spec = RuntimeSpec("support.measure_builders:noisy", {})
     found = measure_runtimes({"noisy": spec}, {}, rounds=1, blocks=2, warmup=1, runs=3)
     assert found["noisy"].error is None and found["noisy"].samples == 6
 
@@ -329,6 +330,8 @@ def test_tune_and_bench_both_time_through_the_one_measuring_function(monkeypatch
     )
     assert callers and "CPU" in callers[0] and AUTOMATIC in callers[0]
     bench_measure = _bench_measure()
+    # in this process the builder imports as in bench/run.py's
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
     found, _ = bench_measure.per_process(
         {"ort_cpu": bench_measure.spec("ort_cpu", DEFAULT_MODEL)}, DIGITS_FEEDS, rounds=1, guesses={}
     )

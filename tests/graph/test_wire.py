@@ -117,7 +117,7 @@ def test_reading_a_model_leaves_its_weights_in_the_file_and_runs_the_same(tmp_pa
         monkeypatch.setattr(weights_module.onnx, "load", None)
     model = hc.Core().read_model(path)
     monkeypatch.undo()
-    assert not model.weights_in_memory
+    assert not model.weights.in_memory
     assert not model.skeleton.graph.initializer[0].HasField("raw_data")
     x = seeded((1, side), seed=1)
     expected = ort_run(onnx.load(path), {"x": x})
@@ -202,7 +202,7 @@ def test_a_split_that_reads_its_weights_from_the_file_gives_the_models_results(t
     assert len(compiled.subgraphs) == 3
     x = seeded((2, 64))
     assert_same(compiled({"x": x}), ort_run(proto, {"x": x}))
-    assert model.weights_in_memory is False  # every subgraph's session read its weights from the file
+    assert model.weights.in_memory is False  # every subgraph's session read its weights from the file
 
 
 def test_an_embedded_export_stands_on_its_own(tmp_path):

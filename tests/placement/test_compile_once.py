@@ -7,7 +7,17 @@ import numpy as np
 import onnx
 import pytest
 from onnx import helper as h
-from support.helpers import assert_same, const, hardmax_model, make_model, needs_openvino, ort_run, seeded, vi
+from support.helpers import (
+    assert_same,
+    const,
+    hardmax_model,
+    make_model,
+    needs_openvino,
+    optimized,
+    ort_run,
+    seeded,
+    vi,
+)
 
 import hetero_cli as hc
 from hetero_cli.ort.session import PROBE, observe_sessions
@@ -142,11 +152,11 @@ def test_the_file_serves_as_the_session_model_only_when_its_names_are_the_friend
 
 def test_weights_read_from_a_file_stay_there_until_something_needs_them(mlp_file):
     model = hc.Core().read_model(mlp_file)
-    assert model.weights_in_memory is False
+    assert model.weights.in_memory is False
     x = seeded((2, 64))
     want = ort_run(mlp(), {"x": x})
     assert_same(hc.Core().compile_model(model, "HETERO:CPU")({"x": x}), want)
-    assert model.weights_in_memory is False  # one whole-model session: ORT read the file itself
+    assert model.weights.in_memory is False  # one whole-model session: ORT read the file itself
     assert model.metadata_props == {}
     split = dict.fromkeys(["mm0", "relu"], "CPU") | {"mm1": "OPENVINO" if _has_openvino() else "CPU"}
     model.set_affinities(split)
@@ -155,9 +165,9 @@ def test_weights_read_from_a_file_stay_there_until_something_needs_them(mlp_file
         want,
         exact=False,
     )
-    assert model.weights_in_memory is False  # the split's sessions read them from the file too
+    assert model.weights.in_memory is False  # the split's sessions read them from the file too
     assert list(model.proto.graph.initializer) == list(onnx.load(mlp_file).graph.initializer)
-    assert model.weights_in_memory is True  # asked for: read back
+    assert model.weights.in_memory is True  # asked for: read back
 
 
 def test_an_exported_subgraph_points_at_its_weights_in_the_model_file(mlp_file):
@@ -173,7 +183,7 @@ def test_an_exported_subgraph_points_at_its_weights_in_the_model_file(mlp_file):
     assert where["location"] == mlp_file.name
     data = mlp_file.read_bytes()[int(where["offset"]) : int(where["offset"]) + int(where["length"])]
     assert data == onnx.load(mlp_file).graph.initializer[0].raw_data
-    assert proto.ByteSize() < 2000 and model.weights_in_memory is False
+    assert proto.ByteSize() < 2000 and model.weights.in_memory is False
 
 
 def test_a_model_file_changed_after_reading_is_refused_before_a_session_reads_it(mlp_file):
@@ -247,7 +257,7 @@ def test_an_optimized_probe_that_cannot_tell_falls_back_to_exact_names(monkeypat
     calls = []
     with observe_sessions(lambda request: request.purpose == PROBE and calls.append(request)):
         compiled = hc.Core().compile_model(hardmax_model(), "HETERO:OPENVINO,CPU")
-    assert [c.optimized for c in calls[:2]] == [True, False]
+    assert [optimized(c) for c in calls[:2]] == [True, False]
     assert len(compiled.subgraphs) == 3
 
 

@@ -13,13 +13,14 @@ import onnxruntime as ort
 import pytest
 from hypothesis import given, settings
 from onnx import TensorProto as T
+from support.counters import parse_counters
 from support.graphs import WITH_SESSIONS, Case, cases
 from support.helpers import reference
 
 import hetero_cli as hc
 from hetero_cli.placement import devices as registry
 from hetero_cli.runtime.executor import run_unbound as _run
-from hetero_cli.runtime.profiling import format_counters, parse_counters
+from hetero_cli.runtime.profiling import format_counters
 from hetero_cli.runtime.steps import plan_steps as _steps
 
 pytestmark = [

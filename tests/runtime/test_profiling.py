@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from support.counters import parse_counters
 from support.helpers import guarded_chain_model, needs_openvino
 
 import hetero_cli as hc
@@ -18,7 +19,6 @@ from hetero_cli.runtime.profiling import (
     ProfilingInfo,
     Run,
     format_counters,
-    parse_counters,
     subgraph_counters,
 )
 

@@ -8,6 +8,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -276,3 +277,9 @@ class WorkClock:
             return samples
 
         return timed
+
+
+def optimized(request: Any) -> bool:
+    """Whether ORT's graph optimizations are on for the session a SessionRequest (observe_sessions) asks
+    for: the query's probes may turn them off."""
+    return request.options.graph_optimization_level != ort.GraphOptimizationLevel.ORT_DISABLE_ALL

@@ -24,9 +24,8 @@ from __future__ import annotations
 import importlib
 import random
 import statistics
-import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
@@ -52,28 +51,24 @@ class MeasureError(HeteroError):
 @dataclass(frozen=True)
 class RuntimeSpec:
     """A runtime as a worker builds it: ``builder`` "module:function", called as ``function(feeds,
-    **args)`` and returning a callable that runs one inference on those feeds; ``args`` JSON-ready;
-    ``sys_path``: folders put first on the worker's sys.path (bench/'s modules)."""
+    **args)`` and returning a callable that runs one inference on those feeds; ``args`` JSON-ready. The
+    worker imports the module as this process would (its PYTHONPATH is the worker's)."""
 
     builder: str
     args: Mapping[str, Any] = field(default_factory=dict)
-    sys_path: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (from_dict reads it back)."""
-        return {"builder": self.builder, "args": dict(self.args), "sys_path": list(self.sys_path)}
+        return {"builder": self.builder, "args": dict(self.args)}
 
     @classmethod
     def from_dict(cls, doc: Mapping[str, Any]) -> RuntimeSpec:
         """The spec to_dict wrote."""
-        return cls(str(doc["builder"]), dict(doc.get("args", {})), tuple(doc.get("sys_path", ())))
+        return cls(str(doc["builder"]), dict(doc.get("args", {})))
 
     def build(self, feeds: Mapping[str, np.ndarray]) -> Callable[[], object]:
-        """Import the builder (``sys_path`` first on sys.path) and call it: the run callable. Raises
-        whatever the builder raises, MeasureError for a builder that cannot be imported."""
-        for folder in reversed(self.sys_path):
-            if folder not in sys.path:
-                sys.path.insert(0, folder)
+        """Import the builder and call it: the run callable. Raises whatever the builder raises,
+        MeasureError for a builder that cannot be imported."""
         module, _, name = self.builder.partition(":")
         try:
             function = getattr(importlib.import_module(module), name)
@@ -320,8 +315,3 @@ def one_line(exc: BaseException) -> str:
     """``Type: first line of the message``."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0][:240] if text else ''}"
-
-
-def noise_of(measurements: Sequence[Measurement], floor: float = 0.0) -> float:
-    """The largest noise of ``measurements`` (those with one), at least ``floor``."""
-    return max([floor, *(m.noise for m in measurements if m.noise is not None)])
