@@ -8,21 +8,26 @@ read or write outside it.
     32 bytes: SHA-256 of everything before them
 
 ``pack`` writes one; ``unpack`` (bytes) and ``unpack_file`` (a file, read once) check one: every length
-against what is really there, before anything is read by it, then the checksum, then the header. They
-hand back the header and the payloads, with where each lies.
+against what is really there, before anything is read by it; the header (at most MAX_HEADER bytes of
+JSON nested at most MAX_DEPTH deep) before the payloads, whose number and sizes it gives, all checked
+against what is left before any is read; then the checksum of it all. Whatever a file holds, a reader
+allocates no more than the file's size and walks it once. They hand back the header and the payloads,
+with where each lies.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import re
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..errors import ArtifactError
+from ..errors import ArtifactError, ModelError
 
 MAGIC = b"HETERO-CLI EXPORT "
 FORMAT_VERSION = 2  # 2: large weights in a pool, each once (1: inline in each model)
@@ -30,6 +35,12 @@ _LENGTH = struct.Struct(">Q")
 _DIGEST = hashlib.sha256().digest_size
 #: the most a header may claim (it is JSON text: the plan's names, never weights)
 MAX_HEADER = 64 * 1024 * 1024
+#: how deep its JSON may nest (what an export writes nests 5 deep; Python's json recurses per level)
+MAX_DEPTH = 32
+#: the most payloads an artifact holds (the source model, a model per subgraph, the pool)
+MAX_PAYLOADS = 1 << 16
+#: the most digits a format version has on the magic line
+MAX_VERSION_DIGITS = 16
 _CHUNK = 1 << 20
 
 
@@ -56,7 +67,13 @@ def is_artifact(head: bytes) -> bool:
 def pack(header: dict[str, Any], payloads: Sequence[bytes | Sequence[bytes]]) -> bytes:
     """The artifact of ``header`` (JSON-ready; its ``payloads`` entry is set here: each payload's size)
     and ``payloads`` (each bytes, or a sequence of bytes written one after another: the weight pool's
-    tensors), checksummed. The bytes are copied once, into the artifact."""
+    tensors), checksummed. The bytes are copied once, into the artifact. ModelError for more than
+    MAX_PAYLOADS payloads (what an import refuses)."""
+    if len(payloads) > MAX_PAYLOADS:
+        raise ModelError(
+            f"a compiled model of {len(payloads) - 2} subgraphs cannot be exported: an export holds at most "
+            f"{MAX_PAYLOADS - 2}; place the model's nodes in fewer subgraphs (affinities)"
+        )
     chunked = [[p] if isinstance(p, bytes | bytearray | memoryview) else list(p) for p in payloads]
     sizes = [sum(len(c) for c in chunks) for chunks in chunked]
     text = json.dumps({**header, "payloads": sizes}, sort_keys=True).encode()
@@ -74,8 +91,8 @@ def unpack(data: bytes | memoryview, where: str) -> Unpacked:
     bytes"): its payloads are views of ``data``.
 
     Raises ArtifactError for what is no export, another format version, a length that claims more than
-    is there (truncated, or lying), a checksum that does not match, or a header that is not what
-    ``pack`` writes.
+    is there (truncated, or lying), a header that is not what ``pack`` writes (no JSON, nested over
+    MAX_DEPTH, payload sizes that do not add up to the file's), or a checksum that does not match.
     """
     view = memoryview(data)
     return _walk(_InMemory(view), len(view), where, hold_pool=True)
@@ -93,47 +110,86 @@ def unpack_file(file: BinaryIO, size: int, where: str) -> Unpacked:
 
 
 def _walk(reader: _InMemory | _Streamed, size: int, where: str, hold_pool: bool) -> Unpacked:
-    """``unpack``'s checks, in the order the artifact lies: the magic line, every frame's length against
-    what is left before the checksum (before a byte of it is read), the checksum, then the header."""
-    if not is_artifact(reader.take(min(size, len(MAGIC)))):
-        raise ArtifactError(
-            f"{where} is not a hetero-cli export (it does not start with {MAGIC.decode().strip()!r}): "
-            "give a file `hetero compile` or CompiledModel.export_model wrote"
-        )
-    offset, version = len(MAGIC), b""
-    while offset < min(size, len(MAGIC) + 16) and (char := bytes(reader.take(1))) != b"\n":
-        version, offset = version + char, offset + 1
-    if offset >= size or version != str(FORMAT_VERSION).encode():
-        shown = version.decode("ascii", "replace") or "unknown"
-        raise ArtifactError(
-            f"{where} is a hetero-cli export of format version {shown}; this hetero-cli reads version "
-            f"{FORMAT_VERSION}: export the model again with this hetero-cli (hetero compile)"
-        )
+    """``unpack``'s checks, in the order the artifact lies: the magic line, the header's length against
+    what is left before the checksum, the header (a bounded JSON text: it says how many payloads follow
+    and how long each is), those lengths against what is left (before a byte of a payload is read, so
+    nothing is allocated for what is not there), each frame's length against the header's, then the
+    checksum of everything read."""
+    offset = _magic_line(reader, size, where)
     end = size - _DIGEST
-    offset += 1
     length, offset = _length(reader, offset, end, where, "the header", MAX_HEADER)
-    header_bytes = reader.take(length)
+    header = _header(reader.take(length), where)
     offset += length
+    sizes: list[int] = header["payloads"]
+    _check_sizes(sizes, end - offset, where)
     frames: list[tuple[memoryview | None, int, int]] = []  # payload (None: not held), offset, size
-    while offset < end:
-        length, offset = _length(reader, offset, end, where, f"payload {len(frames) + 1}", end)
-        if offset + length == end and not hold_pool:
+    for index, expected in enumerate(sizes):
+        length, offset = _length(reader, offset, end, where, f"payload {index + 1}", end)
+        if length != expected:
+            raise ArtifactError(f"{where} is damaged: its payloads are not the sizes its header says")
+        if index == len(sizes) - 1 and not hold_pool:
             reader.skip(length)
             frames.append((None, offset, length))
         else:
             frames.append((reader.take(length), offset, length))
         offset += length
     digest = reader.digest()  # of what was read: the checksum itself is read after it
-    if end < offset or digest != bytes(reader.take(_DIGEST)):
+    if digest != bytes(reader.take(_DIGEST)):
         raise ArtifactError(
             f"{where} is damaged: its SHA-256 checksum does not match its contents (changed or cut short "
             "after it was written): export the model again"
         )
-    header = _header(header_bytes, where)
-    if header["payloads"] != [length for _, _, length in frames]:
+    payloads, offsets, lengths = zip(*frames, strict=True) if frames else ((), (), ())
+    return Unpacked(header, tuple(payloads), tuple(offsets), tuple(lengths))
+
+
+def _check_sizes(sizes: list[int], left: int, where: str) -> None:
+    """ArtifactError unless the header's payload ``sizes``, each with its length field, take exactly the
+    ``left`` bytes before the checksum, and are no more than MAX_PAYLOADS."""
+    if len(sizes) > MAX_PAYLOADS:
+        raise ArtifactError(
+            f"{where} is damaged: its header lists {len(sizes)} payloads, where an export holds at most "
+            f"{MAX_PAYLOADS}: export the model again"
+        )
+    framed = sum(sizes) + _LENGTH.size * len(sizes)
+    if framed > left:
+        raise ArtifactError(
+            f"{where} is truncated or damaged: its header says its {len(sizes)} payloads take {framed} bytes, "
+            f"more than the {max(0, left)} left: export the model again"
+        )
+    if framed < left:
         raise ArtifactError(f"{where} is damaged: its payloads are not the sizes its header says")
-    payloads, offsets, sizes = zip(*frames, strict=True) if frames else ((), (), ())
-    return Unpacked(header, tuple(payloads), tuple(offsets), tuple(sizes))
+
+
+def _magic_line(reader: _InMemory | _Streamed, size: int, where: str) -> int:
+    """Read the magic line (at most MAX_VERSION_DIGITS after MAGIC, one byte at a time); the offset of
+    what follows it. ArtifactError for what is no export, a file that ends inside that line, or another
+    format version."""
+    if not is_artifact(reader.take(min(size, len(MAGIC)))):
+        raise ArtifactError(
+            f"{where} is not a hetero-cli export (it does not start with {MAGIC.decode().strip()!r}): "
+            "give a file `hetero compile` or CompiledModel.export_model wrote"
+        )
+    offset, version = len(MAGIC), b""
+    while offset < min(size, len(MAGIC) + MAX_VERSION_DIGITS + 1):
+        char = bytes(reader.take(1))
+        offset += 1
+        if char == b"\n":
+            break
+        version += char
+    else:
+        if offset >= size:
+            raise ArtifactError(
+                f"{where} is truncated: it ends in its first line, after {size} bytes: export the model again"
+            )
+        version += b"..."  # no line end where a version number would have ended
+    if version != str(FORMAT_VERSION).encode():
+        shown = version.decode("ascii", "replace") or "unknown"
+        raise ArtifactError(
+            f"{where} is a hetero-cli export of format version {shown}; this hetero-cli reads version "
+            f"{FORMAT_VERSION}: export the model again with this hetero-cli (hetero compile)"
+        )
+    return offset
 
 
 def _length(
@@ -212,12 +268,38 @@ class _Streamed:
 
 
 def _header(text: memoryview, where: str) -> dict[str, Any]:
-    """The parsed header; ArtifactError where it is no JSON object with a list of payload sizes."""
+    """The parsed header; ArtifactError where it is no JSON object with a list of payload sizes, or is
+    nested deeper than MAX_DEPTH (told before json.loads, which recurses, ever sees it)."""
     try:
-        header = json.loads(bytes(text).decode())
-    except (UnicodeDecodeError, ValueError):
+        decoded = bytes(text).decode()
+    except UnicodeDecodeError:
+        decoded = ""
+    depth = nesting(decoded)
+    if depth > MAX_DEPTH:
+        raise ArtifactError(
+            f"{where} is damaged: its header is JSON nested {depth} levels deep, where hetero-cli writes at "
+            f"most {MAX_DEPTH}: export the model again"
+        )
+    try:
+        header = json.loads(decoded)
+    except ValueError:  # JSONDecodeError, or a number over Python's limit on an int's digits
         header = None
     sizes = header.get("payloads") if isinstance(header, dict) else None
-    if not isinstance(sizes, list) or not all(isinstance(s, int) and s >= 0 for s in sizes):
+    if not isinstance(sizes, list) or not all(
+        isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in sizes
+    ):
         raise ArtifactError(f"{where} is damaged: its header is not what hetero-cli writes")
     return header
+
+
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def nesting(text: str) -> int:
+    """How deep the arrays and objects of the JSON ``text`` nest at most (0 for a scalar), counted
+    without recursion: its strings left out, then its brackets counted in order. Brackets a string
+    that never ends holds count too (the text is no JSON then anyway)."""
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0)

@@ -31,7 +31,7 @@ from ..placement import config as cfg
 from ..placement.devices import Device
 from ..placement.partition import Plan, Subgraph
 from ..placement.query import Probe
-from . import artifact, weight_pool
+from . import artifact, import_checks, weight_pool
 from .compiled_model import CompiledModel, CompiledSubgraph
 from .compiler import constant_outputs, one_session, prepare_subgraph
 from .environment import check_loadable
@@ -186,6 +186,8 @@ def import_compiled(
     subgraph_models = [_model(unpacked, i, where, f"subgraph{i}'s model") for i in range(1, count)]
     model = source if source is not None else source_model(unpacked, where)
     plan = _plan(unpacked.header, model, count - 1, where)
+    for subgraph, (proto, _) in zip(plan.subgraphs, subgraph_models, strict=True):
+        import_checks.check_subgraph_model(proto, subgraph, model, where)
     plan, moved = _replace(plan, devices, where)
     by_name = {d.name: d for d in devices}
     # one session where the export ran one, unless this import asks for a throughput mode (a session per
@@ -250,6 +252,7 @@ def _model(
     else:
         pool = _held(unpacked, len(unpacked.payloads) - 1)
     weight_pool.fill(proto, unpacked.header[weight_pool.TABLES][index], pool, where, what)
+    import_checks.check_tensors_filled(proto, where, what)
     return proto, pool.path.parent if isinstance(pool, weight_pool.PoolFile) else None
 
 
@@ -353,7 +356,8 @@ def _check_inline(payload: memoryview, where: str, what: str) -> onnx.ModelProto
 
 
 def _plan(header: Mapping[str, Any], model: Model, count: int, where: str) -> Plan:
-    """The artifact's Plan; ArtifactError where it is not what an export writes for ``model``."""
+    """The artifact's Plan; ArtifactError where it is not what an export writes for ``model``
+    (import_checks.check_plan)."""
     try:
         saved = header["plan"]
         subgraphs = tuple(
@@ -380,9 +384,9 @@ def _plan(header: Mapping[str, Any], model: Model, count: int, where: str) -> Pl
         )
     except (KeyError, TypeError, ValueError, AttributeError, AssertionError):
         plan = None
-    nodes = {n.friendly_name for n in model.get_ops()}
-    if plan is None or len(plan.subgraphs) != count or not all(set(s.nodes) <= nodes for s in plan.subgraphs):
+    if plan is None or len(plan.subgraphs) != count:
         raise ArtifactError(f"{where} is damaged: its plan does not match the subgraphs and model it holds")
+    import_checks.check_plan(plan, model, where)
     return plan
 
 

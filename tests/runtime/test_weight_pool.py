@@ -11,34 +11,15 @@ import sys
 import numpy as np
 import onnx
 import pytest
-from onnx import helper as h
-from onnx import numpy_helper
-from support.helpers import SKIP_NO_OPENVINO, make_model, seeded, vi
+from support.exports import N
+from support.exports import chain as _chain
+from support.helpers import SKIP_NO_OPENVINO, seeded
 
 import hetero_cli as hc
 from hetero_cli.ort.session import SUBGRAPH, SessionRequest, observe_sessions
 from hetero_cli.runtime import artifact, weight_pool
 
-N = 64  # 64 x 64 weights: 4096 elements, above SMALL_INITIALIZER, so pooled
 X = {"x": seeded((2, N))}
-
-
-def _chain(n: int = N) -> onnx.ModelProto:
-    """x -> MatMul w1 -> Add b -> Relu -> MatMul w2 -> MatMul c -> y: w1 and w2 large initializers, c the large
-    value of an unnamed Constant node (as PaddleOCR's models keep all their weights), b small (kept in the
-    model)."""
-    w1 = numpy_helper.from_array(seeded((n, n), seed=1), "w1")
-    w2 = numpy_helper.from_array(seeded((n, n), seed=2), "w2")
-    b = numpy_helper.from_array(seeded((n,), seed=3), "b")
-    nodes = [
-        h.make_node("MatMul", ["x", "w1"], ["m1"], name="mm1"),
-        h.make_node("Add", ["m1", "b"], ["a1"], name="add"),
-        h.make_node("Relu", ["a1"], ["r1"], name="relu"),
-        h.make_node("MatMul", ["r1", "w2"], ["m2"], name="mm2"),
-        h.make_node("Constant", [], ["c"], value=numpy_helper.from_array(seeded((n, n), seed=4))),
-        h.make_node("MatMul", ["m2", "c"], ["y"], name="mm3"),
-    ]
-    return make_model(nodes, [vi("x", (2, n))], [vi("y", (2, n))], [w1, w2, b])
 
 
 def _split(openvino: bool = False) -> hc.CompiledModel:
@@ -112,8 +93,10 @@ def test_an_import_from_a_file_references_the_weights_in_it(tmp_path, openvino):
     path.write_bytes(bytes(damaged))
     with pytest.raises(hc.ArtifactError, match="damaged: its SHA-256 checksum does not match"):
         hc.Core().import_model(path)
-    path.write_bytes(bytes(damaged[:-1]))  # lose a byte: the pool's frame claims more than is left
-    with pytest.raises(hc.ArtifactError, match=r"truncated or damaged: payload \d+ claims"):
+    path.write_bytes(bytes(damaged[:-1]))  # lose a byte: the header's payloads claim more than is left
+    with pytest.raises(
+        hc.ArtifactError, match=r"is truncated or damaged: its header says its \d+ payloads take"
+    ):
         hc.Core().import_model(path)
     path.write_bytes(from_file)
     from_bytes, requests = _sessions(path.read_bytes())  # no file: the weights go back inline
