@@ -25,6 +25,7 @@ import click
 
 from ..errors import (
     AffinityError,
+    ArtifactError,
     BenchmarkError,
     ConfigError,
     DeviceError,
@@ -160,9 +161,11 @@ def _unknown_option(exc: click.UsageError, argv: Sequence[str]) -> str | None:
 
 def exit_code(exc: BaseException, phase: str = "input") -> int:
     """The exit status for ``exc`` raised in ``phase`` ("input" or "run"): 2 for usage errors, 1 for
-    failures at run time (a device or model error is a usage error only while the input is read)."""
+    failures at run time (a device or model error is a usage error only while the input is read; an
+    export an import refuses is the input's fault whenever the import finds it)."""
     usage = (
-        ConfigError
+        ArtifactError
+        | ConfigError
         | AffinityError
         | ImageError
         | BenchmarkError
