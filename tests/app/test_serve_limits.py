@@ -1,6 +1,6 @@
 """The limits make_app holds every request to, whichever engine serves it: a deadline per request (408 for a
-body that has not all come, 504 for an inference not answered), served by uvicorn on a thread and asked
-over raw sockets and plain HTTP."""
+body that has not all come, 504 for an inference not answered), nesting, numbers JSON has or the datatype
+holds, empty tensors; served by uvicorn on a thread and asked over raw sockets and plain HTTP."""
 
 from __future__ import annotations
 
@@ -101,3 +101,33 @@ def test_a_body_that_stalls_past_the_deadline_is_a_408_and_the_connection_closed
 def test_a_deadline_that_is_no_positive_number_is_refused(timeout):
     with pytest.raises(ValueError, match="request_timeout_s must be a positive number of seconds"):
         make_app(Stuck(), Metrics("double"), LIMIT, request_timeout_s=timeout)
+
+
+def test_a_body_nested_100000_deep_is_a_400_and_the_server_keeps_serving(stuck):
+    url, _ = stuck
+    status, doc = _post(url, b'{"inputs": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+    assert status == 400 and "deeper than 64 levels" in doc["error"], doc
+    assert _post(url, json.dumps(GOOD).encode())[0] == 200
+
+
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        ("[1, 2, NaN, 4]", "holds NaN, which is no JSON number"),
+        ("[1, Infinity, 3, 4]", "holds Infinity, which is no JSON number"),
+        ("[1, 2, 3, 1e39]", "data out of FP32's range"),
+    ],
+)
+def test_numbers_json_cannot_carry_or_fp32_cannot_hold_are_400s(stuck, data, says):
+    url, _ = stuck
+    body = json.dumps(GOOD).replace("[1, 2, 3, 4]", data).encode()
+    status, doc = _post(url, body)
+    assert status == 400 and says in doc["error"], doc
+
+
+def test_an_empty_batch_is_a_400_before_the_backend(stuck):
+    url, _ = stuck
+    body = json.dumps({"inputs": [{"name": "x", "shape": [0, 4], "datatype": "FP32", "data": []}]})
+    status, doc = _post(url, body.encode())
+    assert status == 400 and "has no element (dimension 0 is 0)" in doc["error"], doc
+    assert _post(url, json.dumps(GOOD).encode())[0] == 200

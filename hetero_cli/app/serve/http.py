@@ -18,7 +18,10 @@ import asyncio
 import logging
 import math
 import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+import numpy as np
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException
@@ -27,11 +30,13 @@ from starlette.requests import ClientDisconnect
 from ...errors import InferenceError, RequestError
 from . import protocol
 from .backend import Backend, Metrics
+from .heap import GiveBack, mark_large
 from .options import DEFAULT_REQUEST_TIMEOUT_S
 
 log = logging.getLogger("hetero_cli")
 
 VERSION = "1"
+T = TypeVar("T")
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -52,6 +57,7 @@ def make_app(
     if not (math.isfinite(request_timeout_s) and request_timeout_s > 0):
         raise ValueError(f"request_timeout_s must be a positive number of seconds, not {request_timeout_s}")
     app = FastAPI(title=f"hetero-cli: {backend.name}", docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(GiveBack)  # the memory a large request's arrays took goes back to the system
     app.add_exception_handler(RequestError, _request_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _internal_error)
@@ -102,14 +108,21 @@ def _infer_routes(
         _check_model(backend, model, version)
         body = await _read_body(request, max_body_bytes)
         stage[0] = INFERENCE
-        parsed = protocol.parse_infer_request(
-            body, request.headers.get(protocol.HEADER_LENGTH), backend.inputs, backend.outputs
+        mark_large(request, len(body))
+        header = request.headers.get(protocol.HEADER_LENGTH)
+        parsed = await _off_loop(
+            len(body), protocol.parse_infer_request, body, header, backend.inputs, backend.outputs
         )
+        del body  # the arrays hold what they need of it
         try:
             results = await backend.infer(parsed.feeds)
         except InferenceError as exc:
             raise RequestError(f"the model refused the request: {exc}") from exc
-        content, header_length = protocol.encode_infer_response(backend.name, results, parsed, VERSION)
+        size = sum(np.asarray(r).nbytes for r in results.values())
+        mark_large(request, size)
+        content, header_length = await _off_loop(
+            size, protocol.encode_infer_response, backend.name, results, parsed, VERSION
+        )
         if header_length is None:
             return Response(content, media_type="application/json")
         headers = {protocol.HEADER_LENGTH: str(header_length)}
@@ -135,6 +148,17 @@ def _infer_routes(
 
 
 BODY, INFERENCE = "body", "inference"
+#: a body (or a response's tensors) this many bytes or more is parsed (or written) on a worker thread
+OFF_LOOP_BYTES = 1 << 18
+
+
+async def _off_loop(size: int, work: Callable[..., T], *args: Any) -> T:
+    """``work(*args)``, on a worker thread where ``size`` (the bytes it reads) is OFF_LOOP_BYTES or more, so
+    that the event loop answers other requests meanwhile (protocol's parsing and writing let the GIL go
+    between chunks); small ones here, where a thread would cost more than the work."""
+    if size < OFF_LOOP_BYTES:
+        return work(*args)
+    return await asyncio.to_thread(work, *args)
 
 
 def _late(stage: str, timeout_s: float) -> RequestError:

@@ -10,12 +10,17 @@ or, with Triton's binary tensor extension (what ``tritonclient.http`` sends), a 
 ``parameters.binary_data_size`` says so. Outputs go back as JSON data, or as raw bytes after the JSON header
 for those asked with ``parameters.binary_data`` (or all, with the request's ``binary_data_output``).
 Shapes use -1 for a dynamic dimension. Refusals are RequestError, whose ``status`` is the HTTP status.
+
+A request's JSON is read by json_body.read_json (nesting bounded, NaN and Infinity refused, large arrays of
+numbers read by numpy a chunk at a time), and a response's large JSON data are written a chunk at a time:
+neither holds Python's GIL for long, so a server that parses on a worker thread keeps answering.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import secrets
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +30,7 @@ import numpy as np
 
 from ... import __version__
 from ...errors import RequestError
+from .json_body import read_json
 
 #: KServe v2 datatypes and the numpy dtypes that hold them (BYTES: numpy object arrays of bytes)
 DATATYPES: dict[str, np.dtype] = {
@@ -47,6 +53,8 @@ HEADER_LENGTH = "Inference-Header-Content-Length"
 SERVER_NAME = "hetero-cli"
 #: what the server supports beyond the core protocol (Triton's names)
 EXTENSIONS = ("binary_tensor_data",)
+#: an output of this many values or more is written to JSON a chunk of that many at a time
+LARGE_OUTPUT = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -165,6 +173,8 @@ def encode_infer_response(
     order), as JSON data or binary as asked. Returns the body and, where binary data follows the JSON, the
     JSON's length (the Inference-Header-Content-Length header to send), else None."""
     wanted = request.outputs or [OutputRequest(n, request.binary_default) for n in results]
+    tag = secrets.token_hex(16)  # no string of the response can be taken for a placeholder
+    large: dict[str, np.ndarray] = {}  # JSON data written a chunk at a time, by placeholder
     entries: list[dict[str, Any]] = []
     blobs: list[bytes] = []
     for out in wanted:
@@ -178,6 +188,9 @@ def encode_infer_response(
             blob = _to_bytes(array)
             entry["parameters"] = {"binary_data_size": len(blob)}
             blobs.append(blob)
+        elif array.size >= LARGE_OUTPUT:
+            entry["data"] = placeholder = f"{tag}:{len(large)}"
+            large[placeholder] = array
         else:
             entry["data"] = _to_list(array)
         entries.append(entry)
@@ -185,6 +198,9 @@ def encode_infer_response(
     if request.id is not None:
         doc["id"] = request.id
     header = json.dumps(doc, separators=(",", ":")).encode()
+    for placeholder, array in large.items():
+        before, _, after = header.partition(f'"{placeholder}"'.encode())
+        header = b"".join([before, _json_data(array), after])
     if not blobs:
         return header, None
     return header + b"".join(blobs), len(header)
@@ -209,10 +225,7 @@ def _split_body(body: bytes, header_length: int | str | None) -> tuple[bytes, by
 
 
 def _json_object(header: bytes) -> dict[str, Any]:
-    try:
-        doc = json.loads(header)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise RequestError(f"the request body is no valid JSON: {exc}") from None
+    doc = read_json(header)
     if not isinstance(doc, dict):
         raise RequestError(f"the request body must be a JSON object, not {type(doc).__name__}")
     return doc
@@ -263,15 +276,31 @@ def _shape(value: Any, spec: TensorSpec) -> tuple[int, ...]:
     """A request's shape for ``spec``: whole numbers >= 0, as many as the model's, equal where the model's is
     fixed."""
     if not isinstance(value, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in value):
-        raise RequestError(f"input {spec.name!r}: shape must be a list of whole numbers, not {value!r}")
+        raise RequestError(f"input {spec.name!r}: shape must be a list of whole numbers, not {value!r:.100}")
     fits = len(value) == len(spec.shape) and all(
         d >= 0 and want in (-1, d) for d, want in zip(value, spec.shape, strict=True)
     )
     if not fits:
         raise RequestError(
-            f"input {spec.name!r}: shape {value}, the model takes {list(spec.shape)} (-1: any)"
+            f"input {spec.name!r}: shape {_shown(value)}, the model takes {list(spec.shape)} (-1: any)"
+        )
+    empty = [i for i, (d, want) in enumerate(zip(value, spec.shape, strict=True)) if d == 0 and want != 0]
+    if empty:
+        raise RequestError(
+            f"input {spec.name!r}: shape {value} has no element (dimension {empty[0]} is 0): the server "
+            "refuses empty tensors where the model does not declare them, as devices fail on them; send at "
+            "least one element along each dimension"
         )
     return tuple(value)
+
+
+def _shown(values: list[int]) -> str:
+    """A list of numbers for a message: the first few of a long one."""
+    return (
+        str(values)
+        if len(values) <= 8
+        else f"[{', '.join(map(str, values[:8]))}, ...] ({len(values)} numbers)"
+    )
 
 
 def _from_json(data: Any, spec: TensorSpec, shape: tuple[int, ...]) -> np.ndarray:
@@ -311,10 +340,23 @@ def _numbers(data: Any, spec: TensorSpec) -> np.ndarray:
             raise RequestError(
                 f"input {spec.name!r}: data out of {spec.datatype}'s range {info.min}..{info.max}"
             )
-    return raw.astype(dtype)
+    if dtype.kind != "f":
+        return raw.astype(dtype)
+    with np.errstate(over="ignore"):  # a number past the type's range becomes inf: refused below
+        values = raw.astype(dtype)
+    if not np.isfinite(values).all():  # JSON has no inf or NaN (read_json refuses their names)
+        finite = np.finfo(dtype).max
+        raise RequestError(
+            f"input {spec.name!r}: data out of {spec.datatype}'s range -{finite:g}..{finite:g} (a number "
+            "whose magnitude is larger, which would be inf)"
+        )
+    return values
 
 
 def _flatten(data: Any) -> list[Any]:
+    """Nested lists' values in row-major order (an array read_json made of a large part: its values)."""
+    if isinstance(data, np.ndarray):
+        return list(data.ravel())
     if not isinstance(data, list):
         return [data]
     out: list[Any] = []
@@ -412,6 +454,17 @@ def _to_bytes(array: np.ndarray) -> bytes:
             parts.append(struct.pack("<I", len(data)) + data)
         return b"".join(parts)
     return np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
+
+
+def _json_data(array: np.ndarray) -> bytes:
+    """A large numeric output's JSON data, flat, written LARGE_OUTPUT values at a time: json.dumps of them all
+    at once would hold the GIL for seconds."""
+    flat = array.ravel()
+    chunks = [
+        json.dumps(_to_list(flat[at : at + LARGE_OUTPUT]), separators=(",", ":"))[1:-1].encode()
+        for at in range(0, flat.size, LARGE_OUTPUT)
+    ]
+    return b"[" + b",".join(chunks) + b"]"
 
 
 def _to_list(array: np.ndarray) -> list[Any]:
