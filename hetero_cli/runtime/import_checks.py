@@ -78,16 +78,16 @@ def _serves(plan: Plan, model: Model, output: str, source: int | str) -> bool:
 
 def check_subgraph_model(proto: onnx.ModelProto, subgraph: Subgraph, model: Model, where: str) -> None:
     """ArtifactError unless the exported ONNX model of ``subgraph`` (parsed, weights given back) runs the
-    plan's nodes for it, reads its inputs (and no other than overridable initializers of ``model`` fed to
-    it: placement.export.fed_initializers) and makes its outputs: the names its session is fed and asked
-    for."""
+    plan's nodes for it, reads its inputs and makes its outputs: the names its session is fed and asked
+    for. Its other inputs may only be initializers ``model`` lists among its inputs too, as extract copies
+    them (overridable ones, and under IR version 3 every initializer: placement.export.extract)."""
     graph = proto.graph
     name = subgraph.name
     if sorted(n.name for n in graph.node) != sorted({*subgraph.nodes, *subgraph.constant_nodes}):
         _mismatch(where, f"{name}'s model does not run the nodes its plan gives it")
     inputs = [i.name for i in graph.input]
-    fed = set(inputs) - set(subgraph.inputs)
-    if not set(subgraph.inputs) <= set(inputs) or not fed <= model.overridable_initializers:
+    listed = set(model.declared_inputs) - set(model.input_names)  # initializers listed as inputs
+    if not set(subgraph.inputs) <= set(inputs) or not set(inputs) - set(subgraph.inputs) <= listed:
         _mismatch(where, f"{name}'s model reads {inputs}, where its plan gives it {list(subgraph.inputs)}")
     outputs = [o.name for o in graph.output]
     if sorted(outputs) != sorted(subgraph.outputs):

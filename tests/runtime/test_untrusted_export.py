@@ -10,8 +10,20 @@ import json
 import os
 
 import pytest
+from placement.test_shape_values import resize_model
 from runtime.test_export_import import _refused
-from support.exports import FEEDS, framed, magic_line, repacked, split_export, with_model
+from support.exports import (
+    FEEDS,
+    chain,
+    framed,
+    listing_initializers,
+    magic_line,
+    repacked,
+    split,
+    split_export,
+    with_model,
+)
+from support.helpers import assert_same, seeded
 
 import hetero_cli as hc
 from hetero_cli.ort.session import SessionRequest, observe_sessions
@@ -181,8 +193,27 @@ def test_a_weight_table_missing_an_entry_is_refused_at_import(exported):
     assert "its weight table does not give it its data" in message
 
 
-def test_a_whole_export_still_imports_and_runs(exported):
+WHOLE = {
+    "the chain in three subgraphs": lambda: (split(chain(), ["mm2"]), FEEDS),
+    "the chain as IR version 3, its initializers listed as inputs": lambda: (
+        split(listing_initializers(chain()), ["mm2"]),
+        FEEDS,
+    ),
+    "a resize sized by shape values, each subgraph holding them": lambda: (
+        split(resize_model(), ["relu"]),
+        {"x": seeded((1, 3, 8, 8))},
+    ),
+    "a resize whose shape values are folded": lambda: (
+        split(resize_model(), ["shape", "gather", "mul", "concat"]),
+        {"x": seeded((1, 3, 8, 8))},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", WHOLE)
+def test_what_an_export_writes_imports_and_runs_as_exported(case):
     """What the checks above refuse is never what an export writes."""
-    imported = hc.Core().import_model(exported)
-    assert [s.name for s in imported.subgraphs] == ["subgraph1", "subgraph2", "subgraph3"]
-    assert imported(FEEDS)["y"].shape == FEEDS["x"].shape
+    compiled, feeds = WHOLE[case]()
+    imported = hc.Core().import_model(compiled.export_model())
+    assert [s.name for s in imported.subgraphs] == [s.name for s in compiled.subgraphs]
+    assert_same(imported(feeds), compiled(feeds))

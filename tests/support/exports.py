@@ -42,12 +42,29 @@ def chain(n: int = N) -> onnx.ModelProto:
     return make_model(nodes, [vi("x", (2, n))], [vi("y", (2, n))], weights)
 
 
+def listing_initializers(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """``proto`` as IR version 3 wrote models (opset 9; the onnx wheel's light_*.onnx are such): every
+    initializer listed among the graph's inputs too."""
+    out = onnx.ModelProto()
+    out.CopyFrom(proto)
+    out.ir_version = 3
+    del out.opset_import[:]
+    out.opset_import.add(domain="", version=9)
+    for tensor in out.graph.initializer:
+        out.graph.input.append(h.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims))
+    return out
+
+
+def split(proto: onnx.ModelProto, on_b: Sequence[str]) -> hc.CompiledModel:
+    """``proto`` split on the CPU: the nodes ``on_b`` names on made-up device B, the others on A."""
+    model = hc.Core().read_model(proto)
+    return cpu_split(model, ["B" if n.get_friendly_name() in on_b else "A" for n in model.get_ops()])
+
+
 def split_export() -> bytes:
     """The chain split in three CPU subgraphs (mm1, add, relu | mm2 | mm3 with the Constant), exported:
     subgraph1's model holds w1, subgraph2's w2, subgraph3's the Constant, each in the pool."""
-    model = hc.Core().read_model(chain())
-    devices = ["B" if n.get_friendly_name() == "mm2" else "A" for n in model.get_ops()]
-    return cpu_split(model, devices).export_model()
+    return split(chain(), ["mm2"]).export_model()
 
 
 def repacked(
