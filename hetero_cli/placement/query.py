@@ -522,7 +522,11 @@ def _refused_as_invalid(model: Model, node: Node, probes: Probes | None) -> None
     """ModelError where the CPU EP refuses ``node`` because the model breaks ONNX's rules (an attribute
     its op lacks...), which no device would fix."""
     try:
-        _probe_session(_piece(model, [node]), model, lookup("CPU"), probes)
+        piece = _piece(model, [node])
+    except ModelError:  # its inputs have no type to probe it with: the caller's message says so
+        return
+    try:
+        _probe_session(piece, model, lookup("CPU"), probes)
     except ORT_ERRORS as exc:  # only a refusal that blames the model is raised; others are the EP's
         refused = refused_model(f"{node.friendly_name} ({node.get_type_name()})", exc)
         if refused is not None:
