@@ -3,7 +3,7 @@
     .venv/bin/python bench/big_export.py                # 3 weights of 800 MB: a 2.4 GB model
     .venv/bin/python bench/big_export.py --elements 50000000 --keep /tmp/big
 
-Export format 2 keeps large weights out of the models' protobuf messages (runtime/weight_pool.py), so such
+Export format 2 keeps large weights out of the models' protobuf messages (runtime/artifacts/weight_pool.py), so such
 a model exports at all; this prints how long the export and the import take, the artifact's size, the
 process's peak RSS after each, and whether the imported model's outputs are the compiled one's, bit for
 bit. It builds the model (three Add nodes, each with one weight, saved with external data) in a temporary

@@ -28,9 +28,10 @@ from .placement import devices as registry
 from .placement.device_string import DeviceRequest
 from .placement.devices import Device
 from .placement.partition import Plan, partition
-from .runtime import CompiledModel, Fallback, check_loadable, compile_with_fallback, importing
-from .runtime import cache as compile_cache
-from .runtime.artifact import Unpacked
+from .runtime import CompiledModel, Fallback, check_loadable, compile_with_fallback
+from .runtime.artifacts import cache as compile_cache
+from .runtime.artifacts import importing
+from .runtime.artifacts.artifact import Unpacked
 
 ModelSource = Model | str | os.PathLike[str] | bytes | onnx.ModelProto
 SUPPORTED_PROPERTIES = str(props.supported_properties)

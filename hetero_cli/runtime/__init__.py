@@ -3,11 +3,11 @@ pipeline that overlaps requests across devices, and performance counters. Layers
 import these names from here, not from the modules inside.
 """
 
+from .artifacts.importing import is_export
 from .compiled_model import CompiledModel, CompiledSubgraph
 from .compiler import compile_plan, compile_with_fallback
 from .environment import check_loadable, runtime_versions, set_log_level
 from .fallback import Fallback, Move
-from .importing import is_export
 from .infer_request import InferRequest
 from .inputs import unfeedable
 from .native import Creating, interrupt_ends_process, sessions_in_creation

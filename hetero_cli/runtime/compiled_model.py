@@ -308,7 +308,7 @@ class CompiledModel:
         """This compiled model as it runs now, as one self-contained artifact (exporting.export_compiled):
         its bytes, also written to ``path`` (whole or not at all) where one is given. Core.import_model
         loads it. Raises ModelError where ``path`` cannot be written."""
-        from .exporting import export_compiled, write_artifact
+        from .artifacts.exporting import export_compiled, write_artifact
 
         data = export_compiled(self)
         if path is not None:

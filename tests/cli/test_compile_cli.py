@@ -11,7 +11,7 @@ from support.helpers import needs_openvino
 
 import hetero_cli as hc
 from hetero_cli.cli import hetero
-from hetero_cli.runtime import artifact
+from hetero_cli.runtime.artifacts import artifact
 
 SPLIT = "HETERO:OPENVINO,CPU"
 SHAPE = ["-shape", "[1,1,32,32]"]

@@ -19,7 +19,7 @@ from support.helpers import seeded
 from support.robust import invoke
 
 from hetero_cli.cli import hetero
-from hetero_cli.runtime import artifact
+from hetero_cli.runtime.artifacts import artifact
 
 BIN = Path(sys.executable).parent
 

@@ -19,8 +19,8 @@ from hetero_cli.ort.session import PROBE, SessionRequest, observe_sessions
 from hetero_cli.placement import config as cfg
 from hetero_cli.placement import devices as registry
 from hetero_cli.quirks.openvino import CPU_BLOB_UNREADABLE
-from hetero_cli.runtime import artifact
-from hetero_cli.runtime import cache as compile_cache
+from hetero_cli.runtime.artifacts import artifact
+from hetero_cli.runtime.artifacts import cache as compile_cache
 
 X = {"x": seeded((2, 4))}
 

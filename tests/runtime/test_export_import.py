@@ -21,7 +21,7 @@ from support.helpers import hardmax_model, make_model, needs_openvino, seeded, v
 
 import hetero_cli as hc
 from hetero_cli.ort.session import PROBE, SessionRequest, observe_sessions
-from hetero_cli.runtime import artifact, exporting
+from hetero_cli.runtime.artifacts import artifact, exporting
 
 SPLIT = "HETERO:OPENVINO,CPU"
 X = {"x": seeded((2, 4))}

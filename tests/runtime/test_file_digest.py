@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from hetero_cli.runtime import file_digest as fd
+from hetero_cli.runtime.artifacts import file_digest as fd
 
 
 @pytest.fixture

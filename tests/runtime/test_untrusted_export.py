@@ -27,7 +27,7 @@ from support.helpers import assert_same, seeded
 
 import hetero_cli as hc
 from hetero_cli.ort.session import SessionRequest, observe_sessions
-from hetero_cli.runtime import artifact
+from hetero_cli.runtime.artifacts import artifact
 
 
 @pytest.fixture(scope="module")

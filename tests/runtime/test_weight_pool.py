@@ -1,4 +1,4 @@
-"""An export keeps each large weight once (runtime/weight_pool.py), and an import of an export on disk has
+"""An export keeps each large weight once (runtime/artifacts/weight_pool.py), and an import of an export on disk has
 ONNX Runtime read the weights in the file rather than a serialized copy: the pool's table is untrusted
 input like every other part of an artifact."""
 
@@ -17,7 +17,7 @@ from support.helpers import SKIP_NO_OPENVINO, seeded
 
 import hetero_cli as hc
 from hetero_cli.ort.session import SUBGRAPH, SessionRequest, observe_sessions
-from hetero_cli.runtime import artifact, weight_pool
+from hetero_cli.runtime.artifacts import artifact, weight_pool
 
 X = {"x": seeded((2, N))}
 

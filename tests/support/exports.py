@@ -15,7 +15,7 @@ from onnx import helper as h
 from onnx import numpy_helper
 
 import hetero_cli as hc
-from hetero_cli.runtime import artifact
+from hetero_cli.runtime.artifacts import artifact
 from support.helpers import cpu_split, make_model, seeded, vi
 
 N = 64  # weights of 64 x 64: above SMALL_INITIALIZER, so pooled

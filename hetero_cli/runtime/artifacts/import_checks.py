@@ -13,11 +13,11 @@ from typing import NoReturn
 
 import onnx
 
-from ..errors import ArtifactError
-from ..graph import Model
-from ..graph.external import all_tensors
-from ..graph.tensor_sizes import size_problem
-from ..placement.partition import CONSTANT, INPUT, Plan, Subgraph
+from ...errors import ArtifactError
+from ...graph import Model
+from ...graph.external import all_tensors
+from ...graph.tensor_sizes import size_problem
+from ...placement.partition import CONSTANT, INPUT, Plan, Subgraph
 
 
 def check_plan(plan: Plan, model: Model, where: str) -> None:

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import onnx
 
-from ..errors import ModelError
-from ..graph import Model
-from ..graph.external import all_tensors, is_external
-from ..graph.shared import short_reason
-from ..ort.session import ort
-from ..placement import config as cfg
-from ..placement.export import fed_initializers, subgraph_model
+from ...errors import ModelError
+from ...graph import Model
+from ...graph.external import all_tensors, is_external
+from ...graph.shared import short_reason
+from ...ort.session import ort
+from ...placement import config as cfg
+from ...placement.export import fed_initializers, subgraph_model
 from . import artifact, weight_pool
 
 #: config keys an export leaves out and an import refuses to take from one: paths on the machine that
@@ -33,7 +33,7 @@ from . import artifact, weight_pool
 LOCAL_KEYS = frozenset({*cfg.PATH_OPTIONS, *cfg.JSON_OPTIONS, cfg.DOT_DIR, cfg.DUMP_GRAPH_DOT, cfg.CACHE_DIR})
 
 if TYPE_CHECKING:
-    from .compiled_model import CompiledModel
+    from ..compiled_model import CompiledModel
 
 log = logging.getLogger("hetero_cli")
 

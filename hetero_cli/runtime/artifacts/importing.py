@@ -20,24 +20,24 @@ from typing import Any
 
 import onnx
 
-from ..errors import ArtifactError, CompileError, HeteroError
-from ..graph import Model, read_model
-from ..graph.external import all_tensors
-from ..graph.reading import read_referencing
-from ..graph.weights import file_stamp, referable, stamp_of, still
-from ..ort.failures import failure_reason
-from ..ort.session import SUBGRAPH, assignment, create_session, ort, record_assignment, session_options
-from ..placement import config as cfg
-from ..placement.devices import Device
-from ..placement.partition import Plan, Subgraph
-from ..placement.query import Probe
+from ...errors import ArtifactError, CompileError, HeteroError
+from ...graph import Model, read_model
+from ...graph.external import all_tensors
+from ...graph.reading import read_referencing
+from ...graph.weights import file_stamp, referable, stamp_of, still
+from ...ort.failures import failure_reason
+from ...ort.session import SUBGRAPH, assignment, create_session, ort, record_assignment, session_options
+from ...placement import config as cfg
+from ...placement.devices import Device
+from ...placement.partition import Plan, Subgraph
+from ...placement.query import Probe
+from ..compiled_model import CompiledModel, CompiledSubgraph
+from ..compiler import constant_outputs, one_session, prepare_subgraph
+from ..environment import check_loadable
+from ..fallback import Fallback
+from ..parallel import in_parallel
 from . import artifact, import_checks, weight_pool
-from .compiled_model import CompiledModel, CompiledSubgraph
-from .compiler import constant_outputs, one_session, prepare_subgraph
-from .environment import check_loadable
 from .exporting import LOCAL_KEYS, external, hetero_cli_version
-from .fallback import Fallback
-from .parallel import in_parallel
 
 log = logging.getLogger("hetero_cli")
 

@@ -22,10 +22,10 @@ from typing import Any
 
 import onnx
 
-from ..errors import ArtifactError
-from ..graph.external import elements, is_external, tensor_nbytes
-from ..graph.shared import copy_fields, field_kind
-from ..graph.weights import SMALL_INITIALIZER, holds_data
+from ...errors import ArtifactError
+from ...graph.external import elements, is_external, tensor_nbytes
+from ...graph.shared import copy_fields, field_kind
+from ...graph.weights import SMALL_INITIALIZER, holds_data
 
 #: the header key of the tables, one per model payload: {INITIALIZERS: {name: [offset in the pool, length]},
 #: CONSTANTS: {index in graph.node, as text: [offset, length]}}

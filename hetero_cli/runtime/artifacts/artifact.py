@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..errors import ArtifactError, ModelError
+from ...errors import ArtifactError, ModelError
 
 MAGIC = b"HETERO-CLI EXPORT "
 FORMAT_VERSION = 2  # 2: large weights in a pool, each once (1: inline in each model)

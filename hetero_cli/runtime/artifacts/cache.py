@@ -18,14 +18,14 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import HeteroError, ModelError
-from ..graph import Model
-from ..graph.external import all_tensors, external_info, is_external
-from ..graph.weights import file_stamp, still
-from ..placement import config as cfg
-from ..placement.devices import Device
+from ...errors import HeteroError, ModelError
+from ...graph import Model
+from ...graph.external import all_tensors, external_info, is_external
+from ...graph.weights import file_stamp, still
+from ...placement import config as cfg
+from ...placement.devices import Device
+from ..compiled_model import CompiledModel
 from . import exporting, importing
-from .compiled_model import CompiledModel
 from .file_digest import file_digest
 
 log = logging.getLogger("hetero_cli")
