@@ -9,8 +9,9 @@ import os
 import signal
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import NoOnnxRuntimeError
@@ -132,8 +133,12 @@ def create_session(
                 observers = tuple(_observers)
             for observer in observers:
                 observer(request)
-            request.session = ort.InferenceSession(model, options, providers=list(providers), **fallback)
-            return request.session
+            request.session = session = ort.InferenceSession(
+                model, options, providers=list(providers), **fallback
+            )
+            with _made_lock:
+                _made[session] = (replace(request, session=None), enable_fallback)
+            return session
         finally:
             with _creations_lock:
                 _creations.remove(started)
@@ -142,6 +147,32 @@ def create_session(
         with native_work():
             return on_its_own_thread(create)
     return create()
+
+
+# how each session create_session made was asked for, so that fresh_session can ask again: weak keys (no
+# session kept alive), and the model's bytes are those the session itself holds (ORT keeps them)
+_made: weakref.WeakKeyDictionary[Any, tuple[SessionRequest, bool]] = weakref.WeakKeyDictionary()
+_made_lock = threading.Lock()
+
+
+def fresh_session(session: ort.InferenceSession) -> ort.InferenceSession | None:
+    """A new session made as ``session`` was (the same model, options and providers, through
+    create_session), or None for a session create_session did not make. Raises what create_session
+    raises (ORT_ERRORS where ORT cannot make it again)."""
+    with _made_lock:
+        made = _made.get(session)
+    if made is None:
+        return None
+    request, fallback = made
+    return create_session(
+        request.model,
+        request.options,
+        request.providers,
+        purpose=request.purpose,
+        subject=request.subject,
+        device=request.device,
+        enable_fallback=fallback,
+    )
 
 
 # --- the sessions being created, and Ctrl-C while the main thread waits for one --------------------------

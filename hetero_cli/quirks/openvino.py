@@ -252,6 +252,27 @@ STALE_AFTER_FAILURE = Quirk(
     ),
 )
 
+FAILED_SHAPE_KEPT = Quirk(
+    id="openvino-failed-shape-kept",
+    ep=EP,
+    versions_seen=SEEN,
+    fixed_in="",
+    upstream=NOT_REPORTED,
+    summary=(
+        "After a run fails inside the EP on inputs of a new shape (a zero batch into a MaxPool: 'Batch size "
+        "is zero'), the session keeps that shape: every later run in the shape of the last run that "
+        "succeeded fails the same way, until a run of yet another shape succeeds. The CPU EP takes such "
+        "a run (an empty output) and its next runs are right"
+    ),
+    repro=_TESTS + "test_openvino_fails_the_last_good_shape_again_after_a_failed_run",
+    hook=(
+        "runtime.renewal.renewed, asked by runtime.compiled_model.CompiledModel.renew from "
+        "runtime.executor.Executor.failure: a session of this EP whose run failed is made again (the same "
+        "model, options and providers) and swapped in as the compiled model's next revision before the "
+        "failure is raised, so the next inference runs on a fresh session"
+    ),
+)
+
 ATTENTION_OUTPUT_SHAPE = Quirk(
     id="openvino-attention-output-shape",
     ep=EP,
@@ -336,6 +357,7 @@ QUIRKS = (
     INPUT_ORDER,
     SHAPE_OF_OUTPUT,
     STALE_AFTER_FAILURE,
+    FAILED_SHAPE_KEPT,
     ATTENTION_OUTPUT_SHAPE,
     EP_CONTEXT_LOAD,
     CPU_BLOB_UNREADABLE,

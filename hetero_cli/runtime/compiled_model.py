@@ -1,6 +1,7 @@
 """A compiled model: a sequence of frozen revisions (runtime.revision), each a plan's subgraphs with their
 ONNX Runtime sessions and what runs them in order, and its read-only properties. ``relax`` (a run showed a
-declared shape wrong) and ``fall_back`` (HETERO_FALLBACK) build the next revision and swap it in."""
+declared shape wrong), ``fall_back`` (HETERO_FALLBACK) and ``renew`` (a session its EP left in a failed
+run's state) build the next revision and swap it in."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from ..placement.device_string import HETERO, split_device
 from ..placement.devices import Device
 from ..placement.partition import Plan, Subgraph
 from . import fallback as falling
-from . import type_repair
+from . import renewal, type_repair
 from .profiling import SessionProfile
 from .revision import Revision, first_revision
 
@@ -363,6 +364,16 @@ class CompiledModel:
         revision (fallback.settle built the next one, now or for another request); False when fallback
         does not apply. InferenceError where no device of the priority list runs the subgraph."""
         return self._advance(failed, lambda current: falling.settle(self, current, failed, cause, values))
+
+    def renew(self, failed: CompiledSubgraph, cause: BaseException) -> bool:
+        """After ``failed``'s session failed a run with ``cause``: where its EP keeps a failed run's state
+        (renewal.applies: quirk openvino-failed-shape-kept), make its session again and swap in the next
+        revision with it, so that the next inference starts on a fresh session (requests in flight finish on
+        theirs). True where the current revision no longer holds ``failed`` (made again now, or already
+        for another request); False where nothing applies or it could not be made again."""
+        if not renewal.applies(failed, cause):
+            return False
+        return self._advance(failed, lambda current: renewal.renewed(current, failed, cause))
 
     def _advance(self, failed: CompiledSubgraph, build: Callable[[Revision], Revision | None]) -> bool:
         """Swap in ``build(current revision)``, unless ``failed`` is no longer the current revision's (another

@@ -316,8 +316,10 @@ class Executor:
 
     def failure(self, step: Step, exc: BaseException) -> Exception:
         """The caller's InferenceError for ``step``'s failure, saying where HETERO_FALLBACK=YES would move
-        the subgraph where it is off and the subgraph never completed an inference."""
+        the subgraph where it is off and the subgraph never completed an inference. A session whose EP
+        keeps a failed run's state is made again first (CompiledModel.renew): the next inference is right."""
         error = failure(step, exc)
+        self.compiled.renew(step.compiled, exc)
         fallback = self.compiled.fallback
         if fallback is None or step.compiled.proven:
             return error

@@ -4,8 +4,8 @@ to its end.
 A Revision holds the plan, the subgraphs' compiled sessions (CompiledSubgraph, frozen too), what an
 inference runs of them, the boundary type corrections its sessions were compiled with and the .dot files
 drawn of its plan. Nothing in it changes once made. Where a run shows a session wrong (a declared shape
-relaxed, a HETERO_FALLBACK move), the compiled model builds the next revision from the current one and
-swaps it in (CompiledModel.current() then answers it); a request in flight keeps running the revision it
+relaxed, a HETERO_FALLBACK move, a session an EP left in a failed run's state), the compiled model builds
+the next revision from the current one and swaps it in (CompiledModel.current() then answers it); a request in flight keeps running the revision it
 started with, and one that hit the failure starts over on the new one.
 """
 
@@ -74,6 +74,17 @@ class Revision:
             tuple(subgraphs),
             corrections(model, plan),
             self.dot_files if dot_files is None else tuple(dot_files),
+        )
+
+    def renewed(self, fresh: Mapping[CompiledSubgraph, CompiledSubgraph]) -> Revision:
+        """The revision after this one with each of ``fresh``'s keys (subgraphs or runs of this one) replaced
+        by its value, the same subgraph in a session made anew (runtime.renewal); the plan, types and .dot
+        files stay this one's."""
+        return replace(
+            self,
+            number=self.number + 1,
+            subgraphs=tuple(fresh.get(c, c) for c in self.subgraphs),
+            runs=tuple(fresh.get(c, c) for c in self.runs),
         )
 
     def drawn(self, dot_files: Sequence[Path]) -> Revision:

@@ -268,6 +268,31 @@ def test_openvino_answers_a_failed_input_again_with_the_last_outputs():
             session.run(None, bad)
 
 
+def pooled_model():
+    """Relu(x [N,1,4,4]) -> MaxPool 2x2: a zero batch fails OpenVINO's MaxPool ("Batch size is zero")."""
+    nodes = [
+        h.make_node("Relu", ["x"], ["r"], name="relu"),
+        h.make_node("MaxPool", ["r"], ["y"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+    ]
+    return make_model(nodes, [vi("x", ["N", 1, 4, 4])], [vi("y", None)])
+
+
+@needs_openvino
+def test_openvino_fails_the_last_good_shape_again_after_a_failed_run():
+    proto = pooled_model()
+    one, empty, two = (seeded((n, 1, 4, 4)) for n in (1, 0, 2))
+    session = session_of(proto, ["OpenVINOExecutionProvider"])
+    assert session.run(None, {"x": one})[0].shape == (1, 1, 2, 2)
+    with pytest.raises(Exception, match="Batch size is zero"):
+        session.run(None, {"x": empty})
+    with defect_raises(quirks.FAILED_SHAPE_KEPT, match="Batch size is zero"):
+        assert session.run(None, {"x": one})[0].shape == (1, 1, 2, 2)
+    assert session.run(None, {"x": two})[0].shape == (2, 1, 2, 2)  # another shape clears it
+    assert session.run(None, {"x": one})[0].shape == (1, 1, 2, 2)
+    cpu = session_of(proto, ["CPUExecutionProvider"])  # the CPU EP: an empty answer, and right after it
+    assert [cpu.run(None, {"x": x})[0].shape[0] for x in (one, empty, one)] == [1, 0, 1]
+
+
 def attention_model(shape=(1, 8, 4), scale: str | None = None, outputs=("y",)):
     """A self-attention over x: MatMul(x, Transpose(x)) [-> Mul or Div by a scalar] -> Softmax ->
     MatMul(., x), with ``outputs`` among its tensors (kt, s, a, y) as graph outputs."""
