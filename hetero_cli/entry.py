@@ -9,11 +9,12 @@ module loads none of them (the package's names are imported lazily: hetero_cli/_
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Callable
 from typing import Any
 
-from .errors import NoOnnxRuntimeError
+from .errors import NoOnnxRuntimeError, StopServing
 
 INTERRUPTED = 130  # a shell's status for a program ended by SIGINT; the command line's own (cli.runner)
 
@@ -33,7 +34,28 @@ def _command(name: str) -> Callable[[], Any]:
 
 def hetero() -> None:
     """console script ``hetero``."""
+    if sys.argv[1:2] == ["serve"]:
+        _serve()
+        return
     _command("main")()
+
+
+def _serve() -> None:
+    """``hetero serve``: from the first moment on, SIGTERM stops its start-up with exit 0 and one line
+    (StopServing; the serve command takes over the signal once it runs), as it stops a running server."""
+
+    def stop(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the start-up is unwinding already
+        raise StopServing
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        _command("main")()
+    except StopServing as exc:
+        sys.stdout.write(f"[ INFO ] {exc}\n")
+        raise SystemExit(0) from None
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # exiting: a late SIGTERM changes nothing
 
 
 def hello_classification() -> None:

@@ -125,6 +125,16 @@ class RequestError(HeteroError):
         self.status = status
 
 
+class StopServing(BaseException):
+    """SIGTERM during ``hetero serve``'s start-up, raised by its handler (the console script installs one as
+    soon as it runs, the serve command its own): it unwinds the start-up, and the command says so in one
+    line (this exception's text) and exits 0, as a server stopped while it serves does. A BaseException, so
+    that no ``except Exception`` on the way takes it for a failure."""
+
+    def __init__(self) -> None:
+        super().__init__("Stopped during start-up (SIGTERM): nothing was served")
+
+
 class NoOnnxRuntimeError(ImportError):
     """ONNX Runtime is not installed (or cannot be imported): the message names the extras that install it.
     An ImportError, since it is raised while hetero_cli's modules load; the console scripts print it as one

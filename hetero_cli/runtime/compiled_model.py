@@ -202,6 +202,8 @@ class CompiledModel:
         # HETERO_FALLBACK: on or off, the priority list and the moves so far (compile_with_fallback sets it)
         self.fallback: falling.Fallback | None = None
         self._change_lock = threading.Lock()
+        # runs whose session failed a run and could not be made again (renew), by ``where``: the reason
+        self.unrenewed: dict[str, str] = {}
         self.loaded_from_cache = False  # made from an export (CACHE_DIR's, or Core.import_model's)
         self.inputs: list[TensorInfo] = model.inputs
         self.outputs: list[TensorInfo] = model.outputs
@@ -373,7 +375,7 @@ class CompiledModel:
         for another request); False where nothing applies or it could not be made again."""
         if not renewal.applies(failed, cause):
             return False
-        return self._advance(failed, lambda current: renewal.renewed(current, failed, cause))
+        return self._advance(failed, lambda current: renewal.renewed(current, failed, cause, self.unrenewed))
 
     def _advance(self, failed: CompiledSubgraph, build: Callable[[Revision], Revision | None]) -> bool:
         """Swap in ``build(current revision)``, unless ``failed`` is no longer the current revision's (another

@@ -41,20 +41,25 @@ def applies(failed: CompiledSubgraph, cause: BaseException) -> bool:
     )
 
 
-def renewed(current: Revision, failed: CompiledSubgraph, cause: BaseException) -> Revision | None:
+def renewed(
+    current: Revision, failed: CompiledSubgraph, cause: BaseException, unrenewed: dict[str, str]
+) -> Revision | None:
     """The revision after ``current`` in which ``failed``'s session (that of every subgraph and run of
     ``current`` that shares it: a split ORT runs in one session) is a fresh one made as it was; None where
-    it cannot be made again (the failure stands, the reason is logged). Called with the compiled model's
-    change lock held; ``current`` and the requests running it are left as they are."""
+    it cannot be made again (the failure stands, the reason is logged and kept in ``unrenewed``, by
+    ``failed.where``, until a later renewal of it succeeds). Called with the compiled model's change lock
+    held; ``current`` and the requests running it are left as they are."""
     session = failed.profiler.session if failed.profiler is not None else failed.session
     try:  # a profiled subgraph's profiler makes its sessions (each with a trace file of its own)
         made = failed.profiler.recreate() if failed.profiler is not None else fresh_session(failed.session)
     except ORT_ERRORS as exc:  # the device will not take it now: the next inference meets the old session
+        unrenewed[failed.where] = ep_cause(exc)
         log.warning("%s could not be made again after its failed run: %s", failed.where, ep_cause(exc))
         return None
     if made is None:  # a session hetero-cli did not create (a test's): nothing to make it from
         log.debug("%s: no record of how its session was made; it is not made again", failed.where)
         return None
+    unrenewed.pop(failed.where, None)
     fresh = {}
     for compiled in (*current.subgraphs, *current.runs):
         if compiled.session is failed.session or compiled.session is session:

@@ -83,7 +83,7 @@ def test_an_inference_past_the_deadline_is_a_504_and_the_server_keeps_serving(st
     assert "not answered within the server's deadline of 0.5 s" in doc["error"]
     assert "--request-timeout" in doc["error"]
     assert _post(url, json.dumps(GOOD).encode())[0] == 200
-    assert metrics.requests("failure") == 1 and metrics.in_flight() == 0
+    assert metrics.requests("cut") == 1 and metrics.in_flight() == 0
 
 
 def test_a_body_that_stalls_past_the_deadline_is_a_408_and_the_connection_closed(stuck):

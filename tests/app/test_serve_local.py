@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 import pytest
-from support.helpers import OPENVINO_ONLY
+from support.helpers import OPENVINO_ONLY, ROOT
 from support.serving import chain_model, client, in_flight, infer, json_request, post, reference, wait_until
 
 import hetero_cli as hc
@@ -19,6 +19,7 @@ from hetero_cli.app.serve import Metrics
 from hetero_cli.app.serve.http import make_app
 from hetero_cli.app.serve.local import LocalBackend
 from hetero_cli.app.serve.server import serving
+from hetero_cli.runtime import pipeline_of
 
 pytestmark = OPENVINO_ONLY
 WIDTH = 64
@@ -142,3 +143,106 @@ def test_inputs_the_model_refuses_give_the_request_back_to_the_pool(split):
     finally:
         backend.close()
     np.testing.assert_allclose(got, reference(path, _x(2, 5)), rtol=1e-4, atol=1e-5)
+
+
+DIGITS = ROOT / "models" / "digits.onnx"
+
+
+def test_a_device_failure_never_changes_the_answer_to_the_next():
+    """A zero batch fails OPENVINO's MaxPool in the session (the protocol refuses it over HTTP; here it
+    reaches the backend): the EP kept that shape and refused every valid request after it
+    (openvino-failed-shape-kept); the failed session is made again, so the next answer is right."""
+    import asyncio
+
+    compiled = hc.Core().compile_model(str(DIGITS), "HETERO:OPENVINO,CPU", {"PERFORMANCE_HINT": "THROUGHPUT"})
+    backend = LocalBackend(compiled, "digits", jobs=1)
+    image = np.random.default_rng(3).random((1, 1, 32, 32), dtype=np.float32)
+
+    async def calls() -> list[np.ndarray]:
+        got = [(await backend.infer({"image": image}))["probabilities"]]
+        with pytest.raises(hc.InferenceError, match="MaxPool"):
+            await backend.infer({"image": np.zeros((0, 1, 32, 32), np.float32)})
+        for _ in range(2):
+            got.append((await backend.infer({"image": image}))["probabilities"])
+        return got
+
+    try:
+        first, *after = asyncio.run(asyncio.wait_for(calls(), 120))
+    finally:
+        backend.close()
+    for answer in after:
+        np.testing.assert_array_equal(answer, first)
+    assert backend.ready() and backend.missing() == []
+
+
+def _held(compiled: hc.CompiledModel) -> tuple[threading.Event, threading.Event]:
+    """An observer on the compiled model's pipeline that holds the first stage of the next inference until
+    ``release`` is set (then hands over to the observer it replaced); ``held`` is set once one is held."""
+    pipeline = pipeline_of(compiled)
+    previous = pipeline.observer
+    held, release = threading.Event(), threading.Event()
+
+    def observer(event, request, position, lane):
+        if event == "start" and position == 0 and not held.is_set():
+            held.set()
+            release.wait(120)
+            pipeline.observer = previous
+        if previous is not None:
+            previous(event, request, position, lane)
+
+    pipeline.observer = observer
+    return held, release
+
+
+def test_a_request_past_its_deadline_is_a_504_and_its_infer_request_comes_back(split):
+    path, compiled = split
+    backend = LocalBackend(compiled, "chain", jobs=1)  # one request: lost, the next would wait forever
+    backend.metrics = metrics = Metrics("chain", backend.stage_names())
+    held, release = _held(compiled)
+    body = json_request(_x(2, 21))
+    try:
+        with serving(make_app(backend, metrics, 1 << 20, request_timeout_s=1.0)) as url:
+            status, doc = post(url, "/v2/models/chain/infer", body)
+            assert held.is_set()
+            assert status == 504 and "not answered within the server's deadline of 1 s" in doc["error"]
+            release.set()  # the run goes on and ends: its request goes back to the idle ones
+            x = _x(2, 22)
+            np.testing.assert_allclose(infer(url, "chain", x), reference(path, x), rtol=1e-4, atol=1e-5)
+            assert metrics.requests("cut") == 1 and metrics.requests("success") == 1
+    finally:
+        release.set()
+        backend.close()
+
+
+def test_readiness_says_what_keeps_the_model_from_answering(split):
+    import http.client as client_lib
+
+    _, compiled = split
+    backend = LocalBackend(compiled, "chain")
+    metrics = Metrics("chain", backend.stage_names())
+
+    def ready(url: str) -> tuple[int, bytes]:
+        connection = client_lib.HTTPConnection(urlparse(url).netloc, timeout=60)
+        try:
+            connection.request("GET", "/v2/models/chain/ready")
+            response = connection.getresponse()
+            return response.status, response.read()
+        finally:
+            connection.close()
+
+    try:
+        with serving(make_app(backend, metrics, 1 << 20)) as url:
+            assert ready(url) == (200, b"")
+            compiled.unrenewed["subgraph3 on OPENVINO"] = "the device is gone"
+            status, body = ready(url)
+            assert status == 503
+            assert (
+                "subgraph3 on OPENVINO failed a run and its session could not be made again" in body.decode()
+            )
+            assert "the device is gone" in body.decode() and not client(url).is_server_ready()
+            compiled.unrenewed.clear()
+            backend.stopping = True
+            assert ready(url)[0] == 503 and b"the server is stopping" in ready(url)[1]
+    finally:
+        compiled.unrenewed.clear()
+        backend.close()

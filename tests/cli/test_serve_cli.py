@@ -4,6 +4,8 @@ and exit 2, with nothing compiled and nothing left running."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import re
 import signal
@@ -11,14 +13,17 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlparse
 
 import numpy as np
 import pytest
+import tritonclient.http as httpclient
 from support.helpers import ROOT
-from support.serving import chain_model, client, in_flight, infer, reference, wait_until
+from support.serving import chain_model, client, in_flight, infer, post, reference, wait_until
 
 START_S = 240.0
 
@@ -188,3 +193,156 @@ def test_an_exported_split_is_served_as_its_onnx_is(tmp_path):
         np.testing.assert_allclose(infer(server.url, "chain", x), reference(path, x), rtol=1e-4, atol=1e-5)
         assert server.stop(signal.SIGTERM) == 0, server.errors
     assert not [e for e in server.errors if "Traceback" in e or "ERROR" in e], server.errors
+
+
+def _stalled_client(url: str) -> socket.socket:
+    """A client that sends its headers (Content-Length 5000) and 12 bytes of body, then nothing."""
+    parts = urlparse(url)
+    sock = socket.create_connection((parts.hostname, parts.port), timeout=START_S)
+    sock.sendall(
+        f"POST /v2/models/digits/infer HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Length: 5000\r\n\r\n".encode()
+        + b'{"inputs": [',
+    )
+    return sock
+
+
+def _answer(sock: socket.socket) -> bytes:
+    answer = b""
+    while chunk := sock.recv(65536):
+        answer += chunk
+    return answer
+
+
+@pytest.mark.openvino
+def test_sigterm_cuts_a_client_stalled_mid_body_and_exits_0_saying_so():
+    with running("-d", "HETERO:OPENVINO,CPU") as server:
+        stalled = _stalled_client(server.url)
+        assert wait_until(lambda: in_flight(server.url) >= 1)
+        code = server.stop(signal.SIGTERM)  # waits (120 s at most) for the exit
+        answer = _answer(stalled)
+        stalled.close()
+    assert code == 0, server.errors
+    assert answer.startswith(b"HTTP/1.1 503") and b"the server is stopping" in answer, answer
+    assert not [e for e in server.errors if "Traceback" in e or "ERROR" in e], server.errors
+    assert "Stopped: of the 1 request(s) in flight, 0 answered, 1 cut" in "\n".join(server.lines)
+    assert not any("every request in flight was answered" in line for line in server.lines)
+
+
+def _entry(*args: object) -> list[str]:
+    """``hetero serve`` as the console script runs it (hetero_cli.entry: SIGTERM is taken from the start)."""
+    return [sys.executable, "-c", "from hetero_cli.entry import hetero; hetero()", "serve", *map(str, args)]
+
+
+def _importing(pid: int) -> bool:
+    """Whether process ``pid`` has begun to import the command line (numpy's core is mapped)."""
+    try:
+        with open(f"/proc/{pid}/maps", encoding="ascii", errors="replace") as maps:
+            return "_multiarray_umath" in maps.read()
+    except FileNotFoundError:  # it has exited already: the assertions after say how
+        return True
+
+
+@pytest.mark.openvino
+@pytest.mark.parametrize("when", ["importing", "Reading the model", "subgraph2", "Serving"])
+def test_sigterm_at_any_moment_of_start_up_exits_0(when):
+    """SIGTERM while the console script imports the command line, once it reads the model, once it has
+    compiled, once it serves: each exits 0 with a line that says it stopped, no traceback."""
+    if when == "importing" and not Path("/proc/self/maps").exists():
+        pytest.fail("this case needs /proc to see the process import; run it on Linux")
+    process = subprocess.Popen(
+        _entry("-d", "HETERO:OPENVINO,CPU", "--port", 0),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+    lines: list[str] = []
+    if when == "importing":
+        assert wait_until(lambda: _importing(process.pid), START_S)
+    else:
+        for line in process.stdout:
+            lines.append(line)
+            if when in line:
+                break
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=START_S)
+    lines += out.splitlines()
+    assert process.returncode == 0, (lines, err)
+    assert "Traceback" not in err and "ERROR" not in err, err
+    assert "Stopped" in lines[-1], lines
+
+
+@pytest.mark.openvino
+def test_a_zero_batch_is_a_400_and_the_next_requests_are_answered():
+    good = np.random.default_rng(5).random((1, 1, 32, 32), dtype=np.float32)
+    with running("-d", "HETERO:OPENVINO,CPU") as server:
+        want = _digits(server.url, good)
+        zero = {"inputs": [{"name": "image", "shape": [0, 1, 32, 32], "datatype": "FP32", "data": []}]}
+        status, doc = post(server.url, "/v2/models/digits/infer", json.dumps(zero).encode())
+        assert status == 400 and "has no element (dimension 0 is 0)" in doc["error"], doc
+        for _ in range(2):
+            np.testing.assert_array_equal(_digits(server.url, good), want)
+        assert server.stop(signal.SIGTERM) == 0
+
+
+def _digits(url: str, image: np.ndarray) -> np.ndarray:
+    given = httpclient.InferInput("image", list(image.shape), "FP32")
+    given.set_data_from_numpy(image)
+    return client(url).infer("digits", [given]).as_numpy("probabilities")
+
+
+def _rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.slow
+@pytest.mark.openvino
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the server's memory from /proc")
+def test_a_large_json_body_leaves_the_server_answering_and_gives_its_memory_back():
+    """A 48 MiB JSON body of numbers (refused: too many for its shape) is parsed while the health checks
+    go on being answered (json.loads of it whole held the event loop, and the GIL, for seconds); once
+    refused, the server's memory is back near what it was after a small request (the reference)."""
+    count = 12 << 20
+    body = (
+        '{"inputs": [{"name": "image", "shape": [1, 1, 32, 32], "datatype": "FP32", "data": ['
+        + "0.5," * (count - 1)
+        + "0.5]}]}"
+    ).encode()
+    good = np.random.default_rng(6).random((1, 1, 32, 32), dtype=np.float32)
+    with running("-d", "HETERO:OPENVINO,CPU") as server:
+        _digits(server.url, good)
+        reference = _rss_mib(server.process.pid)
+        answered: list[float] = []
+        done = threading.Event()
+
+        def health() -> None:
+            while not done.is_set():
+                connection = http.client.HTTPConnection(urlparse(server.url).netloc, timeout=START_S)
+                connection.request("GET", "/v2/health/live")
+                connection.getresponse().read()
+                connection.close()
+                answered.append(time.monotonic())
+
+        checker = threading.Thread(target=health)
+        checker.start()
+        try:
+            sent = time.monotonic()
+            status, doc = post(server.url, "/v2/models/digits/infer", body)
+            came = time.monotonic()
+        finally:
+            done.set()
+            checker.join(START_S)
+        assert status == 400 and f"{count} value(s) in data" in doc["error"], doc
+        during = [t for t in answered if sent < t < came]
+        assert len(during) >= 5, f"{len(during)} health checks answered while the body was parsed"
+        _digits(server.url, good)
+        bound = reference + len(body) / 2**20 / 2  # half the body: the 6-fold peak has gone back
+        assert wait_until(lambda: _rss_mib(server.process.pid) < bound), (
+            reference,
+            _rss_mib(server.process.pid),
+        )
+        assert server.stop(signal.SIGTERM) == 0

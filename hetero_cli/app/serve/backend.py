@@ -34,7 +34,10 @@ class Backend(Protocol):
     """A model being served: ``name`` (the model's name in URLs), its ``inputs`` and ``outputs`` as KServe
     sees them, ``ready()`` once it can infer, ``await infer(feeds)`` -> {output name: array} for inputs the
     protocol has checked (raises InferenceError where the model refuses them), and ``stage_names()``, the
-    stages whose time Metrics reports (subgraphs, in execution order)."""
+    stages whose time Metrics reports (subgraphs, in execution order).
+
+    Optional: ``missing() -> list[str]``, what keeps it from answering now, one line each (a stage that
+    cannot run, a stop under way); empty when ready. The readiness routes answer 503 with those lines."""
 
     name: str
     inputs: Sequence[TensorSpec]
@@ -48,7 +51,7 @@ class Backend(Protocol):
 
 
 class Metrics:
-    """A served model's counters, safe to update from any thread: requests by outcome (success, failure),
+    """A served model's counters, safe to update from any thread: requests by outcome (success, failure, cut),
     a latency histogram of successful requests, and each stage's runs and seconds.
 
     ``model``: the model's name (a label on every series); ``stages``: the stage names reported even
@@ -60,7 +63,7 @@ class Metrics:
         self.model = model
         self.buckets = tuple(sorted(buckets))
         self._lock = threading.Lock()
-        self._requests = {"success": 0, "failure": 0}
+        self._requests = {"success": 0, "failure": 0, "cut": 0}
         self._in_flight = 0
         self._bucket_counts = [0] * len(self.buckets)
         self._latency_sum = 0.0
@@ -73,12 +76,13 @@ class Metrics:
         with self._lock:
             self._in_flight += 1
 
-    def observe_request(self, seconds: float, ok: bool) -> None:
-        """Count one infer request that took ``seconds``, no longer in flight; a successful one (``ok``)
-        goes into the histogram."""
+    def observe_request(self, seconds: float, ok: bool, *, cut: bool = False) -> None:
+        """Count one infer request that took ``seconds``, no longer in flight: a successful one (``ok``)
+        goes into the histogram; one the server ``cut`` (its deadline passed, or a stop did not wait for
+        it) counts as such, else as a failure."""
         with self._lock:
             self._in_flight = max(0, self._in_flight - 1)
-            self._requests["success" if ok else "failure"] += 1
+            self._requests["success" if ok else "cut" if cut else "failure"] += 1
             if not ok:
                 return
             self._latency_sum += seconds
@@ -94,7 +98,8 @@ class Metrics:
             self._stage_runs[stage] = self._stage_runs.get(stage, 0) + 1
 
     def requests(self, outcome: str = "success") -> int:
-        """The requests counted with ``outcome`` ("success" or "failure")."""
+        """The requests counted with ``outcome``: "success", "failure" (refused, or failed), or "cut" (the
+        server stopped waiting: a deadline, a stop)."""
         with self._lock:
             return self._requests[outcome]
 

@@ -28,7 +28,8 @@ class Engine(Protocol):
 
     hint: str
 
-    def serve(self, compiled: CompiledModel, announce: Callable[[str], None]) -> None: ...
+    def serve(self, compiled: CompiledModel, announce: Callable[[str], None]) -> str | None:
+        """Serve until SIGTERM or Ctrl-C; the line that says how the stop went (None: "Stopped")."""
 
     def close(self) -> None: ...
 

@@ -9,7 +9,8 @@ Ray engine mounts it on its ingress deployment (``@serve.ingress(make_app(...))`
 Every error is KServe's ``{"error": "..."}`` with a 4xx/5xx status: 400 for a request the protocol or the
 model refuses, 404 for an unknown model, version or route, 413 for a body over ``max_body_bytes``, 408 for
 a body that has not all come within the request's deadline (``request_timeout_s``), 504 for an inference
-not answered within it.
+not answered within it, 503 for a body a stop did not wait for (``stop_waiting``) and for readiness that
+lacks something (what, in the error). Bodies are parsed, and large answers written, on a worker thread.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def make_app(
         raise ValueError(f"request_timeout_s must be a positive number of seconds, not {request_timeout_s}")
     app = FastAPI(title=f"hetero-cli: {backend.name}", docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(GiveBack)  # the memory a large request's arrays took goes back to the system
+    app.add_middleware(_QuietStop, app=app)  # outermost: a request a stop cancels ends without a traceback
     app.add_exception_handler(RequestError, _request_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _internal_error)
@@ -79,7 +81,7 @@ def _health_routes(app: FastAPI, backend: Backend) -> None:
 
     @app.get("/v2/health/ready")
     async def ready() -> Response:
-        return Response(status_code=200 if backend.ready() else 503)
+        return _readiness(backend)
 
     @app.get("/v2")
     async def server() -> dict:
@@ -93,7 +95,7 @@ def _model_routes(app: FastAPI, backend: Backend) -> None:
 
     async def model_ready(model: str, version: str = VERSION) -> Response:
         _check_model(backend, model, version)
-        return Response(status_code=200 if backend.ready() else 503)
+        return _readiness(backend)
 
     app.get("/v2/models/{model}")(metadata)
     app.get("/v2/models/{model}/versions/{version}")(metadata)
@@ -104,9 +106,11 @@ def _model_routes(app: FastAPI, backend: Backend) -> None:
 def _infer_routes(
     app: FastAPI, backend: Backend, metrics: Metrics, max_body_bytes: int, timeout_s: float
 ) -> None:
+    waiting = app.state.hetero_waiting = _Waiting()
+
     async def answer(model: str, version: str, request: Request, stage: list[str]) -> Response:
         _check_model(backend, model, version)
-        body = await _read_body(request, max_body_bytes)
+        body = await waiting.body(request, max_body_bytes, stage)
         stage[0] = INFERENCE
         mark_large(request, len(body))
         header = request.headers.get(protocol.HEADER_LENGTH)
@@ -130,24 +134,102 @@ def _infer_routes(
 
     async def infer(model: str, request: Request, version: str = VERSION) -> Response:
         start = time.perf_counter()
-        ok = False
-        stage = [BODY]  # what the request waits for: its body, then its inference
+        outcome = FAILURE
+        stage = [BODY]  # what the request waits for: its body, then its inference (CUT: stopped waiting)
         metrics.request_started()
         try:
             try:
                 response = await asyncio.wait_for(answer(model, version, request, stage), timeout_s)
             except asyncio.TimeoutError:
-                raise _late(stage[0], timeout_s) from None
-            ok = True
+                late = _late(stage[0], timeout_s)
+                stage[0] = CUT
+                raise late from None
+            outcome = SUCCESS
+        except asyncio.CancelledError:  # the server stopped without waiting any longer: not answered
+            stage[0] = CUT
+            raise
         finally:
-            metrics.observe_request(time.perf_counter() - start, ok)
+            metrics.observe_request(time.perf_counter() - start, outcome == SUCCESS, cut=stage[0] == CUT)
         return response
 
     app.post("/v2/models/{model}/infer")(infer)
     app.post("/v2/models/{model}/versions/{version}/infer")(infer)
 
 
-BODY, INFERENCE = "body", "inference"
+def stop_waiting(app: FastAPI) -> int:
+    """Where the server stops: answer each infer request of ``app`` (make_app's) still waiting for its body
+    with a 503 that closes its connection, and refuse to wait for any body from now on, so that no client
+    that stalls mid-body holds the stop up; the requests whose inference runs are left to finish. Returns
+    how many were cut. Call it on the app's event loop."""
+    return app.state.hetero_waiting.stop()
+
+
+class _Waiting:
+    """The infer requests of an app that wait for their body, so that a stop can cut them (stop_waiting)."""
+
+    def __init__(self) -> None:
+        self.reading: set[asyncio.Task] = set()
+        self.cut: set[asyncio.Task] = set()
+        self.stopping = False
+
+    async def body(self, request: Request, limit: int, stage: list[str]) -> bytes:
+        """The request's body (_read_body), or RequestError (503) where the server stops meanwhile."""
+        task = asyncio.current_task()
+        assert task is not None
+        if self.stopping:
+            stage[0] = CUT
+            raise _stopping()
+        self.reading.add(task)
+        try:
+            return await _read_body(request, limit)
+        except asyncio.CancelledError:
+            if task not in self.cut:  # not stop's: the deadline's or the server's own
+                raise
+            self.cut.discard(task)
+            uncancel = getattr(task, "uncancel", None)  # Python 3.11+: the cancel was handled here
+            if uncancel is not None:
+                uncancel()
+            stage[0] = CUT
+            raise _stopping() from None
+        finally:
+            self.reading.discard(task)
+
+    def stop(self) -> int:
+        self.stopping = True
+        reading = list(self.reading)
+        for task in reading:
+            self.cut.add(task)
+            task.cancel()
+        return len(reading)
+
+
+class _QuietStop:
+    """ASGI middleware: a request that a stop under way (stop_waiting) cancels, as a second SIGTERM or the
+    stop's time limit does, ends here without the traceback uvicorn would log for it: it is no error, and
+    the stop's line counts it as cut (Metrics' "cut")."""
+
+    def __init__(self, inner: Any, app: FastAPI) -> None:
+        self.inner = inner
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await self.inner(scope, receive, send)
+        except asyncio.CancelledError:
+            waiting = getattr(self.app.state, "hetero_waiting", None)
+            if waiting is None or not waiting.stopping:  # not a stop's: the cancel goes on
+                raise
+            log.debug("%s %s: cut by the server's stop", scope.get("method"), scope.get("path"))
+
+
+def _stopping() -> RequestError:
+    return RequestError(
+        "the server is stopping: it did not wait for the rest of this request's body; send it again", 503
+    )
+
+
+BODY, INFERENCE, CUT = "body", "inference", "cut"
+SUCCESS, FAILURE = "success", "failure"
 #: a body (or a response's tensors) this many bytes or more is parsed (or written) on a worker thread
 OFF_LOOP_BYTES = 1 << 18
 
@@ -174,6 +256,16 @@ def _late(stage: str, timeout_s: float) -> RequestError:
         "per request, or start the server with a longer --request-timeout",
         504,
     )
+
+
+def _readiness(backend: Backend) -> Response:
+    """200 where ``backend`` is ready; else 503 with KServe's ``{"error"}`` saying what it lacks (its
+    ``missing()`` where it has one, Backend's optional method)."""
+    missing: list[str] = backend.missing() if hasattr(backend, "missing") else []
+    if not missing and backend.ready():
+        return Response(status_code=200)
+    lacks = "; ".join(missing) or "the backend says it is not ready"
+    return JSONResponse(protocol.error_body(f"not ready: {lacks}"), status_code=503)
 
 
 def _check_model(backend: Backend, model: str, version: str) -> None:
@@ -211,10 +303,10 @@ def _too_large(size: int, limit: int, *, at_least: bool = False) -> str:
 
 
 async def _request_error(request: Request, exc: Exception) -> Response:
-    """A refusal as KServe's ``{"error"}``; a 408 (a body still coming) also closes the connection, which
-    the rest of that body could not be told from a next request on."""
+    """A refusal as KServe's ``{"error"}``; a 408 or 503 (a body still coming, or a stop) also closes the
+    connection: the rest of that body could not be told from a next request on it."""
     assert isinstance(exc, RequestError)
-    headers = {"Connection": "close"} if exc.status == 408 else None
+    headers = {"Connection": "close"} if exc.status in (408, 503) else None
     return JSONResponse(protocol.error_body(str(exc)), status_code=exc.status, headers=headers)
 
 

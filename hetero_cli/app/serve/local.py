@@ -3,7 +3,7 @@ requests run on the compiled model's pipeline (one worker thread per device), so
 overlap across devices as ``hetero benchmark -hint throughput``'s requests do.
 
     engine = LocalEngine(ServeOptions(name="digits", host="127.0.0.1", port=8000))   # binds the port now
-    engine.serve(compiled)                      # until SIGTERM / Ctrl-C; requests in flight are answered
+    print(engine.serve(compiled))      # until SIGTERM / Ctrl-C: "Stopped: of the 2 request(s) in flight, ..."
 """
 
 from __future__ import annotations
@@ -52,13 +52,25 @@ class LocalBackend:
         self._idle: asyncio.Queue[InferRequest] | None = None
         self._waiting: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future]] = {}
         self._started: dict[tuple[int, int], float] = {}
+        self.stopping = False  # set when the server begins to stop: not ready from then on
         for request in self._requests:
             request.set_completion_hook(self._completed)
         pipeline_of(compiled).observer = self._observe
 
     def ready(self) -> bool:
-        """True: the model is compiled and its requests made."""
-        return True
+        """Whether every stage can run and the server is not stopping (``missing`` says what lacks)."""
+        return not self.missing()
+
+    def missing(self) -> list[str]:
+        """What keeps the model from answering now, one line each: a stage whose session failed a run and
+        could not be made again (CompiledModel.renew), a stop under way; empty when ready."""
+        lacks = [
+            f"{where} failed a run and its session could not be made again ({reason}): restart the server"
+            for where, reason in self.compiled.unrenewed.items()
+        ]
+        if self.stopping:
+            lacks.append("the server is stopping")
+        return lacks
 
     def stage_names(self) -> list[str]:
         """The subgraphs an inference runs, in execution order (one name where one session runs them all)."""
@@ -143,29 +155,82 @@ class LocalEngine:
         port = self.sock.getsockname()[1]
         return f"http://{_url_host(self.options.host)}:{port}"
 
-    def serve(self, compiled: CompiledModel, announce: Callable[[str], None] = log.info) -> None:
-        """Serve ``compiled`` until SIGTERM or Ctrl-C; returns once the requests in flight are answered.
-        ``announce`` receives the line saying where it listens, once it does."""
-        from .http import make_app
+    def serve(self, compiled: CompiledModel, announce: Callable[[str], None] = log.info) -> str:
+        """Serve ``compiled`` until SIGTERM or Ctrl-C, then stop: requests still waiting for their body are
+        cut (503), those in inference get until their deadline (``options.request_timeout_s``), and what is
+        left then is closed. ``announce`` receives the line saying where it listens, once it serves (SIGTERM
+        is the server's to take from then on). Returns the line that says how many requests in flight were
+        answered and how many cut."""
+        from .http import make_app, stop_waiting
 
         backend = LocalBackend(compiled, self.options.name, shapes=self.options.shapes)
         backend.metrics = metrics = Metrics(backend.name, backend.stage_names())
-        app = make_app(
-            backend, metrics, self.options.max_body_bytes, request_timeout_s=self.options.request_timeout_s
-        )
-        announce(
-            f"Serving {backend.name!r} (KServe v2) at {self.url}: POST /v2/models/{backend.name}/infer; "
-            "Ctrl-C or SIGTERM stops it"
-        )
+        timeout_s = self.options.request_timeout_s
+        app = make_app(backend, metrics, self.options.max_body_bytes, request_timeout_s=timeout_s)
+        stop = _Stop(metrics)
+
+        def on_stop() -> None:
+            backend.stopping = True
+            stop.begin()
+            stop_waiting(app)
+
+        def on_started() -> None:
+            announce(
+                f"Serving {backend.name!r} (KServe v2) at {self.url}: POST /v2/models/{backend.name}/infer; "
+                "Ctrl-C or SIGTERM stops it"
+            )
+
         try:
-            serve(app, self.sock)
+            unfinished = serve(
+                app, self.sock, graceful_s=timeout_s + STOP_MARGIN_S, on_stop=on_stop, on_started=on_started
+            )
         finally:
             backend.close()
+        return stop.summary(unfinished)
 
     def close(self) -> None:
         """Give the address back (when the command fails before serving)."""
         with contextlib.suppress(OSError):
             self.sock.close()
+
+
+#: how much longer than a request's deadline a stop waits for the requests in flight (their answers to go)
+STOP_MARGIN_S = 2.0
+
+
+class _Stop:
+    """What a stop did: the infer requests in flight when it began, and how many of them were answered
+    (success or refusal) or cut (a deadline, a stalled body, the stop's own limit), from ``metrics``."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+        self.began: tuple[int, int, int] | None = None  # in flight, answered, cut when the stop began
+
+    def _counts(self) -> tuple[int, int, int]:
+        m = self.metrics
+        return m.in_flight(), m.requests("success") + m.requests("failure"), m.requests("cut")
+
+    def begin(self) -> None:
+        """The stop begins (on the event loop, before anything is cut)."""
+        self.began = self._counts()
+
+    def summary(self, unfinished: int = 0) -> str:
+        """The line a stop ends with; ``unfinished``: the connections it closed with a request or an
+        answer still on them (a second signal does not wait for the answers to go)."""
+        if self.began is None:
+            return "Stopped before serving any request"
+        in_flight, answered, cut = self.began
+        left, answered_now, cut_now = self._counts()
+        line = "Stopped: no request was in flight"
+        if in_flight:
+            line = (
+                f"Stopped: of the {in_flight} request(s) in flight, {answered_now - answered} answered, "
+                f"{cut_now - cut + left} cut (a client stalled mid-body, a deadline passed, or a second "
+                "signal)"
+            )
+        if unfinished:
+            line += f"; {unfinished} connection(s) closed unfinished"
+        return line
 
 
 def _url_host(asked: str) -> str:

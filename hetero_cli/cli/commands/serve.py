@@ -4,6 +4,10 @@ and the protocol are app.serve's; this reads the options, compiles and hands ove
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
@@ -17,7 +21,7 @@ from ...app.serve.options import (
     check_name,
     tensor_specs,
 )
-from ...errors import ServeError
+from ...errors import ServeError, StopServing
 from ...graph import Model
 from ...placement import config as cfg
 from ..bench_steps import apply_hint
@@ -117,33 +121,74 @@ def serve(
     """
     if engine != "ray" and (address is not None or replicas != 1):
         raise ServeError("--address and --replicas are the ray engine's: add --engine ray, or leave them out")
-    setup = prepare(model, device, **shared(options))
-    served = ServeOptions(
-        name=check_name(name if name is not None else setup.model_path.stem),
-        host=host,
-        port=port,
-        max_body_bytes=max_body,
-        request_timeout_s=request_timeout,
-        shapes=_shapes(setup.model, shape, data_shape),
-        address=address,
-        replicas=replicas,
-    )
-    runner = open_engine(engine, served)  # the port is claimed before the compile: in use, nothing runs
-    try:
-        if setup.core.configured("HETERO", cfg.PERFORMANCE_HINT) is None:
-            # a session per subgraph, so that concurrent requests overlap across the devices' lanes; each
-            # device keeps its threads (one client's latency is the split's own; sharing halved it here)
-            apply_hint(setup, runner.hint.lower(), nireq=1)
-            info(
-                f"{cfg.PERFORMANCE_HINT}={runner.hint}: a session per subgraph, so that concurrent requests "
-                "overlap across the devices"
-            )
-        compiled = compile_setup(setup)
-    except BaseException:
-        runner.close()
-        raise
-    runner.serve(compiled, announce=info)
-    info("Stopped: every request in flight was answered")
+    starting = _StartUp()
+    with starting.stopped_by_sigterm():
+        setup = prepare(model, device, **shared(options))
+        served = ServeOptions(
+            name=check_name(name if name is not None else setup.model_path.stem),
+            host=host,
+            port=port,
+            max_body_bytes=max_body,
+            request_timeout_s=request_timeout,
+            shapes=_shapes(setup.model, shape, data_shape),
+            address=address,
+            replicas=replicas,
+        )
+        runner = open_engine(engine, served)  # the port is claimed before the compile: in use, nothing runs
+        try:
+            if setup.core.configured("HETERO", cfg.PERFORMANCE_HINT) is None:
+                # a session per subgraph, so that concurrent requests overlap across the devices' lanes; each
+                # device keeps its threads (one client's latency is the split's own; sharing halved it here)
+                apply_hint(setup, runner.hint.lower(), nireq=1)
+                info(
+                    f"{cfg.PERFORMANCE_HINT}={runner.hint}: a session per subgraph, so that concurrent "
+                    "requests overlap across the devices"
+                )
+            compiled = compile_setup(setup)
+        except BaseException:
+            runner.close()
+            raise
+        info(runner.serve(compiled, announce=starting.serving(info)) or "Stopped")
+
+
+class _StartUp:
+    """``hetero serve``'s start-up, which SIGTERM stops as it stops a server: exit 0, nothing left."""
+
+    def __init__(self) -> None:
+        self.serves = False
+        self.signalled = False
+
+    def serving(self, announce: Callable[[str], None]) -> Callable[[str], None]:
+        """``announce``, which also marks the start-up over (the engine's own stop takes SIGTERM now)."""
+
+        def announced(line: str) -> None:
+            self.serves = True
+            announce(line)
+
+        return announced
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.serves or self.signalled:  # the engine stops it (or this stop is already under way)
+            return
+        self.signalled = True
+        raise StopServing
+
+    @contextlib.contextmanager
+    def stopped_by_sigterm(self) -> Iterator[None]:
+        """Within the block, SIGTERM before the engine serves (on the main thread) ends the start-up: what
+        started is closed on the way out (the engine's ``close``, the compile's threads left to finish),
+        one line says so and the command returns, exit 0. A session ORT creates holding the GIL (1.24)
+        takes the signal once it is created."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = signal.signal(signal.SIGTERM, self._handle)
+        try:
+            yield
+        except StopServing as exc:
+            info(str(exc))
+        finally:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _shapes(model: Model, shape: str | None, data_shape: str | None) -> dict[str, list[int | None]]:
