@@ -184,3 +184,11 @@ def test_a_large_body_is_read_without_holding_the_gil_throughout():
     worker.join(300)
     assert result[0].shape == ((4 << 20) + 1,) and result[0].dtype == np.float64
     assert ran >= 20, ran
+
+
+def test_strings_with_escapes_and_brackets_around_large_arrays_read_as_json_loads_reads_them(small_chunks):
+    names = ["a\\", 'b"[', '\\"]]', "{[\\\\]}", "plain"] * 30
+    doc = {"names": names, "data": [[1.5, -2, 3e-3]] * 40, "id": 'x"y'}
+    got = json_body.read_json(json.dumps(doc).encode())
+    assert got["names"] == names and got["id"] == 'x"y'
+    np.testing.assert_array_equal(got["data"], np.asarray(doc["data"]).reshape(-1))

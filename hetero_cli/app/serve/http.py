@@ -195,6 +195,7 @@ class _Waiting:
             self.reading.discard(task)
 
     def stop(self) -> int:
+        """Cut the requests waiting for their body, and any that come from now on; how many were cut."""
         self.stopping = True
         reading = list(self.reading)
         for task in reading:

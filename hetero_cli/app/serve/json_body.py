@@ -139,7 +139,8 @@ def _scan(text: bytes, strings: list[tuple[int, int]]) -> list[tuple[int, int]]:
     for at in range(0, len(view), CHUNK):
         part = view[at : at + CHUNK]
         outside = np.ones(len(part), bool)
-        for s, e in strings[max(0, bisect.bisect_right(starts, at) - 1) :]:
+        for k in range(max(0, bisect.bisect_right(starts, at) - 1), len(strings)):
+            s, e = strings[k]
             if s >= at + len(part):
                 break
             outside[max(s, at) - at : max(0, min(e, at + len(part)) - at)] = False
