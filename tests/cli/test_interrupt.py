@@ -233,14 +233,14 @@ def test_ctrl_c_while_a_console_script_loads_is_one_line_not_a_traceback(script)
 
 def test_importing_the_package_loads_its_names_when_asked():
     """``import hetero_cli`` loads no ONNX Runtime (the window Ctrl-C had no answer for); its public names
-    and subpackages come on first use, and a name it lacks is an AttributeError."""
+    come on first use, and a name it lacks is an AttributeError."""
     from support.helpers import PYTHON
 
     code = (
         "import sys, hetero_cli as hc; loaded = 'onnxruntime' in sys.modules; "
-        "print(loaded, hc.Core.__name__, hc.ArtifactError.__module__, hc.cli.__name__, 'onnxruntime' in sys.modules); "
+        "print(loaded, hc.Core.__name__, hc.ArtifactError.__module__, hc.hint.__name__, 'onnxruntime' in sys.modules); "
         "hc.no_such_name"
     )
     run = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=HANG_GUARD_S)
-    assert run.stdout.split() == ["False", "Core", "hetero_cli.errors", "hetero_cli.cli", "True"]
+    assert run.stdout.split() == ["False", "Core", "hetero_cli.errors", "hetero_cli.hint", "True"]
     assert "AttributeError: module 'hetero_cli' has no attribute 'no_such_name'" in run.stderr
