@@ -14,6 +14,7 @@ import re
 from datetime import timedelta
 
 import pytest
+from support.counters import parse_counters
 
 from hetero_cli.app.benchmark import counters as bench_counters
 from hetero_cli.app.benchmark.counters import average_counters, sorted_counters, sorted_rows
@@ -24,7 +25,6 @@ from hetero_cli.runtime.profiling import (
     NOT_RUN,
     OPTIMIZED_OUT,
     ProfilingInfo,
-    parse_counters,
 )
 
 OV, CPU = "OpenVINOExecutionProvider", "CPUExecutionProvider"

@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 from onnx import TensorProto
 from onnx import helper as h
+from support.counters import parse_counters
 
 import hetero_cli as hc
 from hetero_cli import cli
@@ -23,7 +24,6 @@ from hetero_cli.app import benchmark as bench
 from hetero_cli.app.benchmark.shapes import parse_shapes
 from hetero_cli.cli import runner
 from hetero_cli.cli.commands import classify as classify_command
-from hetero_cli.runtime.profiling import parse_counters
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGITS = ROOT / "models" / "digits.onnx"

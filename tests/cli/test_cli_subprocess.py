@@ -11,8 +11,7 @@ from pathlib import Path
 
 import onnxruntime as ort
 import pytest
-
-from hetero_cli.runtime.profiling import parse_counters
+from support.counters import parse_counters
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -21,6 +21,7 @@ NOT_FINITE = ["nan", "NaN", "inf", "-inf", "1e400"]
 FLOAT_OPTIONS = {
     ("benchmark", "-max_irate"): ["-m", DIGITS, "-d", "CPU", "-b", "1", "-niter", "1"],
     ("tune", "-t"): ["-m", DIGITS, "-d", "HETERO:CPU", "-shape", "[1,1,32,32]", "--save", "OUT"],
+    ("serve", "--request-timeout"): ["-m", DIGITS, "-d", "CPU", "--port", "0"],
 }
 
 # options whose value is text holding numbers, parsed by the command: nan refused there too
@@ -59,7 +60,8 @@ def test_float_options_refuse_numbers_that_are_not_finite(tmp_path, command, opt
 
 
 @pytest.mark.parametrize(
-    ("command", "option", "value"), [("benchmark", "-max_irate", "-1"), ("tune", "-t", "0")]
+    ("command", "option", "value"),
+    [("benchmark", "-max_irate", "-1"), ("tune", "-t", "0"), ("serve", "--request-timeout", "0")],
 )
 def test_float_options_keep_their_range(tmp_path, command, option, value):
     args = [str(tmp_path / "out.onnx") if a == "OUT" else a for a in FLOAT_OPTIONS[command, option]]
