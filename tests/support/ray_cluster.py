@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,7 +70,7 @@ def _alive(group: int) -> bool:
     return True
 
 
-def _ray_start(args: list[str], folder: Path) -> subprocess.Popen[bytes]:
+def _ray_start(args: list[str], folder: Path, extra: Mapping[str, str]) -> subprocess.Popen[bytes]:
     ray = Path(sys.executable).with_name("ray")
     # no token authentication: every process is on 127.0.0.1, and a token file some other Ray left in ~/.ray
     # would otherwise be read by one node and not another; Serve's throughput mode, as docs/serving.md
@@ -80,6 +80,7 @@ def _ray_start(args: list[str], folder: Path) -> subprocess.Popen[bytes]:
         "RAY_USAGE_STATS_ENABLED": "0",
         "RAY_AUTH_MODE": "disabled",
         THROUGHPUT_MODE: os.environ.get(THROUGHPUT_MODE, "1"),
+        **extra,
     }
     log = (folder / f"start-{len(list(folder.glob('start-*')))}.log").open("wb")
     return subprocess.Popen(
@@ -87,11 +88,12 @@ def _ray_start(args: list[str], folder: Path) -> subprocess.Popen[bytes]:
     )
 
 
-def _start_node(cluster: Cluster, args: list[str]) -> None:
-    """``ray start args``, tried again once where it fails: Ray gives a node 30 s to register, which a
-    loaded machine can miss. RuntimeError with the log's tail where it fails twice."""
+def _start_node(cluster: Cluster, args: list[str], extra: Mapping[str, str]) -> None:
+    """``ray start args`` (``extra`` in its environment), tried again once where it fails: Ray gives a node
+    30 s to register, which a loaded machine can miss. RuntimeError with the log's tail where it fails
+    twice."""
     for _ in range(START_ATTEMPTS):
-        process = _ray_start(args, cluster.folder)
+        process = _ray_start(args, cluster.folder, extra)
         if process.wait(timeout=180) == 0:
             cluster.groups.append(process.pid)
             return
@@ -101,9 +103,10 @@ def _start_node(cluster: Cluster, args: list[str]) -> None:
 
 
 @contextlib.contextmanager
-def two_node_cluster(cpus: int = 2) -> Iterator[Cluster]:
-    """A head node declaring {"OPENVINO": 1} and no CPU, and a node declaring ``cpus`` CPUs; stopped on
-    leaving. RuntimeError (with the log's tail) where a node does not start."""
+def two_node_cluster(cpus: int = 2, env: Mapping[str, str] | None = None) -> Iterator[Cluster]:
+    """A head node declaring {"OPENVINO": 1} and no CPU, and a node declaring ``cpus`` CPUs, their processes
+    started with ``env`` in their environment besides this one's; stopped on leaving. RuntimeError (with
+    the log's tail) where a node does not start."""
     folder = Path(tempfile.mkdtemp(prefix="hray-", dir="/tmp"))  # short: Ray's socket paths must stay short
     port = free_port()
     cluster = Cluster(f"127.0.0.1:{port}", folder)
@@ -131,7 +134,7 @@ def two_node_cluster(cpus: int = 2) -> Iterator[Cluster]:
     worker = [f"--address={cluster.address}", f"--num-cpus={cpus}", *common()]
     try:
         for args in (head, worker):
-            _start_node(cluster, args)
+            _start_node(cluster, args, env or {})
         yield cluster
     finally:
         cluster.stop()

@@ -6,18 +6,22 @@ where its inputs come from) and what each stage's replicas ask Ray for.
 
 Resources: a subgraph on a CUDA or TensorRT device asks for ``num_gpus``; one on another device the
 cluster declares as a custom resource of that name (``ray start --resources='{"OPENVINO": 1}'``) asks for
-that resource; the rest (CPU, and devices the cluster does not declare) ask for ``num_cpus``. The replicas
-of one stage share one unit of a device resource (each asks for 1/N of it), so ``--replicas`` never asks
-for more devices than a node declares.
+that resource; the rest (CPU, and devices the cluster does not declare) ask for ``num_cpus``. The stages on
+one device, and their replicas, share one unit of its resource (k stages with N replicas each: each replica
+asks for 1/(k*N)), as the subgraphs of a split share their device in one process: a plan never asks for
+more of a device than one unit, however many of its subgraphs the device runs. ``check_capacity`` tells a
+cluster that declares less than the plan's asks before anything is deployed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from ...errors import ServeError
 from ...graph import Model
 from ...placement import devices as registry
 from ...placement.config import NUM_THREADS, SplitConfig
@@ -29,6 +33,8 @@ from ...runtime.compiler import constant_outputs
 GPU_FAMILIES = ("GPU", "TENSORRT")
 #: the CPUs a CPU stage's replica asks for
 CPU_STAGE_CPUS = 1.0
+#: what sums of Ray resources may exceed a declared amount by and still fit (Ray counts in 1/10000 units)
+RESOURCE_SLACK = 1e-6
 
 
 @dataclass(frozen=True)
@@ -97,20 +103,98 @@ def resource_name(device: str) -> str:
     return device.split(".", 1)[0]
 
 
-def actor_options(device: str, cluster: Mapping[str, float], replicas: int = 1) -> dict[str, object]:
+def device_unit(device: str) -> str:
+    """The device a stage on ``device`` takes a share of: a GPU by its index (GPU.1 and TENSORRT.1 are one
+    GPU; GPU is GPU.0), any other device by its resource (OPENVINO.GPU and OPENVINO share OPENVINO)."""
+    family, _, index = device.partition(".")
+    if family in GPU_FAMILIES:
+        return f"GPU.{index or 0}"
+    return family
+
+
+def actor_options(
+    device: str, cluster: Mapping[str, float], replicas: int = 1, sharing: int = 1
+) -> dict[str, object]:
     """Ray actor options for a replica of a stage on ``device``, on a cluster with ``cluster`` resources
-    (``ray.cluster_resources()``), where the stage runs ``replicas`` replicas: ``num_gpus`` for a CUDA or
-    TensorRT device, the custom resource named after the device where the cluster declares it (with no
-    CPU asked: the device runs the stage), ``num_cpus`` otherwise. Raises ValueError for replicas < 1."""
-    if replicas < 1:
-        raise ValueError(f"replicas must be at least 1, not {replicas}")
-    share = 1.0 / replicas
+    (``ray.cluster_resources()``), where the stage runs ``replicas`` replicas and ``sharing`` stages of the
+    plan (this one included) run on its device: ``num_gpus`` for a CUDA or TensorRT device, the custom
+    resource named after the device where the cluster declares it (with no CPU asked: the device runs the
+    stage), each 1/(replicas*sharing) of one unit; ``num_cpus`` otherwise (CPU_STAGE_CPUS: a CPU stage's
+    replica has its CPU). Raises ValueError for replicas or sharing < 1."""
+    if replicas < 1 or sharing < 1:
+        raise ValueError(f"replicas and sharing must be at least 1, not {replicas} and {sharing}")
+    share = 1.0 / (replicas * sharing)
     family = resource_name(device)
     if family in GPU_FAMILIES:
         return {"num_cpus": 0, "num_gpus": share}
     if family != "CPU" and cluster.get(family, 0) > 0:
         return {"num_cpus": 0, "resources": {family: share}}
     return {"num_cpus": CPU_STAGE_CPUS}
+
+
+def plan_options(
+    devices: Sequence[str], cluster: Mapping[str, float], replicas: int = 1
+) -> list[dict[str, object]]:
+    """actor_options for each stage of a plan whose stages run on ``devices`` (in order): the stages on one
+    device (device_unit) share its unit. Raises ValueError for replicas < 1."""
+    sharing = Counter(device_unit(d) for d in devices)
+    return [actor_options(d, cluster, replicas, sharing[device_unit(d)]) for d in devices]
+
+
+def resource_asks(options: Mapping[str, object]) -> dict[str, float]:
+    """What actor ``options`` (actor_options') ask Ray for, by resource name as Ray declares them (CPU,
+    GPU, custom resources); zero asks left out."""
+    asks: dict[str, float] = {}
+    for key, name in (("num_cpus", "CPU"), ("num_gpus", "GPU")):
+        amount = options.get(key)
+        if isinstance(amount, int | float) and amount > 0:
+            asks[name] = float(amount)
+    custom = options.get("resources")
+    if isinstance(custom, Mapping):
+        asks.update({name: float(amount) for name, amount in custom.items() if amount > 0})
+    return asks
+
+
+def check_capacity(
+    stages: Sequence[tuple[str, Mapping[str, object]]],
+    replicas: int,
+    nodes: Sequence[Mapping[str, float]],
+) -> None:
+    """ServeError, naming the resource, where a cluster whose alive nodes declare ``nodes`` resources cannot
+    hold every replica of ``stages`` ((description, actor options) each, ``replicas`` replicas apiece): one
+    replica asks for more than any node declares, or all of them for more than the nodes declare in all.
+    A plan that passes may still wait for resources other work holds (the deploy reports that)."""
+    need: dict[str, float] = {}
+    askers: dict[str, list[str]] = {}
+    for description, options in stages:
+        for name, amount in resource_asks(options).items():
+            most = max((node.get(name, 0.0) for node in nodes), default=0.0)
+            if amount > most + RESOURCE_SLACK:
+                raise ServeError(
+                    f"{description} asks Ray for {name} {amount:g} per replica, and no node of the cluster "
+                    f"declares that much (the most: {most:g}): start a node that declares it "
+                    f"({_declaring(name)})"
+                )
+            need[name] = need.get(name, 0.0) + amount * replicas
+            askers.setdefault(name, []).append(f"{description} {replicas} x {amount:g}")
+    for name, amount in need.items():
+        declared = sum(node.get(name, 0.0) for node in nodes)
+        if amount > declared + RESOURCE_SLACK:
+            fewer = ", or give fewer --replicas" if name == "CPU" else ""  # a device's stages share one unit
+            raise ServeError(
+                f"the Ray cluster declares too little {name} for this split: its stages ask for {name} "
+                f"{amount:g} in all ({', '.join(askers[name])}), its nodes declare {declared:g}: start "
+                f"nodes that declare more ({_declaring(name)}){fewer}"
+            )
+
+
+def _declaring(name: str) -> str:
+    """How ``ray start`` declares ``name``."""
+    if name == "CPU":
+        return "ray start --num-cpus=N"
+    if name == "GPU":
+        return "ray start --num-gpus=N on a node with GPUs"
+    return f"ray start --resources='{{\"{name}\": 1}}'"
 
 
 def replica_device(device: str) -> str:
