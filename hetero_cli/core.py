@@ -28,7 +28,7 @@ from .placement import devices as registry
 from .placement.device_string import DeviceRequest
 from .placement.devices import Device
 from .placement.partition import Plan, partition
-from .runtime import CompiledModel, Fallback, check_loadable, compile_with_fallback
+from .runtime import Compiled, CompiledModel, Fallback, check_loadable, compile_with_fallback
 from .runtime.artifacts import cache as compile_cache
 from .runtime.artifacts import importing
 from .runtime.artifacts.artifact import Unpacked
@@ -271,50 +271,33 @@ class Core:
         device_name = "CPU" if device_name is None else device_name
         merged, request, devices = self._devices(device_name, config)
         folder = Path(merged.cache_dir) if merged.cache_dir else None  # made by _devices
+        # drawn once the compile succeeded: a failed one leaves nothing behind (hetero query draws any plan)
+        dots = {"draw": visualize.wanted(merged.dump_dot), "dot_dir": merged.dot_dir}
         held = self._exports.get(model)
         if held is not None and held.device == str(request) and held.affinities == model.affinities():
             imported = merged.merged_over(held.config)
-            compiled = importing.import_compiled(
-                held.unpacked, held.where, devices, imported, str(request), request.hetero, model
+            made = importing.import_compiled(
+                held.unpacked,
+                held.where,
+                devices,
+                imported,
+                str(request),
+                request.hetero,
+                model,
+                **dots,
             )
-            compiled.loaded_from_cache = True
-            return compiled
+            return CompiledModel(made)
         entry = compile_cache.key(model, str(request), merged, folder) if folder is not None else ""
         compiled = None
         if folder is not None:
-            compiled = compile_cache.load(folder, entry, model, devices, merged, str(request), request.hetero)
+            compiled = compile_cache.load(
+                folder, entry, model, devices, merged, str(request), request.hetero, **dots
+            )
         if compiled is None:
-            compiled = self._compile(model, merged, request, devices)
+            compiled = _compile(model, merged, request, devices, **dots)
             if folder is not None:
                 compile_cache.store(folder, entry, compiled)
-        # written once the compile succeeded: a failed one leaves nothing behind (hetero query draws any plan)
-        if visualize.wanted(merged.dump_dot):
-            compiled.dot_files = visualize.dump(model, compiled.plan, merged.dot_dir)  # as fallback left it
-        return compiled
-
-    def _compile(
-        self, model: Model, merged: cfg.SplitConfig, request: DeviceRequest, devices: Sequence[Device]
-    ) -> CompiledModel:
-        """compile_model's query, partition and sessions (no cache)."""
-        probes = _probes(merged, devices)  # the query keeps its probes there; the compile may use them
-        plan = partition(model, _affinities(model, request, devices, probes, merged))
-        by_name: dict[str, Device] = {d.name: d for d in devices}
-        manual = bool(model.affinities())
-        if _saved_automatic(model, manual, request, devices, merged):
-            # the automatic plan's affinities, saved: the query's probes let it run in one session as it did
-            # (whole_plan_probe checks that the probe placed every node as the plan does)
-            query.greedy(model, devices, probes)
-        fallback = Fallback(
-            request.hetero and len(devices) > 1 and merged.fallback(manual), manual, tuple(devices)
-        )
-        try:
-            compiled = compile_with_fallback(model, plan, by_name, merged, str(request), probes, fallback)
-        except CompileError:
-            if query.unprobed(request, devices, model):
-                query.check_supported(model, devices)  # names the nodes the CPU EP lacks
-            raise
-        probes.clear()
-        return compiled
+        return CompiledModel(compiled)
 
     def import_model(
         self, model_stream: Any, device_name: str | None = None, config: Mapping[str, Any] | None = None
@@ -340,8 +323,40 @@ class Core:
         request = device_string.parse(device_name, merged.priorities)
         devices = device_string.available_priorities(request)
         compiled = importing.import_compiled(unpacked, where, devices, merged, str(request), request.hetero)
-        compiled.loaded_from_cache = True
-        return compiled
+        return CompiledModel(compiled)
+
+
+def _compile(
+    model: Model,
+    merged: cfg.SplitConfig,
+    request: DeviceRequest,
+    devices: Sequence[Device],
+    draw: bool,
+    dot_dir: str | None,
+) -> Compiled:
+    """compile_model's query, partition and sessions (no cache); the .dot files drawn with ``draw``, in
+    ``dot_dir``."""
+    probes = _probes(merged, devices)  # the query keeps its probes there; the compile may use them
+    plan = partition(model, _affinities(model, request, devices, probes, merged))
+    by_name: dict[str, Device] = {d.name: d for d in devices}
+    manual = bool(model.affinities())
+    if _saved_automatic(model, manual, request, devices, merged):
+        # the automatic plan's affinities, saved: the query's probes let it run in one session as it did
+        # (whole_plan_probe checks that the probe placed every node as the plan does)
+        query.greedy(model, devices, probes)
+    fallback = Fallback(
+        request.hetero and len(devices) > 1 and merged.fallback(manual), manual, tuple(devices)
+    )
+    try:
+        compiled = compile_with_fallback(
+            model, plan, by_name, merged, str(request), probes, fallback, draw, dot_dir
+        )
+    except CompileError:
+        if query.unprobed(request, devices, model):
+            query.check_supported(model, devices)  # names the nodes the CPU EP lacks
+        raise
+    probes.clear()
+    return compiled
 
 
 @dataclass(frozen=True)

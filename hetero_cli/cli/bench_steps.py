@@ -65,7 +65,7 @@ def measuring_text(api: str, nireq: int, planned: int | None, duration: int | No
 def print_counters(compiled: CompiledModel, per_request: list[list[Any]], pcsort: str | None) -> None:
     """Step 11: each request's counters, as -pc prints them or as -pcsort's table, then the time per
     subgraph and per device (in -pcsort's unit)."""
-    subgraphs = subgraph_summaries(compiled)
+    subgraphs = subgraph_summaries(compiled.subgraphs)
     for k, infos in enumerate(per_request):
         info(f"Performance counts{' sorted' if pcsort else ''} for {k}-th infer request")
         click.echo(bench.sorted_counters(infos, pcsort) if pcsort else format_counters(infos))

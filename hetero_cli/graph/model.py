@@ -266,14 +266,19 @@ class Model:
         dimension set to one size (TypeTable)."""
         return self.types.at_one_size
 
-    @property
-    def declares_fixed_dims(self) -> bool:
-        """Whether the model's own value_info or graph outputs give some tensor a fixed dimension."""
-        return self.types.declares_fixed_dims
+    def typed_copy(self) -> Model:
+        """This model with type corrections of its own (a copy of these, TypeTable.copy): the graph,
+        weights and indexes are shared, never copied. What a compile corrects (correct_type) it corrects in
+        such a copy, so the caller's Model is never changed by a compile or an inference."""
+        copy = object.__new__(Model)
+        copy.__dict__.update(self.__dict__)
+        copy.types = self.types.copy()
+        copy._shape_values = None
+        return copy
 
     def correct_type(self, name: str, value_type: onnx.TypeProto | None) -> None:
-        """Use ``value_type`` for tensor ``name`` from now on, in later compiles of this model too (the
-        contract: TypeTable); None takes a correction back."""
+        """Use ``value_type`` for tensor ``name`` from now on in this Model (the contract: TypeTable; a
+        compile corrects its own typed_copy); None takes a correction back."""
         self.types.correct_type(name, value_type)
         self._shape_values = None  # a shape they follow from may be the one corrected
 
@@ -288,10 +293,6 @@ class Model:
     def correction(self, name: str) -> onnx.TypeProto | None:
         """The type correct_type gave ``name``, or None."""
         return self.types.correction(name)
-
-    def is_corrected(self, name: str) -> bool:
-        """Whether ``name``'s type was replaced by correct_type."""
-        return self.types.is_corrected(name)
 
     def tensor_info(self, name: str) -> TensorInfo:
         """Name, dtype and shape of a tensor, as far as they are known: ``TensorInfo(name, None, None)``

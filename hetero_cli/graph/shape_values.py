@@ -83,7 +83,7 @@ def _small(value: Value | None) -> Value | None:
 
 def _fixed_dims(model: Model, shapes: Mapping[str, onnx.TypeProto], tensor: str) -> list[int] | None:
     """The dimensions of ``tensor`` where every one is fixed, else None."""
-    if model.is_corrected(tensor) or tensor in model.input_names:
+    if model.correction(tensor) is not None or tensor in model.input_names:
         t = model.value_type(tensor)
     else:
         t = shapes.get(tensor)

@@ -41,14 +41,14 @@ class TypeTable:
     ``weightless_copy``: a fresh copy of the model without its large weights (large initializers and
     Constant nodes made inputs of their type and shape), for onnx's inference.
 
-    Corrections, the contract: a correction is a fact learned about the model's own value_info, kept like
-    a cache. The compiler writes one (``correct_type``) when ONNX Runtime shows a declared type wrong: a
-    session refused the declared shape at a subgraph boundary, or a run gave another shape (relax); it
-    takes it back (``correct_type(name, None)`` or the type it had) only when compiling with it failed
-    too. ``value_type`` reads a correction before anything else, so everything typed from then on (the
-    boundaries of exported subgraphs, tensor_info) goes by it. A correction belongs to the Model, not to a
-    compile: it outlives the compile that made it, and a second compile of the same Model starts from it
-    (its sessions are made with the corrected type at once, without failing first).
+    Corrections, the contract: a correction is a fact learned about the model's own value_info. The
+    compiler writes one (``correct_type``) when ONNX Runtime shows a declared type wrong: a session refused
+    the declared shape at a subgraph boundary, or a run gave another shape (relax); it takes it back
+    (``correct_type(name, None)`` or the type it had) only when compiling with it failed too.
+    ``value_type`` reads a correction before anything else, so everything typed from then on (the
+    boundaries of exported subgraphs, tensor_info) goes by it. Corrections belong to a compile, never to
+    the user's Model: a compile corrects its own copy (``Model.typed_copy``), and each revision of a
+    compiled model that corrects more has a copy of its own.
     """
 
     def __init__(
@@ -64,6 +64,14 @@ class TypeTable:
         self._inferred: dict[str, onnx.TypeProto] | None = None
         self._corrected: dict[str, onnx.TypeProto] = {}
         self._at_shapes: tuple[tuple, dict[str, onnx.TypeProto]] | None = None  # (shapes, types)
+
+    def copy(self) -> TypeTable:
+        """A table of the same graph with corrections of its own (a copy of these): what is inferred is
+        shared, being the graph's alone."""
+        table = object.__new__(TypeTable)
+        table.__dict__.update(self.__dict__)  # the inferred tables, cached properties included
+        table._corrected = dict(self._corrected)
+        return table
 
     def value_type(self, name: str) -> onnx.TypeProto | None:
         """The tensor's type (element type and, where known, shape): its correction, else as the model

@@ -39,6 +39,10 @@ ORT_ERRORS: tuple[type[Exception], ...] = (
     ),
     RuntimeError,
 )
+#: what a run raises where ONNX Runtime refuses it: ORT_ERRORS, and the ValueError and TypeError its
+#: Python layer raises for feeds it cannot take (InferenceSession.run's checks). Caught only around ORT's
+#: own calls, where no hetero-cli code runs.
+ORT_RUN_ERRORS: tuple[type[Exception], ...] = (*ORT_ERRORS, ValueError, TypeError)
 
 # ORT's own log lines ("Removing initializer ...", errors it also raises as exceptions) are noise a user
 # cannot act on; 4 = fatal only. Failures still reach hetero-cli as exceptions with ORT's message.

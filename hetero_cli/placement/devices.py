@@ -63,7 +63,7 @@ class DeviceKind:
     full_name: str = ""
     # the query probes the whole model as a compile runs it (ORT's graph optimizations on), so that probe
     # is the session a compile would create: kept for a plan of one subgraph, or for a LATENCY split that
-    # ORT placed as the plan does (compile.whole_plan_probe)
+    # ORT placed as the plan does (runtime.one_session.whole_plan_probe)
     optimized_probe: bool = False
     # its EP builds initializers into what it compiles and ignores a value fed for an overridable one
     # (OpenVINO; TensorRT builds them into its engine): such initializers are handed to it as inputs

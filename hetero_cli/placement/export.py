@@ -88,7 +88,7 @@ def _types_for(model: Model, names: Sequence[str], loose: Sequence[str] = ()) ->
         known = model.value_type(t)
         if t in loose and t in cached and _complete(cached[t]):
             types[t] = cached[t]
-        elif known is not None and (_complete(known) or model.is_corrected(t)):
+        elif known is not None and (_complete(known) or model.correction(t) is not None):
             types[t] = known
         elif t in loose and _elem_known(known):
             types[t] = onnx.TypeProto()  # untyped: ORT's inference fills it in
@@ -127,7 +127,7 @@ def _untyped(model: Model) -> list[str]:
         for node in model.get_ops()
         if not node.is_constant
         for t in node.outputs
-        if t and not model.is_corrected(t) and not _complete(model.value_type(t) or onnx.TypeProto())
+        if t and model.correction(t) is None and not _complete(model.value_type(t) or onnx.TypeProto())
     ]
 
 

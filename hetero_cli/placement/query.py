@@ -402,7 +402,7 @@ def _rest_loads(
     """Whether the CPU EP loads ``proto``, the piece of the operations ``rest`` an earlier device left.
 
     Where the compile keeps the query's probes, no device's whole-model probe may already run the plan
-    (compiler.whole_plan_probe), and ``rest`` is one connected piece (the one CPU subgraph of a plan, as
+    (runtime.one_session.whole_plan_probe), and ``rest`` is one connected piece (the one CPU subgraph of a plan, as
     a table recogniser's Loop is), the probe is created as a compile creates that subgraph's session
     (graph optimizations on, force_spinning_stop) and kept among ``probes.parts``: the compile uses it
     instead of creating the session again. Where that probe fails, the plain probe decides."""

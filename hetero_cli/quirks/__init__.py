@@ -9,6 +9,7 @@ docs/limits.md has one section per record.
 
 from __future__ import annotations
 
+from ..ort.failures import cited
 from ..ort.versions import installed_release
 from . import cpu, gpu, openvino
 from .record import NOT_REPORTED, Quirk
@@ -19,6 +20,7 @@ __all__ = [
     "all_quirks",
     "folds_initializers",
     "in_force",
+    "known_defect",
     "node_refusals",
     "quirk",
     "quirks_in_force",
@@ -38,6 +40,12 @@ def in_force(record: Quirk) -> bool:
 def quirks_in_force() -> tuple[Quirk, ...]:
     """The known quirks the installed ONNX Runtime release has, in ``all_quirks``' order."""
     return tuple(q for q in all_quirks() if in_force(q))
+
+
+def known_defect(ep: str, reason: str) -> str | None:
+    """The id of the known defect of execution provider ``ep`` (on the installed release) whose words
+    ``reason`` (an EP's error in one line) holds, else None: what a warning or an error cites."""
+    return cited(reason, {q.id: q.signature for q in quirks_in_force() if q.ep == ep and q.signature})
 
 
 def quirk(quirk_id: str) -> Quirk:

@@ -75,7 +75,7 @@ CEIL_MODE_POOL = Quirk(
     ),
     repro=_TESTS + "test_openvino_keeps_a_ceil_mode_pools_last_window_the_cpu_ep_drops",
     hook=(
-        "none: documented (pin such pools to CPU); runtime.compiled_model.CompiledModel.relax compiles again "
+        "none: documented (pin such pools to CPU); runtime.replacing.relaxed compiles again "
         "where a split's CPU pool contradicts the declared shape"
     ),
 )
@@ -92,7 +92,7 @@ DECLARED_SHAPE_IN_SPLIT = Quirk(
     ),
     repro=_TESTS + "test_a_value_info_lie_cuts_a_batch_inside_orts_own_openvino_cpu_split",
     hook=(
-        "runtime.compiler.whole_plan_probe asks runtime.type_repair.vetoes_one_session: no one session where "
+        "runtime.one_session.whole_plan_probe asks runtime.type_repair.vetoes_one_session: no one session where "
         "inference contradicts a shape declared between the EP's part and the CPU EP's"
     ),
 )
@@ -246,7 +246,7 @@ STALE_AFTER_FAILURE = Quirk(
     ),
     repro=_TESTS + "test_openvino_answers_a_failed_input_again_with_the_last_outputs",
     hook=(
-        "runtime.executor.Executor.recheck: the unbound rerun of a failed pre-bound run counts as a success "
+        "runtime.recovery.recover: the unbound rerun of a failed pre-bound run counts as a success "
         "only where its outputs differ from the declared shapes (and do not contradict inference: "
         "runtime.shape_check); the whole path (runtime.whole) is never rerun"
     ),
@@ -266,10 +266,9 @@ FAILED_SHAPE_KEPT = Quirk(
     ),
     repro=_TESTS + "test_openvino_fails_the_last_good_shape_again_after_a_failed_run",
     hook=(
-        "runtime.renewal.renewed, asked by runtime.compiled_model.CompiledModel.renew from "
-        "runtime.executor.Executor.failure: a session of this EP whose run failed is made again (the same "
-        "model, options and providers) and swapped in as the compiled model's next revision before the "
-        "failure is raised, so the next inference runs on a fresh session"
+        "runtime.renewal.renewed, asked by runtime.recovery.recover before the caller's error is raised: a "
+        "session of this EP whose run failed is made again (the same model, options and providers) and "
+        "swapped in as the compiled model's next revision, so the next inference runs on a fresh session"
     ),
 )
 
@@ -288,8 +287,8 @@ ATTENTION_OUTPUT_SHAPE = Quirk(
     ),
     repro=_TESTS + "test_openvino_hands_back_a_self_attention_with_its_rows_split_in_two",
     hook=(
-        "runtime.shape_check.contradiction, asked by runtime.executor.Executor.recheck and "
-        "runtime.fallback.settle until a subgraph completes an inference: an output in another rank, or its "
+        "runtime.shape_check.contradiction, asked by runtime.walk.Walk.check_shapes and "
+        "runtime.recovery.recover until a subgraph completes an inference: an output in another rank, or its "
         "elements in another shape, than ONNX Runtime infers is a failure of the subgraph (HETERO_FALLBACK "
         "moves it, the warning citing this id; else an InferenceError), never a result. The check is general "
         "(any EP, every release)"

@@ -4,14 +4,17 @@ import these names from here, not from the modules inside.
 """
 
 from .artifacts.importing import is_export
-from .compiled_model import CompiledModel, CompiledSubgraph
+from .async_queue import AsyncInferQueue
+from .compiled import Compiled
+from .compiled_model import CompiledModel
+from .compiled_subgraph import CompiledSubgraph
 from .compiler import compile_plan, compile_with_fallback
 from .environment import check_loadable, runtime_versions, set_log_level
-from .fallback import Fallback, Move
+from .fallback import Fallback
 from .infer_request import InferRequest
 from .inputs import unfeedable
 from .native import Creating, interrupt_ends_process, sessions_in_creation
-from .pipeline import AsyncInferQueue, Pipeline, pipeline_of
+from .pipeline import Pipeline
 from .profiling import (
     NOT_RUN,
     ProfilingInfo,
@@ -20,12 +23,13 @@ from .profiling import (
     format_counters,
     subgraph_summaries,
 )
-from .revision import Revision
+from .revision import Move, Revision
 from .tap import tap
 
 __all__ = [
     "NOT_RUN",
     "AsyncInferQueue",
+    "Compiled",
     "CompiledModel",
     "CompiledSubgraph",
     "Creating",
@@ -43,7 +47,6 @@ __all__ = [
     "format_counters",
     "interrupt_ends_process",
     "is_export",
-    "pipeline_of",
     "runtime_versions",
     "sessions_in_creation",
     "set_log_level",

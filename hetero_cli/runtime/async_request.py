@@ -4,10 +4,9 @@ flight overlap across devices; ``wait``, ``wait_for`` and the callback follow it
 
 A run's state machine: start_async checks the inputs and queues the first stage (``_launch``); each stage
 (``_stage``) runs the subgraphs of one lane and queues the next lane's, all of the revision the run
-started on (its course); a BoundFailure sends the run back to its first subgraph with fresh buffers
-(after Executor.recheck, on the course it gives: a new revision where one was swapped in); the last
-stage, or a failure, completes it (``_complete``): results, the user's callback, the completion hook,
-then the waiters wake.
+started on (its course); a StepFailure sends the run back to its first subgraph with fresh buffers
+(after runtime.recovery, on the revision it leaves current); the last stage, or a failure, completes it
+(``_complete``): results, the user's callback, the completion hook, then the waiters wake.
 """
 
 from __future__ import annotations
@@ -24,18 +23,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import InferenceError
+from . import recovery
 from .buffers import Buffers
-from .failures import BoundFailure
-from .pipeline import Pipeline, in_flight, pipeline_of
+from .failures import StepFailure
+from .pipeline import Pipeline, in_flight
 from .profiling import Window
 
 if TYPE_CHECKING:
     from .executor import Course, Executor
-    from .infer_request import InferRequest
     from .inputs import Inputs
 
 # called as hook(request, failure or None) once an asynchronous inference has completed
-CompletionHook = Callable[["InferRequest", "InferenceError | None"], None]
+CompletionHook = Callable[[Any, "InferenceError | None"], None]
 
 
 @dataclass(eq=False)  # hashed by identity: in_flight counts each run by itself
@@ -67,7 +66,8 @@ class AsyncRequest:
     _profiled: bool
     _history: list[list[Window]]
 
-    def _init_async(self) -> None:
+    def _init_async(self, pipeline: Pipeline) -> None:
+        self._pipeline = pipeline
         self._cond = threading.Condition()
         self._busy = False
         self._ran = False  # a synchronous inference was run (wait_for's "ready" before any start_async)
@@ -77,7 +77,6 @@ class AsyncRequest:
         self._callback: Callable[[Any], None] | None = None
         self._userdata: Any = None
         self._completion_hook: CompletionHook | None = None
-        self._pipeline: Pipeline | None = None
 
     def start_async(
         self,
@@ -100,12 +99,10 @@ class AsyncRequest:
             self._accept(run, userdata)
             run.course = self._executor.refresh()  # the current revision: the run keeps it to its end
             if not run.course.steps:  # only inputs and constants as outputs: nothing to run
-                results = self._executor.collect({}, feeds, {})
+                results = run.course.walk.collect({}, feeds, {})
                 run.queued = True
                 self._complete(run, None, results)
                 return
-            if self._pipeline is None:
-                self._pipeline = pipeline_of(self.compiled)
             self._launch(run)
         except BaseException as exc:
             if not self._accepted(run):  # refused, or interrupted before: nothing to complete
@@ -200,10 +197,9 @@ class AsyncRequest:
 
     def _launch(self, run: _Run) -> None:
         """Queue ``run``'s first subgraph of its course, with fresh buffers."""
-        assert self._pipeline is not None and run.course is not None
-        executor = self._executor
-        run.buffers = executor.take(run.course)
-        run.values = executor.values(run.feeds, run.buffers)
+        assert run.course is not None
+        run.buffers = run.course.pool.take()
+        run.values = run.course.walk.values(run.feeds, run.buffers)
         run.windows = []
         run.position = 0
         run.queued = False
@@ -213,7 +209,8 @@ class AsyncRequest:
     def _stage(self, run: _Run) -> None:
         """Run the request's subgraphs on this lane until the next one belongs to another lane."""
         executor, pipeline, course = self._executor, self._pipeline, run.course
-        assert pipeline is not None and run.buffers is not None and course is not None
+        assert run.buffers is not None and course is not None
+        walk = course.walk
         steps = course.steps
         i = run.position
         lane = steps[i].lane
@@ -223,7 +220,7 @@ class AsyncRequest:
                 if observer is not None:
                     observer("start", self, i, lane)
                 try:
-                    executor.run_step(steps[i], run.values, run.buffers, run.windows)
+                    walk.run_step(steps[i], run.values, run.buffers, run.windows)
                 finally:
                     if observer is not None:
                         observer("end", self, i, lane)
@@ -234,11 +231,13 @@ class AsyncRequest:
                     run.position = i
                     pipeline.submit(steps[i].lane, functools.partial(self._stage, run))
                     return
-            results = executor.collect(run.values, run.feeds, run.buffers.views)
-        except BoundFailure as failure:
+            results = walk.collect(run.values, run.feeds, run.buffers.views)
+        except StepFailure as failed:
             run.queued = False  # off its lane: queued again only once _launch has submitted it
             try:
-                run.course = executor.recheck(course, failure, run.values, run.feeds)
+                failed.values = run.values
+                recovery.recover(self.compiled, walk, failed, run.feeds)
+                run.course = executor.refresh()
                 self._launch(run)  # from the first subgraph again, with fresh buffers (a new revision's)
             except BaseException as exc:
                 if not run.queued:

@@ -1,142 +1,31 @@
-"""A compiled model: a sequence of frozen revisions (runtime.revision), each a plan's subgraphs with their
-ONNX Runtime sessions and what runs them in order, and its read-only properties. ``relax`` (a run showed a
-declared shape wrong), ``fall_back`` (HETERO_FALLBACK) and ``renew`` (a session its EP left in a failed
-run's state) build the next revision and swap it in."""
+"""CompiledModel: a compiled split as its user holds it, OpenVINO's CompiledModel API. It holds what the
+compile made (runtime.compiled: a value whose current revision is replaced whole, never changed under a
+request), the pipeline its asynchronous requests run on, and answers its read-only properties; it makes
+requests (runtime.infer_request) and exports (runtime.artifacts)."""
 
 from __future__ import annotations
 
-import logging
 import os
-import threading
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+import weakref
+from typing import Any
 
 import numpy as np
 
 from .. import properties
-from ..errors import ConfigError, HeteroError
+from ..errors import ConfigError
 from ..graph import Model, TensorInfo
-from ..ort.session import ort
 from ..placement import config as cfg
 from ..placement import devices as registry
 from ..placement.config import SplitConfig
 from ..placement.device_string import HETERO, split_device
-from ..placement.devices import Device
-from ..placement.partition import Plan, Subgraph
-from . import fallback as falling
-from . import renewal, type_repair
-from .profiling import SessionProfile
-from .revision import Revision, first_revision
-
-if TYPE_CHECKING:
-    from .infer_request import InferRequest
-
-log = logging.getLogger("hetero_cli")
-
-HOST_EPS = frozenset({"CPUExecutionProvider", "OpenVINOExecutionProvider"})
-
-
-@dataclass(frozen=True, eq=False)  # compared and hashed by identity: each is one session
-class CompiledSubgraph:
-    """A plan subgraph with its ORT session and what ORT really did with its nodes; never changed.
-
-    Made by the compile (read them as ``compiled.subgraphs``, in execution order). ``session``: the
-    onnxruntime.InferenceSession; ``placement``: ((EP, ((node, op type), ...)), ...) as ORT assigned the
-    nodes; ``profiler``: set when profiling is on (PERF_COUNT).
-    """
-
-    subgraph: Subgraph
-    target: Device
-    session: ort.InferenceSession
-    placement: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
-    profiler: SessionProfile | None = None
-    from_probe: bool = False  # the session is a query probe (of the whole model, or of a part): compiled once
-    label: str = ""  # what the session runs where that is several subgraphs (CompiledModel.one_session)
-    # what its runs showed, not what it is: set once it completed an inference (``proven``), never unset
-    _completed: threading.Event = field(default_factory=threading.Event, repr=False)
-
-    def __post_init__(self) -> None:
-        placement = tuple((ep, tuple(placed)) for ep, placed in self.placement)
-        object.__setattr__(self, "placement", placement)  # ORT's lists, frozen
-
-    @property
-    def proven(self) -> bool:
-        """It completed an inference: HETERO_FALLBACK never moves it at run time (a failure is the input's)."""
-        return self._completed.is_set()
-
-    def prove(self) -> None:
-        """Record that it completed an inference (``proven`` from now on)."""
-        self._completed.set()
-
-    @property
-    def index(self) -> int:
-        """Place in execution order, from 0."""
-        return self.subgraph.index
-
-    @property
-    def name(self) -> str:
-        """``subgraph<N>``, N from 1."""
-        return self.subgraph.name
-
-    @property
-    def device(self) -> str:
-        """Canonical name of the device this subgraph was compiled for."""
-        return self.target.name
-
-    @property
-    def where(self) -> str:
-        """``subgraph<N> on <device>``, or the label of a session that runs several subgraphs (messages)."""
-        return self.label or f"{self.name} on {self.device}"
-
-    @property
-    def nodes(self) -> tuple[str, ...]:
-        """Friendly names of the model's nodes this subgraph owns."""
-        return self.subgraph.nodes
-
-    @property
-    def inputs(self) -> tuple[str, ...]:
-        """Tensor names it reads from model inputs or earlier subgraphs."""
-        return self.subgraph.inputs
-
-    @property
-    def outputs(self) -> tuple[str, ...]:
-        """Tensor names it hands to later subgraphs or to the caller."""
-        return self.subgraph.outputs
-
-    @property
-    def fallback_nodes(self) -> list[tuple[str, str, str]]:
-        """(node, op type, EP) for nodes ORT ran on another EP than the device's own."""
-        return [
-            (name, op, ep) for ep, placed in self.placement if ep != self.target.ep for name, op in placed
-        ]
-
-    @property
-    def on_host(self) -> bool:
-        """True when the subgraph's outputs live in host memory (CPU and OpenVINO EPs)."""
-        return self.target.ep in HOST_EPS
-
-    @property
-    def description(self) -> str:
-        """Device, node count, and any nodes ORT placed elsewhere - never hidden."""
-        text = f"{self.name}: {self.device} ({self.target.ep}), {len(self.nodes)} node(s)"
-        fallback = self.fallback_nodes
-        if fallback:
-            eps = sorted({ep for _, _, ep in fallback})
-            text += (
-                f"; ORT ran part of it on {', '.join(eps)} instead (nodes as ORT names them after its "
-                f"optimizations): "
-                + ", ".join(f"{n} ({op})" for n, op, _ in fallback[:5])
-                + (" ..." if len(fallback) > 5 else "")
-            )
-        return text
-
-
-# compiler.prepare_subgraph: (model, subgraph, device, config, profile_dir, probe, *, shared) -> the call that
-# creates the subgraph's session
-PrepareSubgraph = Callable[..., Callable[[], CompiledSubgraph]]
-
+from ..placement.partition import Plan
+from .artifacts.exporting import export_compiled, write_artifact
+from .compiled import Compiled
+from .compiled_subgraph import CompiledSubgraph
+from .fallback import Fallback
+from .infer_request import InferRequest
+from .pipeline import Pipeline
+from .revision import Move, Revision
 
 SUPPORTED_PROPERTIES = str(properties.supported_properties)
 EXECUTION_DEVICES = str(properties.execution_devices)
@@ -170,90 +59,125 @@ class CompiledModel:
     results = compiled.create_infer_request().infer({"x": x})
 
     ``inputs`` / ``outputs``: the model's (TensorInfo). What runs is the current Revision (``current()``:
-    plan, sessions, types, frozen); ``plan``, ``subgraphs`` (CompiledSubgraph in execution order), ``runs``,
-    ``one_session``, ``dot_files`` and ``revision`` (its number) read it. A request takes the current
-    revision when an inference starts and runs that one to its end; ``relax`` and ``fall_back`` build the
-    next revision and swap it in under one lock (which no inference takes). Made by compiler.compile_plan,
-    which hands it the values of the model's constant outputs (``constants``) and how to compile one of its
-    subgraphs again (``prepare``: compiler.prepare_subgraph; this module sits below the compiler).
+    model, plan, sessions, moves, frozen); ``plan``, ``subgraphs`` (CompiledSubgraph in execution order),
+    ``runs``, ``one_session``, ``dot_files`` and ``revision`` (its number) read it. A request takes the
+    current revision when an inference starts and runs that one to its end; where a run shows a session
+    wrong, the next revision is built off to the side and swapped in whole. Made by Core from what a
+    compile, an import or CACHE_DIR made (``compiled``).
     """
 
-    def __init__(
-        self,
-        model: Model,
-        plan: Plan,
-        subgraphs: list[CompiledSubgraph],
-        config: SplitConfig,
-        device_name: str,
-        runs: list[CompiledSubgraph] | None = None,
-        *,
-        constants: Mapping[str, np.ndarray],
-        prepare: PrepareSubgraph,
-    ) -> None:
-        self.model = model
-        # what an inference runs, in order (runs): the subgraphs, or one entry standing for the whole plan
-        # where one ORT session runs every subgraph (one_session)
-        self._revision = first_revision(model, plan, subgraphs, runs)
-        self.config = config
-        self.device_name = device_name
-        self.constants = dict(constants)
-        self._prepare = prepare
-        self.profile_dir: Path | None = None  # where profiled sessions write their traces
-        # HETERO_FALLBACK: on or off, the priority list and the moves so far (compile_with_fallback sets it)
-        self.fallback: falling.Fallback | None = None
-        self._change_lock = threading.Lock()
-        # runs whose session failed a run and could not be made again (renew), by ``where``: the reason
-        self.unrenewed: dict[str, str] = {}
-        self.loaded_from_cache = False  # made from an export (CACHE_DIR's, or Core.import_model's)
-        self.inputs: list[TensorInfo] = model.inputs
-        self.outputs: list[TensorInfo] = model.outputs
+    def __init__(self, compiled: Compiled) -> None:
+        self._compiled = compiled
+        self._pipeline = Pipeline(compiled.current().model.name)
+        # not at exit: lanes closed then would start again for the next stages of the inferences in flight
+        # (pipeline.in_flight.drain waits for those), a new thread where Python 3.12 refuses one
+        weakref.finalize(self, self._pipeline.close, 1.0).atexit = False
+
+    # --- what was compiled --------------------------------------------------------------------------
+
+    @property
+    def model(self) -> Model:
+        """The model as the current revision's sessions were compiled from it: the graph read, with type
+        corrections of the compile's own (the Model compiled is never changed)."""
+        return self._compiled.current().model
+
+    @property
+    def inputs(self) -> list[TensorInfo]:
+        """The model's inputs (name, dtype, shape), in order."""
+        return self._compiled.current().model.inputs
+
+    @property
+    def outputs(self) -> list[TensorInfo]:
+        """The model's outputs (name, dtype, shape), in order."""
+        return self._compiled.current().model.outputs
+
+    @property
+    def config(self) -> SplitConfig:
+        """The compile's configuration (HETERO's keys and each device's)."""
+        return self._compiled.config
+
+    @property
+    def device_name(self) -> str:
+        """The device string compiled for ("HETERO:OPENVINO,CPU", "CPU")."""
+        return self._compiled.device_name
+
+    @property
+    def constants(self) -> dict[str, np.ndarray]:
+        """{model output: its value} of the outputs that are constants, computed at compile time."""
+        return dict(self._compiled.constants)
+
+    @property
+    def fallback(self) -> Fallback:
+        """The HETERO_FALLBACK policy: on or off, manual or automatic, the priority list."""
+        return self._compiled.fallback
+
+    @property
+    def moves(self) -> tuple[Move, ...]:
+        """The subgraphs HETERO_FALLBACK moved so far (at compile time and at run time), in order."""
+        return self._compiled.current().moves
+
+    @property
+    def loaded_from_cache(self) -> bool:
+        """Whether it was made from an export: CACHE_DIR's, or Core.import_model's."""
+        return self._compiled.loaded_from_cache
+
+    @property
+    def profile_dir(self) -> Any:
+        """Where profiled sessions write their traces (None without profiling)."""
+        return self._compiled.profile_dir
+
+    @property
+    def unrenewed(self) -> dict[str, str]:
+        """{run: why} for sessions an EP left in a failed run's state that could not be made again."""
+        return dict(self._compiled.unrenewed)
+
+    @property
+    def pipeline(self) -> Pipeline:
+        """The device lanes asynchronous requests run on; set its ``observer`` to trace the stages."""
+        return self._pipeline
+
+    # --- the revision that runs now -----------------------------------------------------------------
 
     def current(self) -> Revision:
         """The revision that runs now (what a new inference takes, and what an export writes)."""
-        return self._revision
+        return self._compiled.current()
 
     @property
     def plan(self) -> Plan:
         """The current revision's Plan (devices as HETERO_FALLBACK left them)."""
-        return self._revision.plan
+        return self._compiled.current().plan
 
     @property
     def subgraphs(self) -> tuple[CompiledSubgraph, ...]:
         """The current revision's subgraphs, in execution order."""
-        return self._revision.subgraphs
+        return self._compiled.current().subgraphs
 
     @property
     def runs(self) -> tuple[CompiledSubgraph, ...]:
         """What an inference of the current revision runs, in order (Revision.runs)."""
-        return self._revision.runs
+        return self._compiled.current().runs
 
     @property
     def revision(self) -> int:
-        """The current revision's number: 0 as compiled, one more for each relax or fallback since."""
-        return self._revision.number
+        """The current revision's number: 0 as compiled, one more for each one a run made since."""
+        return self._compiled.current().number
 
     @property
-    def dot_files(self) -> tuple[Path, ...]:
+    def dot_files(self) -> tuple[Any, ...]:
         """The .dot files drawn of the current revision's plan (OPENVINO_HETERO_VISUALIZE), if any."""
-        return self._revision.dot_files
-
-    @dot_files.setter
-    def dot_files(self, files: tuple[Path, ...]) -> None:
-        """Record the .dot files the compile drew of the current plan (a fallback draws its next one)."""
-        with self._change_lock:
-            self._revision = self._revision.drawn(files)
+        return self._compiled.current().dot_files
 
     @property
     def one_session(self) -> bool:
         """True when one ONNX Runtime session runs all of several subgraphs (PERFORMANCE_HINT=LATENCY, where
         the query's session of the whole model placed every node as the plan does)."""
-        return self._revision.one_session
+        return self._compiled.current().one_session
 
     @property
     def execution_devices(self) -> list[str]:
         """Devices that run the model's nodes, unique: the plan's in execution order, then the CPU where
         ORT ran part of a subgraph on its CPU EP (the subgraph's description names those nodes)."""
-        current = self._revision
+        current = self._compiled.current()
         devices = list(current.plan.devices)
         if "CPU" not in devices and any(
             ep == "CPUExecutionProvider" for run in current.runs for _, _, ep in run.fallback_nodes
@@ -261,17 +185,26 @@ class CompiledModel:
             devices.append("CPU")
         return devices
 
+    # --- requests and exports -----------------------------------------------------------------------
+
     def create_infer_request(self) -> InferRequest:
         """A new InferRequest with its own intermediate tensors: one per thread for concurrent inference
         (a request runs one inference at a time), or several in an AsyncInferQueue."""
-        from .infer_request import InferRequest
-
-        return InferRequest(self)
+        return InferRequest(self._compiled, self._pipeline)
 
     def __call__(self, inputs: Any) -> dict[str, np.ndarray]:
         """Infer once with a throwaway request: ``compiled({"x": x})`` gives {output name: array}, as
         InferRequest.infer, and raises as it does (InferenceError)."""
         return self.create_infer_request().infer(inputs)
+
+    def export_model(self, path: str | os.PathLike[str] | None = None) -> bytes:
+        """This compiled model as it runs now, as one self-contained artifact (exporting.export_compiled):
+        its bytes, also written to ``path`` (whole or not at all) where one is given. Core.import_model
+        loads it. Raises ModelError where ``path`` cannot be written."""
+        data = export_compiled(self._compiled)
+        if path is not None:
+            write_artifact(data, path)
+        return data
 
     def get_property(self, name: str) -> Any:
         """The value of one of COMPILED_PROPERTIES (SUPPORTED_PROPERTIES lists them): EXECUTION_DEVICES
@@ -283,6 +216,7 @@ class CompiledModel:
         MODEL_DISTRIBUTION_POLICY the set of policies the compile used, as Core.get_property gives them
         ({"PIPELINE_PARALLEL"}, or the empty set, OpenVINO's default). ConfigError for any other name."""
         key = str(name).upper()
+        config = self._compiled.config
         if key == SUPPORTED_PROPERTIES:
             return list(COMPILED_PROPERTIES)
         if key == EXECUTION_DEVICES:
@@ -295,108 +229,17 @@ class CompiledModel:
             # one request per pipeline stage keeps every device busy (OpenVINO: the max over submodels)
             return max(1, len({r.device for r in self.runs}))
         if key == cfg.PERFORMANCE_HINT:
-            return self.config.performance_mode
+            return config.performance_mode
         if key == cfg.DEVICE_PROPERTIES:  # of the devices this compile could use, not every one configured
             named = {registry.lookup(name).name for name in self._priorities().split(",") if name}
-            return {k: dict(v) for k, v in self.config.devices.items() if k in named}
+            return {k: dict(v) for k, v in config.devices.items() if k in named}
         if key == cfg.PRIORITIES:
             return self._priorities()
         if key == FALLBACK:
-            return self.fallback is not None and self.fallback.enabled
+            return self.fallback.enabled
         if key == cfg.DISTRIBUTION_POLICY:
-            return set(cfg.parse_distribution_policy(self.config.hetero.get(key, "")))
+            return set(cfg.parse_distribution_policy(config.hetero.get(key, "")))
         raise ConfigError(f"unknown compiled-model property {name!r}: use {', '.join(COMPILED_PROPERTIES)}")
-
-    def export_model(self, path: str | os.PathLike[str] | None = None) -> bytes:
-        """This compiled model as it runs now, as one self-contained artifact (exporting.export_compiled):
-        its bytes, also written to ``path`` (whole or not at all) where one is given. Core.import_model
-        loads it. Raises ModelError where ``path`` cannot be written."""
-        from .artifacts.exporting import export_compiled, write_artifact
-
-        data = export_compiled(self)
-        if path is not None:
-            write_artifact(data, path)
-        return data
-
-    def relax(self, refused: Mapping[str, tuple[int, ...] | None], failed: CompiledSubgraph) -> bool:
-        """Compile again, with those dimensions dynamic, every subgraph that passes a tensor subgraph
-        ``failed`` refused at run time (``refused``: {tensor: the dimensions it refused, None for the
-        rank}), as the next revision.
-
-        The model said the tensor has a shape (its value_info, or onnx's shape inference, which differs
-        from ONNX Runtime's kernels in places: MaxPool with ceil_mode, ConvTranspose with SAME padding) that
-        the producing subgraph did not make; one ORT session over the whole model only warns, so a split
-        runs it too. True when the caller should start over on the current revision (relaxed now, or
-        ``failed`` was compiled again already, for another request); False when nothing is left to relax
-        (the refusal stands). What is relaxed is the type ``failed``'s session declares, whatever gave it
-        (type_repair.relaxed_types).
-        """
-        return self._advance(failed, lambda current: self._relaxed(current, refused, failed))
-
-    def _relaxed(
-        self, current: Revision, refused: Mapping[str, tuple[int, ...] | None], failed: CompiledSubgraph
-    ) -> Revision | None:
-        """relax's next revision after ``current``, or None where nothing is left to relax."""
-        if current.one_session:
-            return None
-        relaxed = type_repair.relaxed_types(failed.session.get_inputs(), refused)
-        if not relaxed:
-            return None
-        before = type_repair.correct(self.model, relaxed)
-        type_repair.warn_relaxed(relaxed, refused)
-        shared = len(current.subgraphs) > 1
-        try:
-            fresh = [
-                self._prepare(
-                    self.model, c.subgraph, c.target, self.config, self.profile_dir, None, shared=shared
-                )()
-                if relaxed.keys() & {*c.inputs, *c.outputs}
-                else c
-                for c in current.subgraphs
-            ]
-        except HeteroError as exc:  # the refusal stands, with this reason beside it in the log
-            log.warning("the subgraphs could not be compiled again: %s", exc)
-            type_repair.take_back(self.model, before)
-            return None
-        return current.next(self.model, fresh)
-
-    def fall_back(self, failed: CompiledSubgraph, cause: BaseException, values: Mapping[str, Any]) -> bool:
-        """HETERO_FALLBACK at run time: ``failed`` failed its first inference with ``cause``; ``values`` holds
-        that inference's model inputs. True when the caller should start the inference over on the current
-        revision (fallback.settle built the next one, now or for another request); False when fallback
-        does not apply. InferenceError where no device of the priority list runs the subgraph."""
-        return self._advance(failed, lambda current: falling.settle(self, current, failed, cause, values))
-
-    def renew(self, failed: CompiledSubgraph, cause: BaseException) -> bool:
-        """After ``failed``'s session failed a run with ``cause``: where its EP keeps a failed run's state
-        (renewal.applies: quirk openvino-failed-shape-kept), make its session again and swap in the next
-        revision with it, so that the next inference starts on a fresh session (requests in flight finish on
-        theirs). True where the current revision no longer holds ``failed`` (made again now, or already
-        for another request); False where nothing applies or it could not be made again."""
-        if not renewal.applies(failed, cause):
-            return False
-        return self._advance(failed, lambda current: renewal.renewed(current, failed, cause, self.unrenewed))
-
-    def _advance(self, failed: CompiledSubgraph, build: Callable[[Revision], Revision | None]) -> bool:
-        """Swap in ``build(current revision)``, unless ``failed`` is no longer the current revision's (another
-        request swapped in the next one already): True then, or where a revision was swapped in; False
-        where ``build`` gives None (nothing changes). Builds run one at a time; inference never waits."""
-        with self._change_lock:
-            current = self._revision
-            if not current.holds(failed):
-                return True
-            following = build(current)
-            if following is None:
-                return False
-            self._revision = following
-            return True
-
-    def prepare(self, subgraph: Subgraph, device: Device, *, shared: bool) -> CompiledSubgraph:
-        """A session of ``subgraph`` on ``device``, with this compile's config (a fallback's move);
-        ``shared``: it is one of several subgraphs (compiler.prepare_subgraph)."""
-        return self._prepare(
-            self.model, subgraph, device, self.config, self.profile_dir, None, shared=shared
-        )()
 
     def _priorities(self) -> str:
         """The devices this compile chose from: HETERO's priorities, or the one device it was given."""

@@ -1,6 +1,8 @@
 """Compile: one ONNX Runtime session per subgraph of a plan, each checked to really run on its device; or,
 under PERFORMANCE_HINT=LATENCY, the query's one session of the whole model where it placed every node as
-the plan does (whole_plan_probe)."""
+the plan does (runtime.one_session). A compile returns a Compiled (runtime.compiled): everything it decided,
+as one value. It works on its own copy of the model's types (Model.typed_copy): the caller's Model is
+never changed."""
 
 from __future__ import annotations
 
@@ -10,20 +12,16 @@ import logging
 import shutil
 import tempfile
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-import numpy as np
-import onnx
-from onnx import numpy_helper
 
 from ..errors import CompileError
 from ..graph import Model
 from ..ort.failures import failure_reason, refused_model
 from ..ort.session import (
     CHECK,
-    CONSTANTS,
+    ORT_ERRORS,
     SUBGRAPH,
     assignment,
     create_session,
@@ -31,19 +29,24 @@ from ..ort.session import (
     record_assignment,
     session_options,
 )
-from ..placement.config import LATENCY, SplitConfig
+from ..placement import visualize
+from ..placement.config import SplitConfig
 from ..placement.devices import Device
-from ..placement.export import extract, fed_initializers, subgraph_model
+from ..placement.export import fed_initializers, subgraph_model
 from ..placement.known_failures import known_failure
-from ..placement.partition import CONSTANT, INPUT, Plan, Subgraph
+from ..placement.partition import Plan, Subgraph
 from ..placement.probes import Probe, Probes
 from ..placement.query import known_claims
 from ..quirks.cpu import FORCE_SPINNING_STOP
 from . import type_repair
-from .compiled_model import CompiledModel, CompiledSubgraph
+from .compiled import Compiled
+from .compiled_subgraph import CompiledSubgraph
+from .constants import constant_outputs
 from .fallback import Fallback, move_at_compile
+from .one_session import one_session, whole_plan_probe
 from .parallel import in_parallel
 from .profiling import SessionProfile
+from .revision import Move, first_revision
 
 log = logging.getLogger("hetero_cli")
 
@@ -114,7 +117,7 @@ def prepare_subgraph(
     def finish() -> CompiledSubgraph:
         try:
             session = create()
-        except Exception as exc:
+        except ORT_ERRORS as exc:
             where = (
                 f"{subgraph.name} ({len(subgraph.nodes)} node(s) on {device.name}: {_ops(model, subgraph)})"
             )
@@ -231,7 +234,8 @@ def _loads_on_cpu(data: str | bytes, model: Model) -> bool:
             subject=f"the CPU EP's load of {model.name}",
             enable_fallback=True,
         )
-    except Exception:
+    except ORT_ERRORS as exc:  # the CPU EP refuses it too: the model is at fault
+        log.debug("the CPU EP refuses %s's subgraph too: %s", model.name, failure_reason(exc))
         return False
     return True
 
@@ -251,56 +255,6 @@ def _unclaimed_note(model: Model, subgraph: Subgraph, device: Device) -> str:
     return f", first those {device.name} does not take: {shown}" + (" ..." if len(refused) > 5 else "")
 
 
-def constant_outputs(model: Model, plan: Plan) -> dict[str, np.ndarray]:
-    """Values of model outputs that are constants, computed once at compile time."""
-    wanted = [name for name, src in plan.output_sources.items() if src == CONSTANT]
-    values: dict[str, np.ndarray] = {}
-    if not wanted:
-        return values
-    rest = []
-    for name in wanted:
-        if name in model.dense_initializer_names:
-            values[name] = model.initializer_array(name)  # read alone: the other weights stay in the file
-        elif name in model.sparse_initializers:
-            values[name] = _dense(model.sparse_initializers[name])
-        else:
-            rest.append(name)
-    if rest:
-        proto = extract(model, model.constant_nodes_for(rest), [], rest, name=f"{model.name}_constants")
-        what = f"the model's constant output(s) {', '.join(map(repr, rest))}"
-        try:
-            sess = create_session(
-                proto.SerializeToString(),
-                session_options(external_dir=model.external_dir),
-                ["CPUExecutionProvider"],
-                purpose=CONSTANTS,
-                subject=proto.graph.name,
-            )
-            values.update(zip(rest, sess.run(rest, {}), strict=True))
-        except RuntimeError as exc:  # an element type ORT's Python API has no numpy type for (bfloat16...)
-            raise CompileError(
-                f"{what} cannot be handed over as numpy arrays ({failure_reason(exc)}): add a Cast to "
-                "float32 after them in the model"
-            ) from None
-        except Exception as exc:  # ORT's own error classes: the model is refused, or the computation failed
-            raise refused_model(what, exc) or CompileError(
-                f"{what} could not be computed: {failure_reason(exc)}"
-            ) from None
-    return values
-
-
-def _dense(sparse: onnx.SparseTensorProto) -> np.ndarray:
-    """A sparse initializer's value as a dense array (hetero-cli hands every output over as numpy)."""
-    values = numpy_helper.to_array(sparse.values)
-    indices = numpy_helper.to_array(sparse.indices).astype(np.int64)
-    dense = np.zeros(tuple(sparse.dims), dtype=values.dtype)
-    if indices.ndim == 1:  # linear positions in the flattened tensor
-        dense.reshape(-1)[indices] = values
-    else:  # one row of coordinates per value
-        dense[tuple(indices.T)] = values
-    return dense
-
-
 def compile_plan(
     model: Model,
     plan: Plan,
@@ -308,7 +262,12 @@ def compile_plan(
     config: SplitConfig,
     device_name: str,
     probes: Mapping[str, Probe] | None = None,
-) -> CompiledModel:
+    *,
+    fallback: Fallback | None = None,
+    moves: Sequence[Move] = (),
+    draw: bool = False,
+    dot_dir: str | None = None,
+) -> Compiled:
     """Create every subgraph's session; the plan must only name devices in ``devices``.
 
     ``probes``: whole-model probe sessions by device (the query's, query.Probes); a plan of one subgraph on such a
@@ -317,13 +276,31 @@ def compile_plan(
     of several subgraphs uses the probe of a part (Probes.parts) as the session of a subgraph it serves
     exactly (_serves). Probes not used are dropped from ``probes`` before any session is created. Sessions are created in parallel
     (parallel.compile_workers threads) while this thread exports the next subgraphs. Boundary types the
-    sessions contradict are corrected on the way (type_repair). Raises CompileError (or ModelError) for
-    a subgraph no session can be made of.
+    sessions contradict are corrected on the way (type_repair), in a copy of ``model``'s types.
+
+    ``fallback``: the HETERO_FALLBACK policy the compiled model keeps (off, by default); ``moves``: those
+    it made before this plan; ``draw``: whether the .dot files of the plan are drawn once every session
+    is made, into ``dot_dir`` (None: the current directory). Returns the Compiled. Raises CompileError (or ModelError) for a subgraph no
+    session can be made of.
     """
+    model = model.typed_copy()  # the compile's own corrections: the caller's Model is never changed
+    if fallback is None:
+        fallback = Fallback(False, bool(model.affinities()), tuple(devices.values()))
     kept = probes if probes is not None else {}
     whole = whole_plan_probe(model, plan, devices, config, kept)
     if whole is not None:
-        return one_session(model, plan, devices, config, device_name, *whole)
+        return one_session(
+            model,
+            plan,
+            devices,
+            config,
+            device_name,
+            *whole,
+            fallback=fallback,
+            moves=moves,
+            draw=draw,
+            dot_dir=dot_dir,
+        )
     shared = len(plan.subgraphs) > 1
     used = _probes_used(model, plan, devices, config, kept, shared)
     if shared or not used:
@@ -343,16 +320,16 @@ def compile_plan(
             )()
 
         compiled = type_repair.correct_contradicted(model, plan, compiled, recompile)
-        result = CompiledModel(
-            model,
-            plan,
-            compiled,
+        constants = constant_outputs(model, plan)  # may fail
+        dots = visualize.dump(model, plan, dot_dir) if draw else ()
+        result = Compiled(
+            first_revision(model, plan, compiled, moves=moves, dot_files=dots),
             config,
             device_name,
-            constants=constant_outputs(model, plan),  # may fail
-            prepare=prepare_subgraph,
+            constants=constants,
+            fallback=fallback,
+            profile_dir=profile_dir,
         )
-        result.profile_dir = profile_dir
     except BaseException:
         if profile_dir is not None:
             shutil.rmtree(profile_dir, ignore_errors=True)
@@ -370,19 +347,34 @@ def compile_with_fallback(
     device_name: str,
     probes: Mapping[str, Probe] | None,
     fallback: Fallback,
-) -> CompiledModel:
+    draw: bool = False,
+    dot_dir: str | None = None,
+) -> Compiled:
     """compile_plan, and where a subgraph's session fails: with fallback on, its nodes to the next device
     that supports them and the model partitioned again, until every session compiles; with it off, the
     error names where HETERO_FALLBACK=YES would move it.
 
-    ``devices``: the priority list's devices by name (a moved subgraph's new device among them). Returns
-    the CompiledModel, its ``fallback`` set (the moves made, for a run-time move later). Raises CompileError
-    naming every device tried where none compiles the subgraph, or as compile_plan does.
+    ``devices``: the priority list's devices by name (a moved subgraph's new device among them);
+    ``draw`` and ``dot_dir``: as compile_plan takes them. Returns the Compiled
+    (its revision holds the moves made). Raises CompileError naming every device tried where none
+    compiles the subgraph, or as compile_plan does.
     """
     tried: dict[str, list[tuple[str, str]]] = {}  # node -> [(device, reason)] it failed on
+    moves: list[Move] = []
     while True:
         try:
-            compiled = compile_plan(model, plan, devices, config, device_name, probes)
+            return compile_plan(
+                model,
+                plan,
+                devices,
+                config,
+                device_name,
+                probes,
+                fallback=fallback,
+                moves=tuple(moves),
+                draw=draw,
+                dot_dir=dot_dir,
+            )
         except CompileError as exc:
             failed = next((s for s in plan.subgraphs if s.name == exc.subgraph), None)
             if failed is None or exc.device is None:
@@ -390,10 +382,7 @@ def compile_with_fallback(
             hint = fallback.hint(model, failed.nodes, exc.device)
             if not fallback.enabled:
                 raise CompileError(str(exc) + hint, subgraph=exc.subgraph, device=exc.device) from None
-            plan = move_at_compile(model, plan, failed, exc, fallback, tried)
-            continue
-        compiled.fallback = fallback
-        return compiled
+            plan = move_at_compile(model, plan, failed, exc, fallback, tried, moves)
 
 
 def _compile_subgraphs(
@@ -455,109 +444,3 @@ def _probes_used(
         if found is not None:
             used[s.name] = found
     return used
-
-
-def whole_plan_probe(
-    model: Model, plan: Plan, devices: Mapping[str, Device], config: SplitConfig, probes: Mapping[str, Probe]
-) -> tuple[Device, Probe] | None:
-    """The kept probe session (and its device) that can run all of a plan of several subgraphs, or None.
-
-    ONNX Runtime splits a session between its EP and the CPU EP just as HETERO:<EP>,CPU does, so where the
-    probe of the first device, created with the compile's settings for both devices, ran exactly the
-    plan's CPU nodes on the CPU EP and every other node on its own, it already is the plan compiled: one
-    session, with none of the per-subgraph sessions' runs and boundaries. Only under PERFORMANCE_HINT=
-    LATENCY (the throughput modes keep one session per subgraph: the pipeline stages requests overlap on)
-    and without profiling (PERF_COUNT counts each subgraph's own session).
-    """
-    if len(plan.subgraphs) < 2 or config.performance_mode != LATENCY or len(plan.devices) != 2:
-        return None
-    cpu, device = sorted((devices[name] for name in plan.devices), key=lambda d: not d.is_cpu)
-    probe = probes.get(device.name)
-    if not cpu.is_cpu or probe is None:
-        return None
-    if device.kind.folds_initializers and model.overridable_initializers:
-        return None  # the probe folded them: a value fed for one would be ignored (prepare_subgraph)
-    mine, theirs = config.settings(device), config.settings(cpu)
-    threads = mine.intra_op_num_threads or None
-    if (
-        mine.profiling
-        or theirs.profiling
-        or probe.providers != device.providers(mine.provider_options)
-        or probe.intra_op_num_threads != threads
-        or theirs.provider_options  # the probe's CPU EP has no options
-        or (theirs.intra_op_num_threads or None) != threads
-    ):
-        return None
-    placed = probe.placement
-    if {ep for ep, _ in placed} - {device.ep, cpu.ep}:
-        return None
-    if type_repair.vetoes_one_session(model, plan):
-        return None
-    # every node of the model the session ran, on the plan's device for it. Nodes ORT fused away (missing
-    # from its record) run inside what they were fused into; a fusion's own name on the EP is the EP's
-    # business, but one on the CPU EP may hold nodes the plan gives the EP: not the plan, then.
-    where = {name: s.device for s in plan.subgraphs for name in s.nodes}
-    for ep, nodes in placed:
-        on = device.name if ep == device.ep else cpu.name
-        for name, _ in nodes:
-            if where.get(name, None if on == cpu.name else on) != on:
-                return None
-    # and no fusion on the EP starts from a node the plan gives the CPU: ORT names a fusion after its first
-    # node ("matmul/MatMulAddFusion"), and affinities set by hand can put that node on the CPU
-    fused_from = {
-        name.split("/")[0] for ep, nodes in placed if ep == device.ep for name, _ in nodes if "/" in name
-    }
-    if any(where.get(first) == cpu.name for first in fused_from):
-        return None
-    return device, probe
-
-
-def one_session(
-    model: Model,
-    plan: Plan,
-    devices: Mapping[str, Device],
-    config: SplitConfig,
-    device_name: str,
-    device: Device,
-    probe: Probe,
-) -> CompiledModel:
-    """A compiled model whose subgraphs all run in ``probe``'s session (whole_plan_probe said it may)."""
-    session = probe.session
-    subgraphs = [
-        CompiledSubgraph(
-            s,
-            devices[s.device],
-            session,
-            [(devices[s.device].ep, [(n, model.node(n).get_type_name()) for n in s.nodes])],
-            from_probe=True,
-        )
-        for s in plan.subgraphs
-    ]
-    outputs = tuple(t for t in plan.outputs if plan.output_sources[t] not in (INPUT, CONSTANT))
-    runs = []
-    if outputs:  # model outputs that are all inputs or constants leave the session nothing to compute
-        whole = Subgraph(
-            index=0,
-            device=device.name,
-            nodes=tuple(n for s in plan.subgraphs for n in s.nodes),
-            constant_nodes=(),
-            inputs=tuple(i.name for i in session.get_inputs()),
-            outputs=tuple(dict.fromkeys(outputs)),
-        )
-        label = f"the one session of subgraph1-subgraph{len(subgraphs)} ({' and '.join(plan.devices)})"
-        runs.append(CompiledSubgraph(whole, device, session, probe.placement, from_probe=True, label=label))
-    log.info(
-        "%d subgraphs run in one ONNX Runtime session: the query's, which placed every node as the plan does "
-        "(PERFORMANCE_HINT=THROUGHPUT gives each subgraph its own)",
-        len(subgraphs),
-    )
-    return CompiledModel(
-        model,
-        plan,
-        subgraphs,
-        config,
-        device_name,
-        runs=runs,
-        constants=constant_outputs(model, plan),
-        prepare=prepare_subgraph,
-    )

@@ -1,38 +1,41 @@
-"""How a subgraph's run failed, as the inference paths tell it: BoundFailure, the signal that a pre-bound
-subgraph failed or that a session refused a tensor's shape (Executor.recheck tells which and recovers);
-refused_inputs, which tensors' shapes were refused; failure, the InferenceError the caller gets, citing the
-known EP defect behind it (known_defect)."""
+"""How a subgraph's run failed: StepFailure, the signal a run raises for the request's recovery to read,
+and ``failure``, the InferenceError the caller gets, citing the known EP defect behind it
+(known_defect)."""
 
 from __future__ import annotations
 
-from collections.abc import Set
+from collections.abc import Mapping
+from typing import Any
 
 from ..errors import InferenceError
-from ..ort import failures as ort_failures
-from ..ort.failures import cited, failure_reason
-from ..quirks import quirks_in_force
+from ..ort.failures import failure_reason
+from ..quirks import known_defect
 from .steps import Step
 
 
-class BoundFailure(Exception):
-    """A subgraph failed with its outputs pre-bound, or refused a tensor's shape; Executor.recheck tells
-    why. ``refused``: what refused_inputs found in ``cause``, where already looked for. Never reaches the
-    caller (an internal signal, not an error of the API)."""
+class StepFailure(Exception):
+    """A subgraph's run failed: ``step``, ORT's error (``cause``: one of ORT_RUN_ERRORS) or the first-run
+    shape check's (an InferenceError), whether it ran pre-bound (``bound``: its outputs in buffers
+    allocated from the shapes its session declares) and ``refused``: {tensor from an earlier subgraph:
+    the dimensions its session refused (None: the rank)}. The request's recovery (runtime.recovery)
+    reads it; it never reaches the caller."""
 
     def __init__(
-        self, step: Step, cause: BaseException, refused: dict[str, tuple[int, ...] | None] | None = None
+        self,
+        step: Step,
+        cause: BaseException,
+        *,
+        bound: bool,
+        refused: Mapping[str, tuple[int, ...] | None] | None = None,
     ):
         super().__init__(str(cause))
         self.step = step
         self.cause = cause
-        self.refused = refused
-
-
-def refused_inputs(step: Step, exc: BaseException, given: Set[str]) -> dict[str, tuple[int, ...] | None]:
-    """{tensor: the dimensions ORT refused (None: its rank)} for the tensors from earlier subgraphs whose
-    shape ``step``'s session refused (the model declared another); empty for any other failure. ``given``:
-    what the caller feeds (checked before the run)."""
-    return ort_failures.refused_inputs(exc, (name for name in step.inputs if name not in given))
+        self.bound = bound
+        self.refused = dict(refused or {})
+        # the inference's tensors when it failed (the failed step's inputs among them), where its walk
+        # had them: what the recovery runs the step on again
+        self.values: dict[str, Any] | None = None
 
 
 def failure(step: Step, exc: BaseException) -> InferenceError:
@@ -42,9 +45,3 @@ def failure(step: Step, exc: BaseException) -> InferenceError:
     known = known_defect(step.compiled.target.ep, reason)
     cite = f" (known EP defect {known}, docs/limits.md)" if known else ""
     return InferenceError(f"{step.compiled.where} failed: {reason}{cite}")
-
-
-def known_defect(ep: str, reason: str) -> str | None:
-    """The id of the known defect of execution provider ``ep`` (quirks record, on the installed release)
-    whose words ``reason`` (an EP's error in one line) holds, else None."""
-    return cited(reason, {q.id: q.signature for q in quirks_in_force() if q.ep == ep and q.signature})

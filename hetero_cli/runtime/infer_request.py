@@ -3,26 +3,28 @@
 ``infer`` checks the caller's inputs (runtime.inputs) and runs the compiled model's subgraph sessions in
 order on the calling thread (runtime.executor, over the request's linked tensors, runtime.buffers);
 ``start_async`` runs them stage by stage on the device pipeline (runtime.async_request); the outputs are
-Results (runtime.results), and the counters of profiled inferences come from runtime.profiling.
+Results (runtime.results), and the counters of profiled inferences come from runtime.profiling. A request
+is made by CompiledModel.create_infer_request, over the compiled model's state (runtime.compiled) and its
+pipeline.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..errors import InferenceError
 from .async_request import AsyncRequest
+from .buffers import LinkPlan
+from .compiled import Compiled
 from .executor import Executor
 from .inputs import Inputs
+from .pipeline import Pipeline
 from .profiling import ProfilingInfo, Window, inference_counters
 from .results import Results, port_name
-
-if TYPE_CHECKING:
-    from .compiled_model import CompiledModel
 
 
 class InferRequest(AsyncRequest):
@@ -36,15 +38,16 @@ class InferRequest(AsyncRequest):
     outputs = request.results
     """
 
-    def __init__(self, compiled: CompiledModel) -> None:
+    def __init__(self, compiled: Compiled, pipeline: Pipeline) -> None:
         self.compiled = compiled
-        self._inputs = Inputs(compiled)
+        model = compiled.current().model
+        self._inputs = Inputs(model.inputs, model)
         self._executor = Executor(compiled, self._inputs)
         self.results: dict[str, np.ndarray] = Results()
         self._profiled = any(step.compiled.profiler is not None for step in self._executor.steps)
         self._history: list[list[Window]] = []
         self._latency_ms = 0.0
-        self._init_async()
+        self._init_async(pipeline)
 
     def infer(
         self, inputs: Mapping[str, Any] | Sequence[Any] | np.ndarray | None = None
@@ -75,11 +78,15 @@ class InferRequest(AsyncRequest):
 
         Empty unless profiling is on (PERF_COUNT=YES for HETERO or for a device), or before any inference.
         """
-        return inference_counters(self.compiled, self._history[-1]) if self._history else []
+        return self._counters(self._history[-1]) if self._history else []
 
     def get_profiling_history(self) -> list[list[ProfilingInfo]]:
         """Counters of every inference this request ran while profiling, oldest first (for averages)."""
-        return [inference_counters(self.compiled, windows) for windows in self._history]
+        return [self._counters(windows) for windows in self._history]
+
+    def _counters(self, windows: list[Window]) -> list[ProfilingInfo]:
+        current = self.compiled.current()
+        return inference_counters(current.model, current.plan.outputs, windows)
 
     def get_tensor(self, name: Any) -> np.ndarray:
         """An output of the last inference, by name, output port or output index; InferenceError for an
@@ -101,6 +108,13 @@ class InferRequest(AsyncRequest):
             f"no output {name!r:.60} from the last inference: give an output's name, port or index "
             f"(outputs are {', '.join(names)})"
         )
+
+    @property
+    def links(self) -> LinkPlan:
+        """How this request links the current revision's subgraphs (plain data): which boundary tensors
+        are allocated once and pre-bound, which are made per inference, which subgraph feeds which, and
+        the path an inference given exactly the static inputs' arrays takes."""
+        return self._executor.refresh().pool.plan
 
     @property
     def latency(self) -> float:

@@ -11,28 +11,26 @@ from typing import Any
 import numpy as np
 
 from ..errors import InferenceError
-from ..graph import TensorInfo, shape_text
+from ..graph import Model, TensorInfo, shape_text
 from ..ort.values import Shape
 from .results import port_name
 
 
 class Inputs:
-    """A compiled model's inputs, and the checks a caller's values pass before an inference runs.
+    """A compiled model's ``inputs`` (TensorInfo, in order), and the checks a caller's values pass before
+    an inference runs; ``model``: the model compiled (its overridable initializers and types)."""
 
-    ``compiled`` is a CompiledModel (read: ``inputs``, ``model``'s overridable initializers and types).
-    """
-
-    def __init__(self, compiled: Any):
-        self.tensors: dict[str, TensorInfo] = {i.name: i for i in compiled.inputs}
+    def __init__(self, inputs: Sequence[TensorInfo], model: Model):
+        self.tensors: dict[str, TensorInfo] = {i.name: i for i in inputs}
         # what a value fed for an overridable initializer must be: the initializer's own type and shape
         self.overridable: dict[str, TensorInfo] = {
-            t: compiled.model.tensor_info(t) for t in compiled.model.overridable_initializers
+            t: model.tensor_info(t) for t in model.overridable_initializers
         }
         # (dtype, shape, C-order strides) of inputs whose every dimension is fixed: an array with exactly
         # these is accepted at a glance
         self.exact: dict[str, tuple[np.dtype, Shape, Shape]] = {
             i.name: (i.dtype, tuple(i.shape), c_strides(i.shape, i.dtype.itemsize))
-            for i in compiled.inputs
+            for i in inputs
             if i.dtype is not None
             and not i.dtype.hasobject  # strings: no OrtValue holds them, the straight path cannot bind them
             and numpy_native(i.dtype)  # bfloat16 and the like: refused by _check_tensor
@@ -42,14 +40,12 @@ class Inputs:
         # sequence, map and optional inputs: handed to ORT as given (lists, dicts), as its run() takes them
         self.non_tensor = frozenset(
             i.name
-            for i in compiled.inputs
-            if (t := compiled.model.value_type(i.name)) is not None and not t.HasField("tensor_type")
+            for i in inputs
+            if (t := model.value_type(i.name)) is not None and not t.HasField("tensor_type")
         )
         # inputs no OrtValue can hold (those and strings): kept as given, for the plain steps that read them
         self.unwrapped = self.non_tensor | {
-            i.name
-            for i in (*compiled.inputs, *self.overridable.values())
-            if i.dtype is not None and i.dtype.hasobject
+            i.name for i in (*inputs, *self.overridable.values()) if i.dtype is not None and i.dtype.hasobject
         }
         self.names = frozenset(self.tensors)
         # what the caller feeds (checked before a run): a session refusing one of these is no relax's business

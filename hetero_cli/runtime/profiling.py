@@ -16,14 +16,15 @@ import itertools
 import json
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .compiled_model import CompiledModel, CompiledSubgraph
+    from ..graph import Model
+    from .compiled_subgraph import CompiledSubgraph
 
 EXECUTED = "EXECUTED"
 NOT_RUN = "NOT_RUN"
@@ -207,9 +208,12 @@ def parse_trace(path: str | os.PathLike[str], start_ns: int) -> list[Run]:
     return out
 
 
-def inference_counters(compiled: CompiledModel, windows: Iterable[Window]) -> list[ProfilingInfo]:
-    """Counters of one inference of ``compiled``, subgraph by subgraph in the order ``windows`` (its
-    profiled subgraphs' runs) lists them; a run the profiler's trace does not show gives none."""
+def inference_counters(
+    model: Model, model_outputs: Collection[str], windows: Iterable[Window]
+) -> list[ProfilingInfo]:
+    """Counters of one inference of a compiled ``model`` (whose outputs are ``model_outputs``), subgraph by
+    subgraph in the order ``windows`` (its profiled subgraphs' runs) lists them; a run the profiler's
+    trace does not show gives none."""
     infos: list[ProfilingInfo] = []
     for sub, tid, start, end in windows:
         if sub.profiler is None:
@@ -218,8 +222,7 @@ def inference_counters(compiled: CompiledModel, windows: Iterable[Window]) -> li
         run = sub.profiler.find(tid, start, end)
         if run is None:
             continue
-        outputs = [o for o in sub.outputs if o in compiled.plan.outputs]
-        model = compiled.model
+        outputs = [o for o in sub.outputs if o in model_outputs]
         nodes = {n: model.node(n).get_type_name() for n in sub.nodes}
         infos += subgraph_counters(sub.index + 1, sub.device, sub.target.ep, sub.on_host, nodes, run, outputs)
     return infos
@@ -361,9 +364,10 @@ class SubgraphSummary:
     nodes: int
 
 
-def subgraph_summaries(compiled: CompiledModel) -> list[SubgraphSummary]:
-    """One SubgraphSummary per subgraph of ``compiled``, in execution order (for counter_tables)."""
-    return [SubgraphSummary(s.index + 1, s.device, s.target.ep, len(s.nodes)) for s in compiled.subgraphs]
+def subgraph_summaries(subgraphs: Iterable[CompiledSubgraph]) -> list[SubgraphSummary]:
+    """One SubgraphSummary per compiled subgraph (a compiled model's ``subgraphs``, in execution order),
+    for counter_tables."""
+    return [SubgraphSummary(s.index + 1, s.device, s.target.ep, len(s.nodes)) for s in subgraphs]
 
 
 def counter_tables(

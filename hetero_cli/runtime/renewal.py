@@ -6,7 +6,7 @@ zero batch failed a MaxPool, every run in the last good shape failed the same wa
 compiled model (a served split refused every valid request after one bad one). Where the installed release
 has that defect, the failed session is made again (the same model, options and providers:
 ort.session.fresh_session) off to the side, and the compiled model's next revision, with it in place of the
-failed one, is swapped in before the failure reaches the caller (CompiledModel.renew); a request in flight
+failed one, is swapped in before the failure reaches the caller (runtime.recovery); a request in flight
 keeps the revision it started with. Other EPs' sessions are left as they are: the CPU EP's runs after a
 failed one are right (tests/quirks/test_openvino_limits.py), and making a session again costs a compile.
 """
@@ -24,7 +24,7 @@ from ..quirks.openvino import FAILED_SHAPE_KEPT
 from .profiling import SessionProfile
 
 if TYPE_CHECKING:
-    from .compiled_model import CompiledSubgraph
+    from .compiled_subgraph import CompiledSubgraph
     from .revision import Revision
 
 log = logging.getLogger("hetero_cli")
@@ -41,25 +41,17 @@ def applies(failed: CompiledSubgraph, cause: BaseException) -> bool:
     )
 
 
-def renewed(
-    current: Revision, failed: CompiledSubgraph, cause: BaseException, unrenewed: dict[str, str]
-) -> Revision | None:
+def renewed(current: Revision, failed: CompiledSubgraph, cause: BaseException) -> Revision | None:
     """The revision after ``current`` in which ``failed``'s session (that of every subgraph and run of
-    ``current`` that shares it: a split ORT runs in one session) is a fresh one made as it was; None where
-    it cannot be made again (the failure stands, the reason is logged and kept in ``unrenewed``, by
-    ``failed.where``, until a later renewal of it succeeds). Called with the compiled model's change lock
-    held; ``current`` and the requests running it are left as they are."""
+    ``current`` that shares it: a split ORT runs in one session) is a fresh one made as it was; None
+    where hetero-cli has no record of how it was made. Raises ORT_ERRORS where the device will not make
+    it now (the caller records why: the next inference meets the old session)."""
     session = failed.profiler.session if failed.profiler is not None else failed.session
-    try:  # a profiled subgraph's profiler makes its sessions (each with a trace file of its own)
-        made = failed.profiler.recreate() if failed.profiler is not None else fresh_session(failed.session)
-    except ORT_ERRORS as exc:  # the device will not take it now: the next inference meets the old session
-        unrenewed[failed.where] = ep_cause(exc)
-        log.warning("%s could not be made again after its failed run: %s", failed.where, ep_cause(exc))
-        return None
+    # a profiled subgraph's profiler makes its sessions (each with a trace file of its own)
+    made = failed.profiler.recreate() if failed.profiler is not None else fresh_session(failed.session)
     if made is None:  # a session hetero-cli did not create (a test's): nothing to make it from
         log.debug("%s: no record of how its session was made; it is not made again", failed.where)
         return None
-    unrenewed.pop(failed.where, None)
     fresh = {}
     for compiled in (*current.subgraphs, *current.runs):
         if compiled.session is failed.session or compiled.session is session:

@@ -1,48 +1,81 @@
 """Revisions: a compiled model is a sequence of frozen states, each what one inference runs from its start
 to its end.
 
-A Revision holds the plan, the subgraphs' compiled sessions (CompiledSubgraph, frozen too), what an
-inference runs of them, the boundary type corrections its sessions were compiled with and the .dot files
-drawn of its plan. Nothing in it changes once made. Where a run shows a session wrong (a declared shape
-relaxed, a HETERO_FALLBACK move, a session an EP left in a failed run's state), the compiled model builds
-the next revision from the current one and swaps it in (CompiledModel.current() then answers it); a request in flight keeps running the revision it
-started with, and one that hit the failure starts over on the new one.
+A Revision holds the model as its sessions were compiled from it (with the type corrections they were
+compiled with: a copy of the caller's Model, never the caller's), the plan, the subgraphs' compiled
+sessions (CompiledSubgraph, frozen too), what an inference runs of them, the HETERO_FALLBACK moves that
+made it, the runs whose outputs are made per inference and the .dot files drawn of its plan. Nothing in
+it changes once made. Where a run shows a session wrong (a declared shape relaxed, a HETERO_FALLBACK
+move, a session an EP left in a failed run's state, outputs in other shapes than declared), the next
+revision is built from the current one off to the side and swapped in whole (Compiled.advance); a request
+in flight keeps running the revision it started with, and one that hit the failure starts over on the
+new one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
 import onnx
 
 from ..graph import Model
+from ..ort.failures import ep_cause
 from ..placement.partition import Plan
+from .compiled_subgraph import CompiledSubgraph
 
-if TYPE_CHECKING:
-    from .compiled_model import CompiledSubgraph
+COMPILE = "failed to compile"
+FIRST_INFERENCE = "failed its first inference"
+
+
+@dataclass(frozen=True)
+class Move:
+    """One subgraph HETERO_FALLBACK moved: ``subgraph`` (its name where it failed), its ``nodes``, the
+    device it ``left`` and the one it went ``to``, the EP's ``reason`` in one line, the ``quirk`` id of the
+    known EP defect behind it (None if none is known), and the ``stage`` it failed at (COMPILE or
+    FIRST_INFERENCE)."""
+
+    subgraph: str
+    nodes: tuple[str, ...]
+    left: str
+    to: str
+    reason: str
+    quirk: str | None
+    stage: str
+
+    @property
+    def message(self) -> str:
+        """The one warning line a user sees for this move."""
+        known = f" (known EP defect {self.quirk}, docs/limits.md)" if self.quirk else ""
+        return (
+            f"HETERO_FALLBACK: {self.subgraph} ({len(self.nodes)} node(s)) {self.stage} on {self.left}"
+            f"{known}: {ep_cause(self.reason)}; it runs on {self.to} instead"
+        )
 
 
 @dataclass(frozen=True, eq=False)  # one revision is one object: requests compare them by identity
 class Revision:
     """One state of a compiled model, never changed (assigning a field raises FrozenInstanceError).
 
-    ``number``: 0 for the compile's, one more for each revision built from it; ``plan``: the Plan its
-    subgraphs run (devices as moved by HETERO_FALLBACK); ``subgraphs``: CompiledSubgraph in execution
-    order; ``runs``: what an inference runs, in order: the subgraphs, or one entry standing for all of them
-    where one ONNX Runtime session runs the whole plan (``one_session``); ``types``: {tensor passed between
-    subgraphs: its type correction} as the sessions were compiled with it (Model.correction; a relax adds
-    some), read-only; ``dot_files``: the .dot files drawn of ``plan`` (OPENVINO_HETERO_VISUALIZE), if any.
+    ``number``: 0 for the compile's, one more for each revision built from it; ``model``: the model its
+    sessions were compiled from, with the type corrections they were compiled with; ``plan``: the Plan
+    its subgraphs run (devices as moved by HETERO_FALLBACK); ``subgraphs``: CompiledSubgraph in execution
+    order; ``runs``: what an inference runs, in order: the subgraphs, or one entry standing for all of
+    them where one ONNX Runtime session runs the whole plan (``one_session``); ``moves``: the
+    HETERO_FALLBACK moves made so far (at compile time and at run time), in order; ``unbound``: positions
+    of the runs whose outputs are made per inference (their shapes came out other than declared);
+    ``dot_files``: the .dot files drawn of ``plan`` (OPENVINO_HETERO_VISUALIZE), if any.
     """
 
     number: int
+    model: Model
     plan: Plan
     subgraphs: tuple[CompiledSubgraph, ...]
     runs: tuple[CompiledSubgraph, ...]
-    types: Mapping[str, onnx.TypeProto] = field(default_factory=lambda: MappingProxyType({}))
+    moves: tuple[Move, ...] = ()
+    unbound: frozenset[int] = frozenset()
     dot_files: tuple[Path, ...] = ()
 
     @property
@@ -51,35 +84,43 @@ class Revision:
         the query's session of the whole model placed every node as the plan does)."""
         return len(self.runs) < len(self.subgraphs)
 
+    @property
+    def types(self) -> Mapping[str, onnx.TypeProto]:
+        """{tensor passed between subgraphs: the type its sessions were compiled with, where the model's
+        was corrected} (read-only)."""
+        return corrections(self.model, self.plan)
+
     def holds(self, compiled: CompiledSubgraph) -> bool:
         """Whether ``compiled`` (that very object) is one of this revision's subgraphs or runs."""
         return any(c is compiled for c in (*self.runs, *self.subgraphs))
 
     def next(
         self,
-        model: Model,
         subgraphs: Sequence[CompiledSubgraph],
         *,
+        model: Model | None = None,
         plan: Plan | None = None,
-        dot_files: tuple[Path, ...] | None = None,
+        moves: Sequence[Move] = (),
+        dot_files: Sequence[Path] | None = None,
     ) -> Revision:
         """The revision after this one: ``subgraphs`` (one session each, so they are also its runs) for
-        ``plan`` (this one's by default), the types corrected in ``model`` now, and ``dot_files`` (this
-        one's by default: the caller draws the new plan where they were drawn)."""
-        plan = self.plan if plan is None else plan
+        ``plan`` (this one's by default), compiled from ``model`` (this one's by default), with ``moves``
+        made on the way (after this one's) and ``dot_files`` (this one's by default: the caller draws the
+        new plan where they were drawn). Its outputs are bound again (new sessions, new shapes)."""
         return Revision(
             self.number + 1,
-            plan,
+            self.model if model is None else model,
+            self.plan if plan is None else plan,
             tuple(subgraphs),
             tuple(subgraphs),
-            corrections(model, plan),
+            (*self.moves, *moves),
+            frozenset(),
             self.dot_files if dot_files is None else tuple(dot_files),
         )
 
     def renewed(self, fresh: Mapping[CompiledSubgraph, CompiledSubgraph]) -> Revision:
         """The revision after this one with each of ``fresh``'s keys (subgraphs or runs of this one) replaced
-        by its value, the same subgraph in a session made anew (runtime.renewal); the plan, types and .dot
-        files stay this one's."""
+        by its value, the same subgraph in a session made anew (runtime.renewal); all else stays."""
         return replace(
             self,
             number=self.number + 1,
@@ -87,33 +128,42 @@ class Revision:
             runs=tuple(fresh.get(c, c) for c in self.runs),
         )
 
-    def drawn(self, dot_files: Sequence[Path]) -> Revision:
-        """This revision with ``dot_files`` drawn of its plan (the same sessions and number)."""
-        return replace(self, dot_files=tuple(dot_files))
+    def unbinding(self, position: int) -> Revision:
+        """The revision after this one whose run at ``position`` has its outputs made per inference (its
+        session made them in other shapes than it declares); the same sessions."""
+        return replace(self, number=self.number + 1, unbound=self.unbound | {position})
 
 
 def first_revision(
-    model: Model, plan: Plan, subgraphs: Sequence[CompiledSubgraph], runs: Sequence[CompiledSubgraph] | None
+    model: Model,
+    plan: Plan,
+    subgraphs: Sequence[CompiledSubgraph],
+    runs: Sequence[CompiledSubgraph] | None = None,
+    *,
+    moves: Sequence[Move] = (),
+    dot_files: Sequence[Path] = (),
 ) -> Revision:
-    """A compile's revision 0: ``subgraphs`` for ``plan``, ``runs`` what an inference runs of them (None:
-    the subgraphs themselves)."""
+    """A compile's revision 0: ``subgraphs`` for ``plan`` compiled from ``model``, ``runs`` what an
+    inference runs of them (None: the subgraphs themselves), the compile's HETERO_FALLBACK ``moves`` and
+    the ``dot_files`` drawn of ``plan``."""
     return Revision(
         0,
+        model,
         plan,
         tuple(subgraphs),
         tuple(subgraphs) if runs is None else tuple(runs),
-        corrections(model, plan),
+        tuple(moves),
+        frozenset(),
+        tuple(dot_files),
     )
 
 
 def corrections(model: Model, plan: Plan) -> Mapping[str, onnx.TypeProto]:
-    """{tensor ``plan`` passes between subgraphs: the type ``model`` corrected it to}, read-only; each a copy
-    (a later correction of the Model leaves it as it is)."""
-    found = {}
-    for name in sorted(plan.passed_tensors()):
-        corrected = model.correction(name)
-        if corrected is not None:
-            copy = onnx.TypeProto()
-            copy.CopyFrom(corrected)
-            found[name] = copy
-    return MappingProxyType(found)
+    """{tensor ``plan`` passes between subgraphs: the type ``model`` corrected it to}, read-only."""
+    return MappingProxyType(
+        {
+            name: corrected
+            for name in sorted(plan.passed_tensors())
+            if (corrected := model.correction(name)) is not None
+        }
+    )

@@ -14,13 +14,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..graph import Model, shape_text, type_shape
 from ..ort.values import OrtValue, Shape
-
-if TYPE_CHECKING:
-    from .steps import Step
 
 # the words of the check's message, which quirk openvino-attention-output-shape cites as its signature
 INFERRED = "ONNX Runtime infers for it"
@@ -42,12 +39,14 @@ def static_shapes(declared: Iterable[Any], outputs: Sequence[str]) -> tuple[Shap
     return tuple(shapes)
 
 
-def contradiction(step: Step, values: Mapping[str, Any], model: Model) -> str | None:
-    """What is wrong with the first output of ``step`` in ``values`` ({name: what its run made}) that came
-    back in another rank, or with the same elements in another shape, than its static shape
-    (``step.shapes``), where onnx's inference without the model's value_info gives that shape too; None
-    where every output agrees (or may differ)."""
-    for name, want in zip(step.outputs, step.shapes, strict=True):
+def contradiction(
+    outputs: Sequence[str], shapes: Sequence[Shape | None], values: Mapping[str, Any], model: Model
+) -> str | None:
+    """What is wrong with the first of a run's ``outputs`` in ``values`` ({name: what its run made}) that
+    came back in another rank, or with the same elements in another shape, than its static shape
+    (``shapes``: a step's, static_shapes), where onnx's inference without the model's value_info gives
+    that shape too; None where every output agrees (or may differ)."""
+    for name, want in zip(outputs, shapes, strict=True):
         if want is None:
             continue
         got = _shape_of(values.get(name))

@@ -14,7 +14,7 @@ from .shape_check import static_shapes
 if TYPE_CHECKING:
     from ..graph import Model
     from ..placement.partition import Plan
-    from .compiled_model import CompiledModel, CompiledSubgraph
+    from .compiled_subgraph import CompiledSubgraph
     from .revision import Revision
 
 
@@ -49,11 +49,9 @@ class Step:
     defaults: Mapping[str, Any] = field(default_factory=dict)
 
 
-def plan_steps(compiled: CompiledModel, revision: Revision | None = None) -> list[Step]:
-    """The steps of ``compiled``'s runs (its subgraphs' sessions) in ``revision`` (the current one by
-    default), in execution order."""
-    revision = compiled.current() if revision is None else revision
-    return steps_of(compiled.model, revision.plan, revision.runs)
+def plan_steps(revision: Revision) -> list[Step]:
+    """The steps of ``revision``'s runs (its subgraphs' sessions), in execution order."""
+    return steps_of(revision.model, revision.plan, revision.runs)
 
 
 def steps_of(model: Model, plan: Plan, runs: Sequence[CompiledSubgraph]) -> list[Step]:

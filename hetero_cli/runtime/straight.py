@@ -9,8 +9,9 @@ from typing import Any
 
 import numpy as np
 
+from ..ort.session import ORT_RUN_ERRORS
 from ..ort.values import CPU, RUN_OPTIONS, Shape, from_numpy
-from .failures import BoundFailure
+from .failures import StepFailure
 from .results import Results
 from .steps import Step
 
@@ -20,7 +21,7 @@ class Straight:
     """The serving case cut to the bone: InferRequest.infer given a dict of exactly the static inputs'
     arrays, every subgraph pre-bound, every model output copied out of a buffer. ``run(feeds)`` checks the
     arrays, binds one not bound already, runs the sessions and copies the outputs out; None when ``feeds``
-    is not such a dict (the general path takes it). Raises BoundFailure when a session fails.
+    is not such a dict (the general path takes it). Raises StepFailure when a session fails.
 
     Every statement here runs on caches the EPs' kernels have just swept, so it costs several times what it
     does alone: on a small split the Python around the runs is a visible share of the latency, and
@@ -69,8 +70,8 @@ def straight(
             for session_run, io in runs:
                 session_run(io, options)
                 i += 1
-        except Exception as exc:
-            raise BoundFailure(steps[i], exc) from None
+        except ORT_RUN_ERRORS as exc:
+            raise StepFailure(steps[i], exc, bound=True) from None
         results = Results()
         results._names = names
         for name, view in copies:

@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import InferenceError
+from ..ort.session import ORT_RUN_ERRORS
 from ..ort.values import CPU, OrtValue, from_numpy, to_numpy
-from .executor import run_unbound
 from .failures import failure
 from .inputs import Inputs
 from .steps import plan_steps, step_feeds
+from .walk import run_session
 
 if TYPE_CHECKING:
     from .compiled_model import CompiledModel
@@ -42,18 +43,19 @@ def tap(compiled: CompiledModel, feeds: Any) -> dict[str, Any]:
             f"the {len(revision.subgraphs)} subgraphs of this compile run in one ONNX Runtime session, which "
             "hands over no tensor between them: compile with PERFORMANCE_HINT=THROUGHPUT to tap them"
         )
-    inputs = Inputs(compiled)
+    model = revision.model
+    inputs = Inputs(model.inputs, model)
     checked = inputs.check(inputs.as_dict(feeds))
     values: dict[str, Any] = {
         name: value if name in inputs.unwrapped else from_numpy(value, CPU) for name, value in checked.items()
     }
     produced_by_steps: list[str] = []
-    for step in plan_steps(compiled, revision):
+    for step in plan_steps(revision):
         # outputs to host memory: a CUDA subgraph's tensor kept on its device could not be read here
         host = dataclasses.replace(step, on_device=False) if step.on_device else step
         try:
-            produced = run_unbound(host, step.compiled.session, step_feeds(step, values))
-        except Exception as exc:
+            produced = run_session(host, step.compiled.session, step_feeds(step, values))
+        except ORT_RUN_ERRORS as exc:
             raise failure(step, exc) from None
         values.update(zip(step.outputs, produced, strict=True))
         produced_by_steps.extend(step.outputs)

@@ -22,28 +22,28 @@ mechanisms of the compile side set such boundary types right:
   test_value_info_lies_over_two_boundaries_are_all_corrected, test_a_lie_that_fixes_a_dynamic_batch_...,
   test_a_true_value_info_is_kept_as_declared, test_a_minus_one_dimension_is_dynamic_not_contradicted,
   test_a_lying_value_info_between_openvino_and_cpu).
-- veto (``vetoes_one_session``): asked by the one-session choice (compiler.whole_plan_probe) before a
+- veto (``vetoes_one_session``): asked by the one-session choice (one_session.whole_plan_probe) before a
   query's probe session serves a whole plan; True where a passed tensor's declared shape is contradicted
   by inference at another batch size (the OpenVINO EP would hand it over in the declared shape,
   silently). It changes nothing: the plan then gets a session per subgraph, which relax can correct.
   Tests: test_declared_types.py (test_a_value_info_lie_between_openvino_and_cpu_keeps_latency_from_one_
   session, test_a_correct_value_info_keeps_latencys_one_session).
-- relax (``relaxed_types``, for ``CompiledModel.relax``): fires at run time, when a subgraph refused a
+- relax (``relaxed_types``, for ``replacing.relaxed``): fires at run time, when a subgraph refused a
   tensor an earlier one made (another size, another rank). The refused dimensions of the type the
   refusing session declares are made symbolic (the rank dropped where the rank was refused) and the
   subgraphs that pass the tensor compiled again; if that compile fails the corrections are taken back.
   Tests: test_declared_types.py (test_a_value_info_true_only_for_one_batch_is_relaxed_when_the_run_shows_
   it and the relax tests after it, test_a_second_compile_of_the_same_model_relaxes_its_own_sessions).
 
-What they may change: only the Model's type corrections (``Model.correct_type``) of tensors passed
-between subgraphs. The corrections carry over between
-compiles of one Model: a second compile of it starts from the types the first one corrected (the decided
-contract), and relax corrects the same Model's types for every compiled model of it. What they never do:
-change the graph, its nodes, initializers, inputs or outputs, the plan or its placement; guess a type no inference gives (every corrected type is ORT's or inference's, or the
+What they may change: only the type corrections (``Model.correct_type``) of tensors passed between
+subgraphs, in the compile's own copy of the model (Model.typed_copy; relax in a copy of its revision's):
+the caller's Model is never changed, and each compile finds its corrections itself. What they never do:
+change the graph, its nodes, initializers, inputs or outputs, the plan or its placement; guess a type no
+inference gives (every corrected type is ORT's or inference's, or the
 declared one with dimensions made symbolic); retry more than once, or keep corrections whose compile
 failed. A failure not about shapes is raised as it is, the types untouched.
 
-Not here: at run time (runtime/executor.py Executor.recheck, runtime/buffers.py BufferPool.renew), an output whose metadata ORT gets wrong is made per
+Not here: at run time (runtime/recovery.py, Revision.unbinding), an output whose metadata ORT gets wrong is made per
 inference instead of bound in advance (the unbound fallback; tests/runtime/test_linked_tensors.py), unless
 its shape contradicts ONNX Runtime's inference (runtime/shape_check.py: the EP's mistake, a failure), and
 an extra CPU session infers types no declaration gives (ort/types.py).
@@ -65,7 +65,7 @@ from ..ort.types import arg_type
 from ..placement.partition import Plan
 
 if TYPE_CHECKING:
-    from .compiled_model import CompiledSubgraph
+    from .compiled_subgraph import CompiledSubgraph
 
 log = logging.getLogger("hetero_cli")
 
@@ -103,7 +103,7 @@ def retry_on_shape_failure(
     except (CompileError, ModelError) as exc:
         wrong = (
             _contradicted(model, plan.passed_tensors(), model.types_without_value_info)
-            if about_shapes(exc) and model.declares_fixed_dims
+            if about_shapes(exc) and model.types.declares_fixed_dims
             else {}
         )
         if not wrong:
@@ -149,7 +149,7 @@ def vetoes_one_session(model: Model, plan: Plan) -> bool:
     """Whether a value_info a run can contradict sits on a tensor passed between subgraphs: in ORT's one
     session of [EP, CPU] the OpenVINO EP returns the declared shape there, silently (a batch cut to the
     declared size), so such a plan gets sessions of its own, which relax corrects when a run shows it."""
-    if not model.declares_fixed_dims:
+    if not model.types.declares_fixed_dims:
         return False
     return bool(_contradicted(model, plan.passed_tensors(), model.types_at_one_size))
 

@@ -19,7 +19,6 @@ from hetero_cli.app.serve import Metrics
 from hetero_cli.app.serve.http import make_app
 from hetero_cli.app.serve.local import LocalBackend
 from hetero_cli.app.serve.server import serving
-from hetero_cli.runtime import pipeline_of
 
 pytestmark = OPENVINO_ONLY
 WIDTH = 64
@@ -178,7 +177,7 @@ def test_a_device_failure_never_changes_the_answer_to_the_next():
 def _held(compiled: hc.CompiledModel) -> tuple[threading.Event, threading.Event]:
     """An observer on the compiled model's pipeline that holds the first stage of the next inference until
     ``release`` is set (then hands over to the observer it replaced); ``held`` is set once one is held."""
-    pipeline = pipeline_of(compiled)
+    pipeline = compiled.pipeline
     previous = pipeline.observer
     held, release = threading.Event(), threading.Event()
 
@@ -214,7 +213,7 @@ def test_a_request_past_its_deadline_is_a_504_and_its_infer_request_comes_back(s
         backend.close()
 
 
-def test_readiness_says_what_keeps_the_model_from_answering(split):
+def test_readiness_says_what_keeps_the_model_from_answering(split, monkeypatch):
     import http.client as client_lib
 
     _, compiled = split
@@ -233,16 +232,17 @@ def test_readiness_says_what_keeps_the_model_from_answering(split):
     try:
         with serving(make_app(backend, metrics, 1 << 20)) as url:
             assert ready(url) == (200, b"")
-            compiled.unrenewed["subgraph3 on OPENVINO"] = "the device is gone"
+            # what the compiled model reports after a failed run whose session could not be made again
+            gone = {"subgraph3 on OPENVINO": "the device is gone"}
+            monkeypatch.setattr(type(compiled), "unrenewed", property(lambda self: dict(gone)))
             status, body = ready(url)
             assert status == 503
             assert (
                 "subgraph3 on OPENVINO failed a run and its session could not be made again" in body.decode()
             )
             assert "the device is gone" in body.decode() and not client(url).is_server_ready()
-            compiled.unrenewed.clear()
+            gone.clear()
             backend.stopping = True
             assert ready(url)[0] == 503 and b"the server is stopping" in ready(url)[1]
     finally:
-        compiled.unrenewed.clear()
         backend.close()

@@ -235,7 +235,15 @@ def cluster() -> Iterator[Cluster]:
         "RAY_SERVE_SLOW_STARTUP_WARNING_PERIOD_S": SLOW_START_S,
     }
     with two_node_cluster(env=slow_start) as running:
-        yield running
+        try:
+            yield running
+        finally:
+            # this process, connected as a driver, must leave before the cluster goes: Ray ends a driver
+            # whose cluster is gone (a test running then in this worker crashed with it)
+            import ray
+
+            if ray.is_initialized():
+                ray.shutdown()
 
 
 def _plan(path: Path) -> tuple[object, object]:
@@ -695,3 +703,18 @@ def test_sigterm_at_any_moment_of_the_start_up_exits_0_and_leaves_no_process(
         ]
     finally:
         run.kill()
+
+
+def test_a_stop_that_cpython_wrapped_in_a_system_error_is_still_a_stop() -> None:
+    """A SIGTERM's _Stopped raised while the main thread was inside a C function (a __new__ of Ray's
+    start-up) reaches the engine as a SystemError caused by it: a stop, exit 0, not an internal error."""
+    from hetero_cli.app.serve.ray_engine import _Stopped, _stopped_within
+
+    try:
+        try:
+            raise _Stopped
+        except _Stopped as stop:
+            raise SystemError("<built-in method __new__> returned a result with an exception set") from stop
+    except SystemError as wrapped:
+        assert _stopped_within(wrapped)
+    assert not _stopped_within(SystemError("a C function's own failure"))

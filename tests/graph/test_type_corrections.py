@@ -1,5 +1,6 @@
-"""Type corrections carry over between compiles of one Model (issue 19): a correction is a fact learned
-about the model's own value_info, kept in its TypeTable like a cache, not a setting of one compile."""
+"""Type corrections belong to a compile (issue 44): a compile corrects a declared type ONNX Runtime
+contradicts in its own copy of the model (Model.typed_copy), so the Model the caller holds is never
+changed by a compile or an inference, and each compile of it finds its corrections itself."""
 
 from __future__ import annotations
 
@@ -22,29 +23,40 @@ def relu_neg_with_a_lie():
     return proto
 
 
-def test_a_second_compile_of_one_model_starts_from_the_first_ones_correction(caplog):
+def test_each_compile_corrects_its_own_copy_and_the_callers_model_stays_as_read(caplog):
     proto = relu_neg_with_a_lie()
     model = hc.Core().read_model(proto)
-    assert type_shape(model.value_type("t")) == (3, 3) and not model.is_corrected("t")
+    assert type_shape(model.value_type("t")) == (3, 3) and model.correction("t") is None
     x = seeded((2, 3)) - 0.5
     want = ort_run(proto, {"x": x})
 
     with caplog.at_level(logging.WARNING, logger="hetero_cli"):
         first = cpu_split(model)
     assert "value_info contradicts" in caplog.text and "t (" in caplog.text
-    assert model.is_corrected("t")
-    corrected = model.correction("t")
-    assert model.value_type("t") is corrected and type_shape(corrected) != (3, 3)  # ORT's shape for t
+    corrected = first.model.correction("t")
+    assert corrected is not None and type_shape(corrected) != (3, 3)  # ORT's shape for t
+    assert first.model.value_type("t") is corrected
+    assert model.correction("t") is None and type_shape(model.value_type("t")) == (3, 3)  # untouched
     assert_same(first({"x": x}), want)
 
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="hetero_cli"):
         second = cpu_split(model)
-    # the second compile found t's type corrected already: no session refused it, nothing to correct
-    assert "value_info contradicts" not in caplog.text
-    assert model.correction("t") is corrected and model.value_type("t") is corrected
+    # the second compile finds the correction itself, in a copy of its own
+    assert "value_info contradicts" in caplog.text
+    assert second.model is not first.model and second.model.correction("t") is not None
+    assert model.correction("t") is None
     assert_same(second({"x": x}), want)
     assert_same(first({"x": x}), want)  # the first compiled model is untouched by the second
+
+
+def test_a_typed_copy_shares_the_graph_and_keeps_corrections_of_its_own():
+    model = hc.Core().read_model(relu_neg_with_a_lie())
+    copy = model.typed_copy()
+    assert copy.proto is model.proto and copy.get_ops()[0] is model.get_ops()[0]  # nothing copied
+    copy.correct_type("t", h.make_tensor_type_proto(TensorProto.FLOAT, [2, 3]))
+    assert copy.tensor_info("t").shape == (2, 3) and model.tensor_info("t").shape == (3, 3)
+    assert model.typed_copy().correction("t") is None
 
 
 def test_a_correction_outranks_the_declared_type_until_taken_back():
@@ -53,5 +65,5 @@ def test_a_correction_outranks_the_declared_type_until_taken_back():
     model.correct_type("t", real)
     assert model.value_type("t") is real and model.tensor_info("t").shape == (2, 3)
     model.correct_type("t", None)
-    assert not model.is_corrected("t") and model.correction("t") is None
+    assert model.correction("t") is None
     assert model.tensor_info("t").shape == (3, 3)  # the declared type again

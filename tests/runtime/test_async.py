@@ -39,7 +39,6 @@ from support.helpers import (
 import hetero_cli as hc
 from hetero_cli import cli
 from hetero_cli.app import benchmark as bench
-from hetero_cli.runtime import pipeline_of
 from hetero_cli.runtime.pipeline import in_flight
 
 TIMEOUT_S = 30
@@ -142,7 +141,7 @@ def test_wait_for_returns_whether_done(cpu_compiled):
 
 
 def test_wait_for_times_out_while_a_subgraph_is_held(cpu_compiled):
-    pipeline = pipeline_of(cpu_compiled)
+    pipeline = cpu_compiled.pipeline
     release = threading.Event()
     pipeline.observer = lambda event, request, position, lane: release.wait(TIMEOUT_S)
     try:
@@ -161,7 +160,7 @@ def test_wait_for_times_out_while_a_subgraph_is_held(cpu_compiled):
 def test_start_async_copies_its_inputs_unless_shared(cpu_compiled, share):
     """One buffer refilled right after start_async (the usual capture loop): the running inference keeps
     the values it was given, as OpenVINO's start_async copies them; share_inputs=True reads the buffer."""
-    pipeline = pipeline_of(cpu_compiled)
+    pipeline = cpu_compiled.pipeline
     release = threading.Event()
     pipeline.observer = lambda event, request, position, lane: release.wait(TIMEOUT_S)
     buffer = inputs(1)[0].copy()
@@ -183,7 +182,7 @@ def test_start_async_copies_its_inputs_unless_shared(cpu_compiled, share):
 def test_a_relaunch_that_fails_completes_the_request_with_its_error(cpu_compiled, monkeypatch):
     """A subgraph whose bound buffers no longer fit starts the request again; if that start failed, the
     request never completed (wait() hung)."""
-    from hetero_cli.runtime import failures
+    from hetero_cli.runtime import failures, recovery
 
     req = cpu_compiled.create_infer_request()
     launches = []
@@ -196,11 +195,11 @@ def test_a_relaunch_that_fails_completes_the_request_with_its_error(cpu_compiled
         launch(run)
 
     def bound_failure(step, values, buffers, windows):
-        raise failures.BoundFailure(step, ValueError("shape changed"))
+        raise failures.StepFailure(step, ValueError("shape changed"), bound=True)
 
     monkeypatch.setattr(req, "_launch", failing_relaunch)
-    monkeypatch.setattr(req._executor, "run_step", bound_failure)
-    monkeypatch.setattr(req._executor, "recheck", lambda course, failure, values, feeds: course)
+    monkeypatch.setattr(req._executor.course.walk, "run_step", bound_failure)
+    monkeypatch.setattr(recovery, "recover", lambda compiled, walk, failed, feeds: None)
     req.start_async({"x": inputs(1)[0]})
     with pytest.raises(hc.InferenceError, match="no room for fresh buffers"):
         req.wait()
@@ -211,10 +210,10 @@ def test_ctrl_c_while_start_async_launches_reaches_the_caller_and_frees_the_requ
 ):
     req = cpu_compiled.create_infer_request()
 
-    def interrupted(course):
+    def interrupted():
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(req._executor, "take", interrupted)
+    monkeypatch.setattr(req._executor.course.pool, "take", interrupted)
     with pytest.raises(KeyboardInterrupt):  # it was turned into the inference's failure and swallowed
         req.start_async({"x": inputs(1)[0]})
     with pytest.raises(hc.InferenceError, match="KeyboardInterrupt"):
@@ -228,7 +227,7 @@ def test_ctrl_c_while_start_async_launches_reaches_the_caller_and_frees_the_requ
 def test_a_forked_child_counts_no_inference_of_its_parent_in_flight(cpu_compiled):
     """The child has none of the parent's lane threads: counting the parent's inferences made its exit
     wait the whole drain (10 s)."""
-    pipeline = pipeline_of(cpu_compiled)
+    pipeline = cpu_compiled.pipeline
     release = threading.Event()
     pipeline.observer = lambda event, request, position, lane: release.wait(TIMEOUT_S)
     req = cpu_compiled.create_infer_request()
@@ -379,7 +378,7 @@ def test_model_with_nothing_to_run_completes_at_once():
 @needs_openvino
 def test_pipeline_overlaps_requests_across_devices():
     compiled = two_device_split(chain())
-    pipeline = pipeline_of(compiled)
+    pipeline = compiled.pipeline
     a, b = compiled.create_infer_request(), compiled.create_infer_request()
     tag = {id(a): "A", id(b): "B"}
     events: list[tuple[str, str, int, str]] = []
@@ -419,7 +418,7 @@ def test_pipeline_overlaps_requests_across_devices():
 @needs_openvino
 def test_each_lane_runs_one_subgraph_at_a_time_in_submission_order():
     compiled = two_device_split(chain(shape=(64, 64)))
-    pipeline = pipeline_of(compiled)
+    pipeline = compiled.pipeline
     queue = hc.AsyncInferQueue(compiled, 4)
     events: list[tuple[str, int, int, str]] = []
     lock = threading.Lock()
@@ -446,7 +445,7 @@ def test_pipeline_close_stops_its_threads_and_restarts_on_demand(cpu_compiled):
     req = cpu_compiled.create_infer_request()
     req.start_async({"x": inputs(1)[0]})
     req.wait()
-    pipeline = pipeline_of(cpu_compiled)
+    pipeline = cpu_compiled.pipeline
     threads = [lane.thread for lane in pipeline._lanes.values()]
     assert threads and all(t.daemon and t.is_alive() for t in threads)
     pipeline.close()
@@ -462,7 +461,7 @@ def test_pipeline_threads_end_when_the_compiled_model_is_collected():
     req = compiled.create_infer_request()
     req.start_async({"x": inputs(1)[0]})
     req.wait()
-    threads = [lane.thread for lane in pipeline_of(compiled)._lanes.values()]
+    threads = [lane.thread for lane in compiled.pipeline._lanes.values()]
     del req, compiled
     gc.collect()
     for t in threads:
@@ -527,7 +526,7 @@ def test_queue_jobs_0_is_the_optimal_number(split_compiled):
 
 
 def test_queue_is_not_ready_while_every_request_is_busy(cpu_compiled):
-    pipeline = pipeline_of(cpu_compiled)
+    pipeline = cpu_compiled.pipeline
     release = threading.Event()
     pipeline.observer = lambda event, request, position, lane: release.wait(TIMEOUT_S)
     queue = hc.AsyncInferQueue(cpu_compiled, 2)
@@ -588,7 +587,7 @@ def test_queue_start_async_input_error_leaves_the_request_idle(cpu_compiled):
 def test_a_dropped_queue_still_calls_back_for_the_jobs_it_started(cpu_compiled):
     called = []
     release = threading.Event()
-    pipeline = pipeline_of(cpu_compiled)
+    pipeline = cpu_compiled.pipeline
     pipeline.observer = lambda event, request, position, lane: release.wait(TIMEOUT_S)
     try:
         queue = hc.AsyncInferQueue(cpu_compiled, 2)
@@ -609,11 +608,10 @@ def test_a_dropped_queue_still_calls_back_for_the_jobs_it_started(cpu_compiled):
 EXIT_IN_FLIGHT = """
 import sys, time
 import hetero_cli as hc
-from hetero_cli.runtime import pipeline_of
 sys.path[:0] = {tests!r}
 from test_async import chain, cpu_split, inputs
 compiled = cpu_split(chain())
-pipeline_of(compiled).observer = lambda *event: time.sleep(0.2)  # 2.4 s in all
+compiled.pipeline.observer = lambda *event: time.sleep(0.2)  # 2.4 s in all
 request = compiled.create_infer_request()
 request.set_callback(lambda userdata: print("callback ran", flush=True))
 request.start_async({{"x": inputs(1)[0]}})

@@ -13,7 +13,6 @@ import pytest
 from support.helpers import chain_model, cpu_split, make_model, seeded, vi
 
 import hetero_cli as hc
-from hetero_cli.runtime import pipeline_of
 from hetero_cli.runtime.pipeline import in_flight
 
 HANG_GUARD_S = 30
@@ -75,15 +74,15 @@ STEPS = {
     "checking the inputs": lambda r, p: ("_inputs", "owned", interrupt_once),
     "in_flight.begin": lambda r, p: (in_flight, "begin", interrupt_after_once),
     "refreshing the subgraphs": lambda r, p: ("_executor", "refresh", interrupt_once),
-    "taking the buffers": lambda r, p: ("_executor", "take", interrupt_once),
-    "preparing the inputs": lambda r, p: ("_executor", "values", interrupt_once),
+    "taking the buffers": lambda r, p: (r._executor.course.pool, "take", interrupt_once),
+    "preparing the inputs": lambda r, p: (r._executor.course.walk, "values", interrupt_once),
     "queueing the job": lambda r, p: (p, "submit", interrupt_once),
     "right after queueing the job": lambda r, p: (p, "submit", interrupt_after_once),
 }
 
 
 def patch_step(monkeypatch, request: hc.InferRequest, step: str) -> None:
-    pipeline = pipeline_of(request.compiled)
+    pipeline = request._pipeline
     owner, name, wrap = STEPS[step](request, pipeline)
     if isinstance(owner, str):
         owner = getattr(request, owner)
@@ -119,7 +118,7 @@ def test_ctrl_c_in_start_async_gives_the_request_back_exactly_once(compiled, mon
 def test_ctrl_c_while_the_queue_waits_for_an_idle_request_takes_none(compiled, monkeypatch):
     queue = hc.AsyncInferQueue(compiled, 1)
     release = threading.Event()
-    pipeline = pipeline_of(compiled)
+    pipeline = compiled.pipeline
     monkeypatch.setattr(pipeline, "observer", lambda *event: release.wait(HANG_GUARD_S))
     queue.start_async({"x": seeded((4, 8))})
     monkeypatch.setattr(queue._cond, "wait_for", interrupt_once(queue._cond.wait_for))

@@ -144,7 +144,7 @@ def test_an_entry_kept_by_another_compile_meanwhile_is_never_replaced(tmp_path, 
     hc.Core().compile_model(hardmax_model(), "CPU", config)
     (entry,) = tmp_path.iterdir()
     kept = entry.stat()
-    monkeypatch.setattr(compile_cache, "load", lambda *args: None)  # as if it was written after the lookup
+    monkeypatch.setattr(compile_cache, "load", lambda *args, **kwargs: None)  # as if written after the lookup
     again = hc.Core().compile_model(hardmax_model(), "CPU", config)
     assert again.get_property("LOADED_FROM_CACHE") is False
     assert list(tmp_path.iterdir()) == [entry]  # no temporary file left either

@@ -19,9 +19,9 @@ from support.helpers import reference
 
 import hetero_cli as hc
 from hetero_cli.placement import devices as registry
-from hetero_cli.runtime.executor import run_unbound as _run
 from hetero_cli.runtime.profiling import format_counters
 from hetero_cli.runtime.steps import plan_steps as _steps
+from hetero_cli.runtime.walk import run_session as _run
 
 pytestmark = [
     pytest.mark.gpu,
@@ -77,7 +77,7 @@ def test_split_across_gpu_and_cpu_gives_the_whole_models_result() -> None:
 
 def test_tensor_between_gpu_subgraphs_stays_on_the_device_and_one_a_cpu_subgraph_reads_goes_to_host() -> None:
     compiled = _compiled()
-    first, _, last = _steps(compiled)
+    first, _, last = _steps(compiled.current())
     # the wrappers hold the numpy arrays their C values borrow
     x = ort.OrtValue.ortvalue_from_numpy(np.ones((8, 64), np.float32))
     produced = dict(

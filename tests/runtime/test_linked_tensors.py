@@ -35,12 +35,6 @@ def chain(ops=("Relu", "Neg", "Abs", "Sigmoid"), shape=(2, 3)) -> onnx.ModelProt
     return make_model(nodes, [vi("x", shape)], [vi("y", shape)], name="chain")
 
 
-def buffers(request: hc.InferRequest):
-    """The request's one free buffer set (after a sync inference)."""
-    assert len(request._executor.pool.free) == 1
-    return request._executor.pool.free[0]
-
-
 def test_static_cpu_split_binds_every_boundary_once_and_links_producer_to_consumer():
     proto = chain()
     compiled = cpu_split(proto)
@@ -48,24 +42,19 @@ def test_static_cpu_split_binds_every_boundary_once_and_links_producer_to_consum
     request = compiled.create_infer_request()
     x = seeded((2, 3))
     assert_same(request.infer({"x": x}), ort_run(proto, {"x": x}))
-    first = buffers(request)
-    assert all(b is not None for b in first.bindings)
-    for producer, consumer in zip(compiled.subgraphs, first.bindings[1:], strict=False):
-        (name, value), *_ = consumer.fixed
-        assert name == producer.outputs[0]
-        assert value is first.tensors[name]  # the producer's output is the consumer's input: no copy
-        assert consumer.per_run == () and not consumer.clear
-    assert first.bindings[0].per_run == ("x",)
-    for seed in range(3):  # the same buffers every inference
+    links = request.links
+    assert all(step.bound for step in links.steps)
+    assert links.linked == ("t0", "t1", "t2", "y")  # every boundary, and the output copied for the caller
+    for producer, consumer in zip(compiled.subgraphs, links.steps[1:], strict=False):
+        # the producer's output is the consumer's input, bound once: no copy, nothing bound per run
+        assert consumer.fixed == producer.outputs and consumer.per_run == () and not consumer.clear
+        assert consumer.feeds_from == (producer.index,)
+    assert links.steps[0].per_run == ("x",)
+    for seed in range(3):
         x = seeded((2, 3), seed=seed)
         assert_same(request.infer({"x": x}), ort_run(proto, {"x": x}))
-        assert buffers(request) is first
-    # every subgraph bound and reading only model inputs or buffers: inferences run straight through
-    assert [step.position for *_, step in first.direct] == [0, 1, 2, 3]
-    # and the serving case (exactly the static inputs' arrays) by the leanest loop
-    assert first.straight is not None
-    assert [step.position for step in first.straight.steps] == [0, 1, 2, 3]
-    assert [name for name, _ in first.straight.copies] == ["y"]
+    # the serving case (exactly the static inputs' arrays) by the leanest loop
+    assert links.path == "straight" and request.links is links  # planned once
 
 
 def test_a_model_input_read_by_several_subgraphs_is_bound_on_each_and_rebound_when_it_changes():
@@ -79,9 +68,9 @@ def test_a_model_input_read_by_several_subgraphs_is_bound_on_each_and_rebound_wh
     x1, x2 = seeded((2, 3), seed=1), seeded((2, 3), seed=2)
     for x in (x1, x1, x2, x1):
         assert_same(request.infer({"x": x}), ort_run(proto, {"x": x}))
-    straight = buffers(request).straight
-    assert straight is not None
-    assert [(name, len(ios)) for name, ios, *_ in straight.inputs] == [("x", 2)]
+    links = request.links
+    assert links.path == "straight"
+    assert [step.per_run for step in links.steps] == [("x",), (), ("x",)]  # bound on each that reads it
 
 
 def test_the_straight_and_the_general_path_take_turns_on_one_buffer_set():
@@ -92,7 +81,7 @@ def test_the_straight_and_the_general_path_take_turns_on_one_buffer_set():
     x1, x2 = seeded((2, 3), seed=1), seeded((2, 3), seed=2)
     for x in (x1, np.asfortranarray(x2), x1, x1, np.asfortranarray(x2), x2, x1):
         assert_same(request.infer({"x": x}), ort_run(proto, {"x": np.ascontiguousarray(x)}))
-    assert buffers(request).straight is not None
+    assert request.links.path == "straight"
 
 
 def test_an_exact_array_changed_in_place_is_checked_again():
@@ -120,7 +109,8 @@ def test_a_model_output_that_is_a_model_input_leaves_the_straight_path_to_the_ge
     got = request.infer({"x": x})
     assert_same(got, ort_run(proto, {"x": x}))
     assert got["x"] is not x
-    assert buffers(request).direct is not None and buffers(request).straight is None
+    links = request.links
+    assert all(step.bound for step in links.steps) and links.path == "walk"
 
 
 def test_the_caller_may_change_its_inputs_after_infer_returns():
@@ -155,7 +145,7 @@ def test_an_input_array_reshaped_in_place_is_bound_again():
     request = cpu_split(proto).create_infer_request()
     x = seeded((2, 6))
     assert request.infer({"x": x})["y"].tolist() == [2, 6]
-    assert buffers(request).direct is not None  # static outputs: the pre-bound path, whatever x's shape
+    assert all(step.bound for step in request.links.steps)  # static outputs: pre-bound, whatever x's shape
     x.shape = (3, 4)  # the same array object, another layout
     assert request.infer({"x": x})["y"].tolist() == [3, 4]
 
@@ -184,12 +174,9 @@ def test_results_are_the_callers_never_views_into_the_buffers(shape):
     assert_same({"y": y1}, ort_run(proto, {"x": x1}))  # not overwritten by the second inference
     assert_same({"y": y2}, ort_run(proto, {"x": x2}))
     if shape == (2, 3):  # a small model output: the request's buffer, copied for the caller
-        assert "y" in buffers(request).tensors and buffers(request).bindings[-1].fresh == ()
-        view = buffers(request).views["y"]  # the numpy array over the buffer ORT writes
-        assert np.array_equal(view, y2) and not np.shares_memory(y2, view)
+        assert "y" in request.links.linked and request.links.steps[-1].fresh == ()
     else:  # a large one no subgraph reads: ORT allocates it fresh and the caller gets it as it is
-        assert "y" not in buffers(request).tensors
-        assert buffers(request).bindings[-1].fresh == ((0, "y"),)
+        assert "y" not in request.links.linked and request.links.steps[-1].fresh == ("y",)
     assert not np.shares_memory(y1, y2)
     y2[:] = 7  # the caller may write to its arrays
     y3 = request.infer({"x": x2})["y"]
@@ -208,8 +195,8 @@ def test_an_output_that_a_later_subgraph_reads_is_a_buffer_and_copied_for_the_ca
     x1, x2 = seeded((2, 3), seed=1), seeded((2, 3), seed=2)
     r1 = request.infer({"x": x1})["r"]
     r2 = request.infer({"x": x2})["r"]
-    assert "r" in buffers(request).tensors  # the link to neg: allocated once, bound both ways
-    assert not np.shares_memory(r2, buffers(request).tensors["r"].numpy())
+    assert "r" in request.links.linked  # the link to neg: allocated once, bound both ways
+    assert not np.shares_memory(r1, r2)
     assert_same({"r": r1}, {"r": ort_run(proto, {"x": x1})["r"]})
     assert_same({"r": r2}, {"r": ort_run(proto, {"x": x2})["r"]})
 
@@ -236,7 +223,7 @@ def test_dynamic_shapes_take_the_per_inference_path():
     for n in (1, 4, 2):
         x = seeded((n, 3), seed=n)
         assert_same(request.infer({"x": x}), ort_run(proto, {"x": x}))
-    assert all(b is None for b in buffers(request).bindings)
+    assert not any(step.bound for step in request.links.steps) and request.links.path == "walk"
 
 
 def test_static_subgraph_after_a_dynamic_one_binds_its_input_per_run():
@@ -255,10 +242,10 @@ def test_static_subgraph_after_a_dynamic_one_binds_its_input_per_run():
     for n in (2, 5, 1):
         x = seeded((n, 3), seed=n)
         assert_same(request.infer({"x": x}), ort_run(proto, {"x": x}))
-    relu, total, neg = buffers(request).bindings
-    assert relu is None
+    relu, total, neg = request.links.steps
+    assert not relu.bound
     assert total.per_run == ("r",) and total.clear  # unbound after its run: r is released after last use
-    assert neg.fixed[0][1] is buffers(request).tensors["s"]
+    assert neg.fixed == ("s",) and neg.feeds_from == (1,)
 
 
 def test_wrong_declared_shape_falls_back_to_per_inference_outputs(monkeypatch):
@@ -283,10 +270,10 @@ def test_wrong_declared_shape_falls_back_to_per_inference_outputs(monkeypatch):
     request = compiled.create_infer_request()
     x4 = seeded((4,))
     assert_same(request.infer({"x": x4}), ort_run(proto, {"x": x4}))
-    assert buffers(request).bindings[1] is not None
+    assert request.links.steps[1].bound
     x3 = seeded((3,), seed=3)
     assert_same(request.infer({"x": x3}), ort_run(proto, {"x": x3}))
-    assert buffers(request).bindings[1] is None  # from now on made per inference
+    assert not request.links.steps[1].bound  # from now on made per inference
     assert_same(request.infer({"x": x4}), ort_run(proto, {"x": x4}))
 
 
@@ -337,7 +324,7 @@ def test_profiled_subgraphs_are_not_pre_bound():
     request = compiled.create_infer_request()
     x = seeded((2, 3))
     assert_same(request.infer({"x": x}), ort_run(proto, {"x": x}))
-    assert all(b is None for b in buffers(request).bindings)
+    assert not any(step.bound for step in request.links.steps)
     assert request.get_profiling_info()
 
 
@@ -351,7 +338,7 @@ def test_bool_and_int_boundaries():
     request = cpu_split(proto).create_infer_request()
     x = seeded((2, 3))
     assert_same(request.infer({"x": x}), ort_run(proto, {"x": x}))
-    assert all(b is not None for b in buffers(request).bindings)
+    assert all(step.bound for step in request.links.steps)
 
 
 def test_one_request_shared_by_threads_gets_a_buffer_set_per_inference_in_flight():
@@ -365,7 +352,6 @@ def test_one_request_shared_by_threads_gets_a_buffer_set_per_inference_in_flight
             np.testing.assert_array_equal(request.infer({"x": xs[i]})["y"], want[i])
 
     run_threads(work, len(xs), 60)
-    assert 1 <= len(request._executor.pool.free) <= len(xs)
 
 
 @needs_openvino
@@ -379,7 +365,7 @@ def test_openvino_cpu_split_links_tensors_across_devices(seed):
     request = compiled.create_infer_request()
     x = seeded((8, 16), seed=seed)
     assert_same(request.infer({"x": x}), ort_run(proto, {"x": x}), exact=False)
-    assert all(b is not None for b in buffers(request).bindings)
+    assert all(step.bound for step in request.links.steps)
 
 
 # --- one session for the whole model: ORT's own run (runtime.whole) ---------------------------------------
@@ -401,8 +387,7 @@ def test_one_session_takes_the_straight_path_else_runs_as_orts_own_session(shape
         assert_same(y, ort_run(proto, {"x": x}))
         assert y[0] is y["y"]  # Results: keyed by index and port too
         outputs.append((x, y["y"]))
-    used = buffers(request)
-    assert (used.straight is not None, used.whole is not None) == (path == "straight", path == "whole")
+    assert request.links.path == path
     first, second = outputs[0][1], outputs[1][1]
     assert not np.shares_memory(first, second)
     for x, y in outputs:  # each inference's outputs are the caller's: never overwritten by a later one
@@ -419,7 +404,7 @@ def test_one_session_taking_an_overridable_initializer_takes_the_general_path():
     bias = seeded((256,), seed=3)
     assert_same(request.infer({"x": x, "bias": bias}), ort_run(proto, {"x": x, "bias": bias}))
     assert_same(request.infer({"x": x}), ort_run(proto, {"x": x}))
-    assert buffers(request).whole is None  # fed or not, the initializer is the session's to take
+    assert request.links.path != "whole"  # fed or not, the initializer is the session's to take
 
 
 def test_a_split_or_a_profiled_session_never_takes_the_whole_path():
@@ -427,8 +412,8 @@ def test_a_split_or_a_profiled_session_never_takes_the_whole_path():
     x = seeded((128, 256))
     split = cpu_split(proto).create_infer_request()
     assert_same(split.infer({"x": x}), ort_run(proto, {"x": x}))
-    assert buffers(split).whole is None
+    assert split.links.path != "whole"
     profiled = hc.Core().compile_model(proto, "HETERO:CPU", {"PERF_COUNT": "YES"}).create_infer_request()
     assert_same(profiled.infer({"x": x}), ort_run(proto, {"x": x}))
-    assert buffers(profiled).whole is None
+    assert profiled.links.path != "whole"
     assert profiled.get_profiling_info()

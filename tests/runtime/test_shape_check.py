@@ -24,18 +24,18 @@ QUIRK = "openvino-attention-output-shape"
 
 def only_step(proto):
     compiled = hc.Core().compile_model(proto, "CPU")
-    (step,) = plan_steps(compiled)
+    (step,) = plan_steps(compiled.current())
     return compiled.model, step
 
 
 def test_another_rank_or_the_same_elements_in_another_shape_contradict_inference():
     model, step = only_step(chain_model(("Relu",), shape=(8, 4)))
     assert step.shapes == ((8, 4),)
-    assert contradiction(step, {"y": np.zeros((8, 4), np.float32)}, model) is None
-    assert contradiction(step, {"y": np.zeros((2, 4, 4), np.float32)}, model) == (
+    assert contradiction(step.outputs, step.shapes, {"y": np.zeros((8, 4), np.float32)}, model) is None
+    assert contradiction(step.outputs, step.shapes, {"y": np.zeros((2, 4, 4), np.float32)}, model) == (
         "output y came back in shape [2,4,4], not the [8,4] ONNX Runtime infers for it (another rank)"
     )
-    assert contradiction(step, {"y": np.zeros((4, 8), np.float32)}, model) == (
+    assert contradiction(step.outputs, step.shapes, {"y": np.zeros((4, 8), np.float32)}, model) == (
         "output y came back in shape [4,8], not the [8,4] ONNX Runtime infers for it (the same 32 elements)"
     )
 
@@ -43,13 +43,13 @@ def test_another_rank_or_the_same_elements_in_another_shape_contradict_inference
 def test_another_size_in_the_same_rank_or_a_shape_only_declared_is_left_to_the_run():
     model, step = only_step(chain_model(("Relu",), shape=(8, 4)))
     # a kernel's own shape rule (a ceil_mode pool on ORT's CPU EP) gives another size, in the same rank
-    assert contradiction(step, {"y": np.zeros((7, 4), np.float32)}, model) is None
+    assert contradiction(step.outputs, step.shapes, {"y": np.zeros((7, 4), np.float32)}, model) is None
     # how many values NonZero finds is data: the [1,3] the output declares is no inference of ORT's
     nodes = [h.make_node("NonZero", ["x"], ["y"], name="nz")]
     proto = make_model(nodes, [vi("x", [3])], [vi("y", [1, 3], TensorProto.INT64)])
     model, step = only_step(proto)
     assert step.shapes == ((1, 3),)
-    assert contradiction(step, {"y": np.zeros((3,), np.int64)}, model) is None
+    assert contradiction(step.outputs, step.shapes, {"y": np.zeros((3,), np.int64)}, model) is None
 
 
 def then_hardmax():
@@ -103,7 +103,7 @@ def test_automatic_mode_gives_the_cpu_eps_result_for_a_self_attention(model, con
     feeds = {"x": seeded(shape)}
     compiled, results = infer_twice(proto, feeds, CONFIGS[config], caplog)
     assert_right(results, reference(proto, feeds))
-    moves = compiled.fallback.moves
+    moves = compiled.moves
     assert all((m.left, m.to, m.quirk) == ("OPENVINO", "CPU", QUIRK) for m in moves)
     if model != "batch 2 scaled by Mul":  # how many rows take a batch of 2 depends on the cores
         assert len(moves) == (1 if attention_splits() else 0)
@@ -117,7 +117,8 @@ def test_automatic_mode_gives_the_cpu_eps_result_for_a_self_attention(model, con
     ("device", "config", "hint"),
     [
         ("OPENVINO", {}, ""),
-        (SPLIT, {"HETERO_FALLBACK": "NO"}, "; HETERO_FALLBACK=YES would move it to CPU (the next device "),
+        # an inference makes no probe: the next device of the priority list is named
+        (SPLIT, {"HETERO_FALLBACK": "NO"}, "; HETERO_FALLBACK=YES would try it on CPU next"),
     ],
 )
 def test_without_fallback_a_self_attention_split_in_two_is_an_inference_error(device, config, hint):

@@ -191,6 +191,7 @@ def cpu_split(proto, devices: Sequence[str] | None = None, config=None):
     from hetero_cli.placement import devices as registry
     from hetero_cli.placement.config import SplitConfig
     from hetero_cli.placement.partition import partition
+    from hetero_cli.runtime import CompiledModel
     from hetero_cli.runtime.compiler import compile_plan
 
     model = proto if isinstance(proto, Model) else Model(proto)
@@ -198,7 +199,10 @@ def cpu_split(proto, devices: Sequence[str] | None = None, config=None):
     devices = list(devices or ["AB"[i % 2] for i in range(len(ops))])
     plan = partition(model, dict(zip(ops, devices, strict=True)))
     cpu = registry.lookup("CPU")
-    return compile_plan(model, plan, {d: cpu for d in set(devices)}, config or SplitConfig(), "HETERO:CPU")
+    compiled = compile_plan(
+        model, plan, {d: cpu for d in set(devices)}, config or SplitConfig(), "HETERO:CPU"
+    )
+    return CompiledModel(compiled)
 
 
 def run_threads(work: Callable[[int], None], count: int, timeout_s: float = 120) -> None:

@@ -1,5 +1,6 @@
 """tools/check_layout.py, make lint's check of the package's shape, catches what it promises: an import cycle
-(one hidden in a function too, not one under TYPE_CHECKING), a module over 600 lines, a class over 300."""
+(one hidden in a function too, not one under TYPE_CHECKING but inside the runtime layer), a module over 600
+lines, a class over 300."""
 
 from __future__ import annotations
 
@@ -46,6 +47,20 @@ def test_an_import_for_type_checking_only_makes_no_cycle(check_layout, capsys):
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import x\n"
     )
     assert module.main() == 0, capsys.readouterr().out
+
+
+def test_in_the_runtime_an_import_for_type_checking_only_is_a_cycle_too(check_layout, capsys):
+    """The runtime layer's modules may not lean on each other even for types: its compile side, compiled
+    value and request side stay apart (issue 44)."""
+    module, package = check_layout
+    (package / "runtime").mkdir()
+    (package / "runtime" / "__init__.py").write_text("")
+    (package / "runtime" / "a.py").write_text("from . import b\n")
+    (package / "runtime" / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import x\n"
+    )
+    assert module.main() == 1
+    assert "import cycle: hetero_cli.runtime.a <-> hetero_cli.runtime.b" in capsys.readouterr().out
 
 
 def test_oversized_modules_and_classes_are_named(check_layout, capsys):

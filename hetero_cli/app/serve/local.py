@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import InferenceError
-from ...runtime import CompiledModel, InferRequest, pipeline_of
+from ...runtime import CompiledModel, InferRequest
 from .backend import Metrics
 from .options import ServeOptions, tensor_specs
 from .protocol import TensorSpec
@@ -55,7 +55,7 @@ class LocalBackend:
         self.stopping = False  # set when the server begins to stop: not ready from then on
         for request in self._requests:
             request.set_completion_hook(self._completed)
-        pipeline_of(compiled).observer = self._observe
+        compiled.pipeline.observer = self._observe
 
     def ready(self) -> bool:
         """Whether every stage can run and the server is not stopping (``missing`` says what lacks)."""
@@ -63,7 +63,7 @@ class LocalBackend:
 
     def missing(self) -> list[str]:
         """What keeps the model from answering now, one line each: a stage whose session failed a run and
-        could not be made again (CompiledModel.renew), a stop under way; empty when ready."""
+        could not be made again (runtime.recovery), a stop under way; empty when ready."""
         lacks = [
             f"{where} failed a run and its session could not be made again ({reason}): restart the server"
             for where, reason in self.compiled.unrenewed.items()
@@ -97,7 +97,7 @@ class LocalBackend:
 
     def close(self) -> None:
         """Stop timing the pipeline's stages (the requests stay usable)."""
-        pipeline = pipeline_of(self.compiled)
+        pipeline = self.compiled.pipeline
         if pipeline.observer == self._observe:
             pipeline.observer = None
 

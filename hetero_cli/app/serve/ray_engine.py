@@ -213,12 +213,31 @@ class RayEngine:
                     pass
         except _Stopped:  # asked to stop while starting: what was started is stopped by now
             return STOPPED_STARTING
+        except SystemError as exc:
+            # the stop raised inside a C function (a __new__ Ray's start-up was in): CPython wraps it in a
+            # SystemError whose cause is it; anything else is no stop
+            if not _stopped_within(exc):
+                raise
+            log.debug("stopped while starting, inside a C function: %s", exc)
+            return STOPPED_STARTING
         finally:
             signals.restore()
         return None
 
     def close(self) -> None:
         """Nothing to give back: the engine holds nothing until it serves."""
+
+
+def _stopped_within(exc: BaseException) -> bool:
+    """Whether ``exc`` was caused, directly or further down its chain, by a _Stopped."""
+    seen = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, _Stopped):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _serve_running() -> bool:

@@ -27,7 +27,7 @@ from ...placement import devices as registry
 from ...placement.config import NUM_THREADS, SplitConfig
 from ...placement.export import subgraph_model
 from ...placement.partition import CONSTANT, Plan
-from ...runtime.compiler import constant_outputs
+from ...runtime.constants import constant_outputs
 
 #: device families that run on an NVIDIA GPU (Ray's ``num_gpus``)
 GPU_FAMILIES = ("GPU", "TENSORRT")

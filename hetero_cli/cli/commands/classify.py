@@ -221,6 +221,6 @@ def classify(
         info("Performance counters (of a second inference; the first one warmed up):")
         infos = request.get_profiling_info()
         click.echo(format_counters(infos))
-        click.echo(counter_tables(infos, subgraph_summaries(compiled)))
+        click.echo(counter_tables(infos, subgraph_summaries(compiled.subgraphs)))
         info()
     info(BENCHMARK_HINT)

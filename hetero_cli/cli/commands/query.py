@@ -137,7 +137,7 @@ def _compiled_plan(setup: Setup, affinities: dict[str, str], source: dict[str, s
     """--compile: the plan as compile_model leaves it; nodes HETERO_FALLBACK moved are marked in
     ``affinities`` and ``source``."""
     compiled = setup.core.compile_model(setup.model, setup.device)
-    for move in compiled.fallback.moves if compiled.fallback is not None else ():
+    for move in compiled.moves:
         for name in move.nodes:
             affinities[name] = move.to
             source[name] = f"fallback from {move.left}"

@@ -24,7 +24,7 @@ from ...graph.external import all_tensors, external_info, is_external
 from ...graph.weights import file_stamp, still
 from ...placement import config as cfg
 from ...placement.devices import Device
-from ..compiled_model import CompiledModel
+from ..compiled import Compiled
 from . import exporting, importing
 from .file_digest import file_digest
 
@@ -90,9 +90,11 @@ def load(
     config: cfg.SplitConfig,
     device_name: str,
     hetero: bool,
-) -> CompiledModel | None:
+    draw: bool = False,
+    dot_dir: str | None = None,
+) -> Compiled | None:
     """The compiled model of ``model`` from cache entry ``entry`` (its key) in ``folder``,
-    LOADED_FROM_CACHE; None where there is no such entry, or (with a warning) where it is damaged or
+    LOADED_FROM_CACHE (its .dot files drawn in ``dot_dir`` with ``draw``); None where there is no such entry, or (with a warning) where it is damaged or
     stale: the caller compiles and stores again. The entry's own copy of the model is checksummed, not
     parsed: the key says it is ``model``."""
     path = folder / (entry + SUFFIX)
@@ -106,13 +108,12 @@ def load(
         source = dataclasses.replace(importing.read_source(path), where="the entry")
         unpacked, _ = importing.read_artifact(source)
         compiled = importing.import_compiled(
-            unpacked, "the entry", devices, config, device_name, hetero, model
+            unpacked, "the entry", devices, config, device_name, hetero, model, draw=draw, dot_dir=dot_dir
         )
     except HeteroError as exc:  # an entry is never trusted: any failure to load it means compiling again
         log.warning("the cache entry %s cannot be loaded (%s): compiling the model again", path, exc)
         _remove(path, stamp)
         return None
-    compiled.loaded_from_cache = True
     return compiled
 
 
@@ -127,12 +128,13 @@ def _remove(path: Path, stamp: tuple[int, int, int]) -> None:
         log.warning("the damaged cache entry %s cannot be removed (%s)", path, exc.strerror or exc)
 
 
-def store(folder: Path, entry: str, compiled: CompiledModel) -> None:
+def store(folder: Path, entry: str, compiled: Compiled) -> None:
     """Write ``compiled``'s export as cache entry ``entry`` (whole or not at all) unless another process
     kept one meanwhile (the same key: the same compile); a warning where the folder cannot be written
     (the compile itself stands)."""
     try:
-        exporting.write_artifact(compiled.export_model(), folder / (entry + SUFFIX), replace=False)
+        data = exporting.export_compiled(compiled)
+        exporting.write_artifact(data, folder / (entry + SUFFIX), replace=False)
     except HeteroError as exc:
         log.warning(
             "the compiled model could not be kept in CACHE_DIR (%s): the next compile starts again", exc

@@ -33,7 +33,7 @@ from . import artifact, weight_pool
 LOCAL_KEYS = frozenset({*cfg.PATH_OPTIONS, *cfg.JSON_OPTIONS, cfg.DOT_DIR, cfg.DUMP_GRAPH_DOT, cfg.CACHE_DIR})
 
 if TYPE_CHECKING:
-    from ..compiled_model import CompiledModel
+    from ..compiled import Compiled
 
 log = logging.getLogger("hetero_cli")
 
@@ -50,16 +50,16 @@ def versions() -> dict[str, str]:
     return {"hetero_cli": hetero_cli_version(), "onnx": onnx.__version__, "onnxruntime": ort.__version__}
 
 
-def export_compiled(compiled: CompiledModel) -> bytes:
+def export_compiled(compiled: Compiled) -> bytes:
     """The artifact of ``compiled`` as it runs now: the source model and each subgraph's ONNX model, their
     large weights pooled (each distinct one once), with the plan (devices as the sessions run them), the
     config and the versions.
 
     Raises ModelError where the model's weights cannot be read back from its file.
     """
-    model = compiled.model
     # one frozen revision: a fallback meanwhile swaps in the next one, never edits this one
     revision = compiled.current()
+    model = revision.model
     subgraphs = [dataclasses.replace(c.subgraph, device=c.device) for c in revision.subgraphs]
     plan = dataclasses.replace(revision.plan, subgraphs=tuple(subgraphs))
     fallback = compiled.fallback
@@ -69,7 +69,7 @@ def export_compiled(compiled: CompiledModel) -> bytes:
         "device_name": compiled.device_name,
         "config": jsonable(_portable(compiled.config)),
         "one_session": revision.one_session,
-        "manual": bool(fallback is not None and fallback.manual),
+        "manual": fallback.manual,
         "plan": {**plan.to_dict(), "affinities": dict(plan.affinities)},
     }
     devices = {c.device: c.target for c in revision.subgraphs}

@@ -26,16 +26,29 @@ from ...graph.external import all_tensors
 from ...graph.reading import read_referencing
 from ...graph.weights import file_stamp, referable, stamp_of, still
 from ...ort.failures import failure_reason
-from ...ort.session import SUBGRAPH, assignment, create_session, ort, record_assignment, session_options
+from ...ort.session import (
+    ORT_ERRORS,
+    SUBGRAPH,
+    assignment,
+    create_session,
+    ort,
+    record_assignment,
+    session_options,
+)
 from ...placement import config as cfg
+from ...placement import visualize
 from ...placement.devices import Device
 from ...placement.partition import Plan, Subgraph
 from ...placement.query import Probe
-from ..compiled_model import CompiledModel, CompiledSubgraph
-from ..compiler import constant_outputs, one_session, prepare_subgraph
+from ..compiled import Compiled
+from ..compiled_subgraph import CompiledSubgraph
+from ..compiler import prepare_subgraph
+from ..constants import constant_outputs
 from ..environment import check_loadable
 from ..fallback import Fallback
+from ..one_session import one_session
 from ..parallel import in_parallel
+from ..revision import first_revision
 from . import artifact, import_checks, weight_pool
 from .exporting import LOCAL_KEYS, external, hetero_cli_version
 
@@ -169,10 +182,15 @@ def import_compiled(
     device_name: str,
     hetero: bool,
     source: Model | None = None,
-) -> CompiledModel:
-    """A CompiledModel of an artifact read by read_artifact: its sessions created from the subgraph models
-    it holds, on ``devices`` (the import's available devices, in priority order). ``source``: the model
-    source_model read from it already, if any (the compiled model's ``model``).
+    *,
+    draw: bool = False,
+    dot_dir: str | None = None,
+) -> Compiled:
+    """The Compiled of an artifact read by read_artifact (LOADED_FROM_CACHE): its sessions created from the
+    subgraph models it holds, on ``devices`` (the import's available devices, in priority order).
+    ``source``: the model source_model read from it already, if any (the compiled model's ``model``, a
+    copy with type corrections of its own); ``draw``: whether the .dot files of its plan are drawn, into
+    ``dot_dir`` (None: the current directory).
 
     The subgraphs run in one session where the export's did (PERFORMANCE_HINT=LATENCY) and ``config``
     keeps LATENCY; a throughput mode in ``config`` gives each its own session, as a compile does.
@@ -184,7 +202,7 @@ def import_compiled(
     """
     count = _model_count(unpacked, where)
     subgraph_models = [_model(unpacked, i, where, f"subgraph{i}'s model") for i in range(1, count)]
-    model = source if source is not None else source_model(unpacked, where)
+    model = (source if source is not None else source_model(unpacked, where)).typed_copy()
     plan = _plan(unpacked.header, model, count - 1, where)
     for subgraph, (proto, _) in zip(plan.subgraphs, subgraph_models, strict=True):
         import_checks.check_subgraph_model(proto, subgraph, model, where)
@@ -193,8 +211,10 @@ def import_compiled(
     # one session where the export ran one, unless this import asks for a throughput mode (a session per
     # subgraph, as compile_model gives it: hetero serve's pipeline overlaps requests across them)
     one = unpacked.header.get("one_session") and not moved and config.performance_mode == cfg.LATENCY
+    manual = bool(unpacked.header.get("manual"))
+    fallback = Fallback(hetero and len(devices) > 1 and config.fallback(manual), manual, tuple(devices))
     if one and any(not by_name[name].is_cpu for name in plan.devices):
-        result = _one(model, plan, by_name, config, device_name)
+        result = _one(model, plan, by_name, config, device_name, fallback, draw, dot_dir)
     else:
         shared = len(plan.subgraphs) > 1
         made = in_parallel(
@@ -204,14 +224,16 @@ def import_compiled(
             ]
         )
         constants = constant_outputs(model, plan)
-        result = CompiledModel(
-            model, plan, made, config, device_name, constants=constants, prepare=prepare_subgraph
+        dots = visualize.dump(model, plan, dot_dir) if draw else ()
+        result = Compiled(
+            first_revision(model, plan, made, dot_files=dots),
+            config,
+            device_name,
+            constants=constants,
+            fallback=fallback,
+            loaded_from_cache=True,
         )
     _check_unchanged(unpacked, where)
-    manual = bool(unpacked.header.get("manual"))
-    result.fallback = Fallback(
-        hetero and len(devices) > 1 and config.fallback(manual), manual, tuple(devices)
-    )
     return result
 
 
@@ -310,9 +332,12 @@ def _one(
     devices: Mapping[str, Device],
     config: cfg.SplitConfig,
     device_name: str,
-) -> CompiledModel:
-    """A split that ran in one ORT session (compiler.whole_plan_probe), made again as the query made it:
-    one session of the source model. CompileError where ONNX Runtime refuses it."""
+    fallback: Fallback,
+    draw: bool,
+    dot_dir: str | None,
+) -> Compiled:
+    """A split that ran in one ORT session (one_session.whole_plan_probe), made again as the query made it:
+    one session of the source model, LOADED_FROM_CACHE. CompileError where ONNX Runtime refuses it."""
     device = next(devices[name] for name in plan.devices if not devices[name].is_cpu)
     settings = config.settings(device)
     threads = settings.intra_op_num_threads or None
@@ -328,13 +353,25 @@ def _one(
         session = create_session(
             data, so, providers, purpose=SUBGRAPH, subject=model.name, device=device.name
         )
-    except Exception as exc:  # ORT's own error classes: one line saying which session and why
+    except ORT_ERRORS as exc:  # one line saying which session and why
         raise CompileError(
             f"the one session of {model.name}'s split could not be created on {device.ep}: "
             f"{failure_reason(exc)}; import it on another device string, or compile the model again"
         ) from None
     probe = Probe(providers, session, assignment(session), threads)
-    return one_session(model, plan, devices, config, device_name, device, probe)
+    return one_session(
+        model,
+        plan,
+        devices,
+        config,
+        device_name,
+        device,
+        probe,
+        fallback=fallback,
+        draw=draw,
+        dot_dir=dot_dir,
+        loaded=True,
+    )
 
 
 def _check_inline(payload: memoryview, where: str, what: str) -> onnx.ModelProto:
