@@ -106,7 +106,7 @@ def prepare_subgraph(
     def create() -> ort.InferenceSession:
         if profiling:
             # ORT names a trace <prefix>_<date and time to the second>.json: sessions of one subgraph made
-            # within a second (profiling restarts after every flush; relax compiles it again) need
+            # within a second (a relax or a renewal makes it again) need
             # prefixes of their own
             so.profile_file_prefix = str(profile_dir / f"{subgraph.name}_{next(_TRACES)}")
         # no fallback: ORT would otherwise print to stdout and quietly retry on the CPU EP alone
@@ -142,7 +142,7 @@ def prepare_subgraph(
                 f"creating its session (usually a provider option it refused: "
                 f"{dict(settings.provider_options)}); check the config for {device.name}"
             )
-        profiler = SessionProfile(create, session) if profiling else None
+        profiler = SessionProfile(session) if profiling else None
         return _checked(CompiledSubgraph(subgraph, device, session, assignment(session), profiler))
 
     return finish

@@ -16,7 +16,8 @@ import itertools
 import json
 import os
 import threading
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+import time
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -82,77 +83,62 @@ class Run:
 
 @dataclass
 class SessionProfile:
-    """The profiler of one subgraph session: flushes ORT's trace into runs and restarts profiling.
+    """The profiler of one subgraph session: ORT's trace of every run the session makes, ended once, when
+    its counters are first read (``flush``), and kept as runs; the session is never made again for it.
 
-    Safe with several threads: ``before_run`` / ``after_run`` bracket each run, and a flush takes the
-    session out of service first, then waits for the runs still in flight on it, so ORT's trace is only
-    ended once every run it holds has finished (their counters stay findable); flushes take turns.
+    ONNX Runtime profiles a session from its creation until ``end_profiling``, and has no way to start
+    again: runs after the first flush have no counters (``ended``). Safe with several threads:
+    ``before_run`` / ``after_run`` bracket each run, and the flush waits for the runs still in flight, so
+    the trace is only ended once every run it holds has finished (their counters stay findable).
     """
 
-    recreate: Callable[[], Any]
     session: Any
     runs: list[Run] = field(default_factory=list)
     starts: list[float] = field(default_factory=list)
-    dirty: bool = False
+    ended: bool = False
+    ended_us: float = float("inf")  # when the trace was ended (absolute microseconds): no run after it is in it
     lock: threading.Lock = field(default_factory=threading.Lock)
-    in_flight: dict[int, int] = field(default_factory=dict)  # id(session) -> runs not yet finished
-    flushing: bool = False
+    in_flight: int = 0
 
     def __post_init__(self) -> None:
         self.idle = threading.Condition(self.lock)
 
     def before_run(self) -> Any:
-        """The session to run; restarts profiling (a fresh session) if an earlier flush ended it."""
+        """The session to run (its own, always)."""
         with self.lock:
-            if self.session is None:
-                self.session = self.recreate()
-            self.dirty = True
-            key = id(self.session)
-            self.in_flight[key] = self.in_flight.get(key, 0) + 1
-            return self.session
+            self.in_flight += 1
+        return self.session
 
     def after_run(self, session: Any) -> None:
         """Mark one run on ``session`` (as returned by before_run) finished, failed or not."""
         with self.lock:
-            key = id(session)
-            left = self.in_flight.get(key, 1) - 1
-            if left > 0:
-                self.in_flight[key] = left
-            else:
-                self.in_flight.pop(key, None)
-                self.idle.notify_all()
+            self.in_flight -= 1
+            self.idle.notify_all()
 
     def flush(self) -> None:
-        """End ORT's profiling of the current session and keep its runs; the trace file is removed.
-
-        A flush another thread has under way is waited for: its runs are only findable once it is done.
-        """
+        """End ORT's trace of the session, once, and keep its runs; the trace file is removed. Later
+        calls (another thread's too, once the first is done) find it ended."""
         with self.lock:
-            while self.flushing:
-                self.idle.wait()
-            if not self.dirty or self.session is None:
+            if self.ended:
                 return
-            session, self.session, self.dirty = self.session, None, False
-            self.flushing = True
-            try:
-                while self.in_flight.get(id(session)):
-                    self.idle.wait()
-                start_ns = session.get_profiling_start_time_ns()
-                path = session.end_profiling()
-                if path:
-                    try:
-                        self.runs.extend(parse_trace(path, start_ns))
-                        self.runs.sort(key=lambda r: r.start_us)
-                        self.starts = [r.start_us for r in self.runs]
-                    finally:
-                        Path(path).unlink(missing_ok=True)
-            finally:
-                self.flushing = False
-                self.idle.notify_all()
+            self.ended = True
+            while self.in_flight:
+                self.idle.wait()
+            self.ended_us = time.time_ns() / 1e3
+            start_ns = self.session.get_profiling_start_time_ns()
+            path = self.session.end_profiling()
+            if path:
+                try:
+                    self.runs = sorted(parse_trace(path, start_ns), key=lambda r: r.start_us)
+                    self.starts = [r.start_us for r in self.runs]
+                finally:
+                    Path(path).unlink(missing_ok=True)
 
     def find(self, tid: int, start_us: float, end_us: float) -> Run | None:
         """The run made between ``start_us`` and ``end_us`` (absolute microseconds), this thread's first."""
         slack = 1000.0
+        if start_us > self.ended_us:  # made after the trace ended: ORT profiled it no more
+            return None
         with self.lock:
             runs, starts = list(self.runs), list(self.starts)
         k = bisect.bisect_left(starts, start_us - slack)

@@ -47,15 +47,14 @@ def renewed(current: Revision, failed: CompiledSubgraph, cause: BaseException) -
     where hetero-cli has no record of how it was made. Raises ORT_ERRORS where the device will not make
     it now (the caller records why: the next inference meets the old session)."""
     session = failed.profiler.session if failed.profiler is not None else failed.session
-    # a profiled subgraph's profiler makes its sessions (each with a trace file of its own)
-    made = failed.profiler.recreate() if failed.profiler is not None else fresh_session(failed.session)
+    made = fresh_session(session)  # a profiled one profiles its runs anew, into a trace of its own
     if made is None:  # a session hetero-cli did not create (a test's): nothing to make it from
         log.debug("%s: no record of how its session was made; it is not made again", failed.where)
         return None
     fresh = {}
     for compiled in (*current.subgraphs, *current.runs):
         if compiled.session is failed.session or compiled.session is session:
-            profiler = None if compiled.profiler is None else SessionProfile(compiled.profiler.recreate, made)
+            profiler = None if compiled.profiler is None else SessionProfile(made)
             fresh[compiled] = dataclasses.replace(compiled, session=made, profiler=profiler)
     log.warning(
         "%s failed a run (%s); its session is made again, so that the next inference does not meet the "

@@ -187,9 +187,30 @@ def test_forced_split_and_repeated_inference() -> None:
     x = np.ones((4, 8), np.float32)
     for _ in range(3):
         request.infer({"x": x})
-        infos = request.get_profiling_info()
+    history = request.get_profiling_history()
+    assert len(history) == 3
+    for infos in history:
         _check_numbering(compiled, infos)
-    assert len(request.get_profiling_history()) == 3
+    assert request.get_profiling_info() == history[-1]
+
+
+def test_the_first_read_of_the_counters_ends_the_trace_and_no_session_is_made_again():
+    """ONNX Runtime profiles a session until its trace is ended, and cannot start again: the counters
+    cover the inferences before the first read, and a later inference has none (never a session made
+    again for the profiler)."""
+    from hetero_cli.ort.session import SUBGRAPH, observe_sessions
+
+    compiled = hc.Core().compile_model(guarded_chain_model(), "HETERO:CPU", {"PERF_COUNT": True})
+    request = compiled.create_infer_request()
+    x = np.ones((4, 8), np.float32)
+    made = []
+    with observe_sessions(lambda asked: made.append(asked) if asked.purpose == SUBGRAPH else None):
+        request.infer({"x": x})
+        first = request.get_profiling_info()
+        request.infer({"x": x})
+        assert request.get_profiling_info() == []
+    assert first and made == []
+    assert len(request.get_profiling_history()) == 2 and request.get_profiling_history()[0] == first
 
 
 def test_no_profiler_without_perf_count() -> None:

@@ -323,11 +323,13 @@ def _profile(
     with busy("Compiling the model with the profiler on"):
         profiled = setup.core.compile_model(setup.model, setup.device)
     per_request, history = [], []
+    requests = [profiled.create_infer_request() for _ in range(nireq)]
     with busy("Running the profiled inferences"):
-        for k in range(nireq):
-            request = profiled.create_infer_request()
+        for k, request in enumerate(requests):
             for _ in range(PROFILED_RUNS):
                 request.infer(feeds[k % len(feeds)])
-            per_request.append(request.get_profiling_info())
-            history += request.get_profiling_history()[1:]  # the first profiled run is a warm-up
+    # read once every request has run: the first read ends ONNX Runtime's trace (runtime.profiling)
+    for request in requests:
+        per_request.append(request.get_profiling_info())
+        history += request.get_profiling_history()[1:]  # the first profiled run is a warm-up
     return per_request, history
