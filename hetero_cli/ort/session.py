@@ -102,7 +102,7 @@ class SessionRequest:
 
 
 SessionObserver = Callable[[SessionRequest], object]
-_observers: list[SessionObserver] = []
+_observers: list[tuple[SessionObserver, SessionObserver | None]] = []
 _observers_lock = threading.Lock()
 
 
@@ -135,14 +135,17 @@ def create_session(
         try:
             with _observers_lock:
                 observers = tuple(_observers)
-            for observer in observers:
+            for observer, _ in observers:
                 observer(request)
             request.session = session = ort.InferenceSession(
                 model, options, providers=list(providers), **fallback
             )
             with _made_lock:
                 _made[session] = (replace(request, session=None), enable_fallback)
-            return session
+            for _, made in observers:
+                if made is not None:
+                    made(request)
+            return request.session
         finally:
             with _creations_lock:
                 _creations.remove(started)
@@ -282,22 +285,25 @@ def on_its_own_thread(work: Callable[[], Any]) -> Any:
 
 
 @contextlib.contextmanager
-def observe_sessions(callback: SessionObserver) -> Iterator[None]:
+def observe_sessions(callback: SessionObserver, made: SessionObserver | None = None) -> Iterator[None]:
     """Within the block, ``callback(request)`` is called with a SessionRequest before each session is
     created, on the thread that creates it (any thread: a compile creates sessions on a pool, and a
     session asked for on the main thread is created on a thread of its own); the
     request's ``session`` is set once ORT created it. An exception the callback raises is raised instead
     of creating the session, as ORT's own error would be (how a test makes a device refuse a model).
+    ``made(request)``, where given, is called once ORT created the session: what ``request.session`` holds
+    when it returns is what hetero-cli runs (how a test makes a device fail a run).
 
     The public way for tests and tools to see, count or fail the sessions hetero-cli creates.
     """
+    entry = (callback, made)
     with _observers_lock:
-        _observers.append(callback)
+        _observers.append(entry)
     try:
         yield
     finally:
         with _observers_lock:
-            _observers.remove(callback)
+            _observers.remove(entry)
 
 
 @functools.cache

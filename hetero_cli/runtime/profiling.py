@@ -96,7 +96,8 @@ class SessionProfile:
     runs: list[Run] = field(default_factory=list)
     starts: list[float] = field(default_factory=list)
     ended: bool = False
-    ended_us: float = float("inf")  # when the trace was ended (absolute microseconds): no run after it is in it
+    # when the trace was ended (absolute microseconds): no run after it is in it
+    ended_us: float = float("inf")
     lock: threading.Lock = field(default_factory=threading.Lock)
     in_flight: int = 0
 
