@@ -92,7 +92,7 @@ def tensor_nbytes(tensor: onnx.TensorProto) -> int | None:
         return None
     try:
         return count * np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
-    except Exception:
+    except (KeyError, TypeError, ValueError):  # a data type numpy has no dtype for: its size is unknown
         return None
 
 

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -20,6 +21,8 @@ from .shared import SCALAR_ATTRIBUTES, field_kind, short_reason
 from .tensor_sizes import check_tensor_sizes
 from .weights import SMALL_INITIALIZER
 from .wire import skeleton
+
+log = logging.getLogger("hetero_cli")
 
 # read_model skips the weights' bytes of files from this size on (smaller ones are parsed whole)
 SKELETON_MIN_BYTES = 1 << 20
@@ -46,7 +49,7 @@ def read_model(
     if isinstance(source, bytes | bytearray):
         try:
             proto = onnx.load_from_string(bytes(source))
-        except Exception as exc:
+        except Exception as exc:  # protobuf's DecodeError or onnx's own: bad input, one ModelError says why
             raise ModelError(f"these bytes are not an ONNX model ({short_reason(exc)})") from None
         return _checked(proto, None, "these bytes", check)
     if isinstance(source, memoryview):
@@ -71,7 +74,7 @@ def read_model(
         proto, left_out = _load_skeleton(path) or (onnx.load(str(path), load_external_data=False), {})
     except PermissionError:
         raise ModelError(f"cannot read {path}: permission denied") from None
-    except Exception as exc:
+    except Exception as exc:  # protobuf's DecodeError, onnx's or the OS's: bad input, one ModelError says why
         raise ModelError(
             f"{path} is not a readable ONNX model ({short_reason(exc)}): is the file truncated or of another format?"
         ) from None
@@ -103,8 +106,9 @@ def _load_skeleton(path: Path) -> tuple[onnx.ModelProto, dict[int, int]] | None:
         return None
     try:
         return onnx.load_from_string(found[0]), found[1]
-    except Exception:
-        return None  # onnx.load tells what is wrong with the file
+    except Exception as exc:  # the whole file's load then tells what is wrong with it, in its own words
+        log.debug("the skeleton of %s does not parse (%s): the file is loaded whole", path, exc)
+        return None
 
 
 def _checked(

@@ -35,7 +35,7 @@ def write_model(weights: Weights, path: str | os.PathLike[str]) -> None:
         if target.exists():
             os.chmod(tmp, target.stat().st_mode & 0o7777)
         tmp.replace(target)
-    except Exception as exc:
+    except Exception as exc:  # whatever stopped the save: nothing half-written stays, one ModelError says why
         if tmp is not None:
             tmp.unlink(missing_ok=True)
         for file in written:

@@ -211,7 +211,7 @@ class Weights:
         assert self.path is not None
         try:
             fresh = onnx.load(str(self.path), load_external_data=False)
-        except Exception as exc:
+        except Exception as exc:  # the file is gone, unreadable or no model now: one ModelError says why
             raise ModelError(
                 f"cannot read the weights of {self.path} again ({short_reason(exc)}): keep the file in place "
                 "while the model is in use, or read it again"

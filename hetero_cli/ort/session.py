@@ -329,7 +329,7 @@ def unloadable(ir_version: int, opset: int) -> str | None:
             subject="IR version and opset",
             enable_fallback=True,
         )
-    except Exception as exc:
+    except ORT_ERRORS as exc:  # ORT refuses such a model: that is the answer
         return failure_reason(exc)
     return None
 

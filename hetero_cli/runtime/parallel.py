@@ -59,7 +59,7 @@ def _on_a_pool(jobs: Sequence[Callable[[], Callable[[], T]]], width: int) -> lis
                 break
             try:
                 finish = job()
-            except Exception as exc:
+            except Exception as exc:  # raised below, once the sessions already being made have settled
                 futures.append(_settled(exc))
                 break
             if slots.acquire(blocking=False):
@@ -69,7 +69,7 @@ def _on_a_pool(jobs: Sequence[Callable[[], Callable[[], T]]], width: int) -> lis
                 continue
             try:
                 futures.append(_settled(finish()))
-            except Exception as exc:
+            except Exception as exc:  # raised below, as the other jobs' failures are
                 futures.append(_settled(exc))
                 break
         for future in futures:

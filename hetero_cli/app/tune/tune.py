@@ -345,7 +345,9 @@ class _Search:
             return
         try:
             cut = regions.cut_regions(self.model, self.supported, self.devices)
-        except Exception as exc:
+        except (
+            Exception
+        ) as exc:  # the cost model is a shortcut: the tune goes on without it, the note says why
             self.note(f"no cost model: {costs.one_line(exc)}")
             return
         if len(cut) < 2 and all(len(r.devices) < 2 for r in cut):
@@ -487,7 +489,7 @@ class _Search:
                 self.report.per_subgraph[key] = runs.subgraph_times(
                     self.core, self.model, self.device, self.config, affinities, self.feeds
                 )
-            except Exception as exc:
+            except Exception as exc:  # counters only explain the winner: the tune stands, the note says why
                 self.note(f"the counters of the {key} failed: {costs.one_line(exc)}")
 
     # --- helpers ---------------------------------------------------------------------------------------
