@@ -345,9 +345,7 @@ class _Search:
             return
         try:
             cut = regions.cut_regions(self.model, self.supported, self.devices)
-        except (
-            Exception
-        ) as exc:  # the cost model is a shortcut: the tune goes on without it, the note says why
+        except Exception as exc:  # a shortcut only: the tune goes on without it, noted
             self.note(f"no cost model: {costs.one_line(exc)}")
             return
         if len(cut) < 2 and all(len(r.devices) < 2 for r in cut):
