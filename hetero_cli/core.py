@@ -178,6 +178,8 @@ class Core:
             return props.dot_dir or ""
         if key == cfg.CACHE_DIR:
             return props.cache_dir or ""
+        if key == cfg.CONCURRENCY:
+            return props.concurrency
         raise ConfigError(f"unknown HETERO property {name!r}: HETERO knows {', '.join(HETERO_READABLE)}")
 
     def configured(self, device_name: str, name: str) -> Any:

@@ -11,7 +11,7 @@ import json
 import math
 import numbers
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,7 @@ from ..quirks import openvino as openvino_quirks
 from . import devices as registry
 from .device_string import is_hetero_name
 from .devices import Device
+from .schedule import AUTO, parse_mode
 
 # the keys' names, spelled once: in the public property keys (properties, device, hint) where they have one
 PRIORITIES = str(device_keys.priorities)
@@ -33,6 +34,7 @@ PERF_COUNT = str(properties.enable_profiling)
 DUMP_GRAPH_DOT = "HETERO_DUMP_GRAPH_DOT"
 DOT_DIR = "HETERO_DOT_DIR"
 FALLBACK = "HETERO_FALLBACK"
+CONCURRENCY = "HETERO_CONCURRENCY"  # SEQUENTIAL, CONCURRENT or AUTO (placement.schedule)
 CACHE_DIR = (
     "CACHE_DIR"  # OpenVINO's ov::cache_dir: where compiles keep exports to load later (docs/export.md)
 )
@@ -52,6 +54,7 @@ HETERO_KEYS = (
     DOT_DIR,
     FALLBACK,
     CACHE_DIR,
+    CONCURRENCY,
 )
 # HETERO's keys that stay HETERO's when a plain device is the target: all but PERF_COUNT (a plain device's
 # config takes it as its own) and DEVICE_PROPERTIES (which names devices itself); derived, so that a key
@@ -377,6 +380,21 @@ class SplitConfig:
         """PERFORMANCE_HINT, LATENCY unless set."""
         return parse_performance_mode(self.hetero.get(PERFORMANCE_HINT, LATENCY))
 
+    def with_threads(self, devices: Iterable[str], threads: int) -> SplitConfig:
+        """This config with INFERENCE_NUM_THREADS ``threads`` for each of ``devices`` that sets none: the
+        share of the cores a concurrent schedule gives each host session (placement.schedule)."""
+        out = self.merged_over(SplitConfig())
+        for name in devices:
+            values = out.devices.setdefault(name, {})
+            if not values.get(NUM_THREADS):
+                values[NUM_THREADS] = threads
+        return out
+
+    @property
+    def concurrency(self) -> str:
+        """HETERO_CONCURRENCY (placement.schedule.MODES), AUTO unless set."""
+        return parse_mode(self.hetero.get(CONCURRENCY, AUTO))
+
     def fallback(self, manual: bool) -> bool:
         """HETERO_FALLBACK as set; unset, YES in automatic mode and NO in ``manual`` mode (affinities set by
         hand are honoured unless the user lets a failing subgraph move)."""
@@ -490,6 +508,8 @@ def split(config: Mapping[str, Any] | None, *, target: str | None = None) -> Spl
                 parse_distribution_policy(value)
             elif upper in (PERF_COUNT, DUMP_GRAPH_DOT, FALLBACK):
                 parse_bool(upper, value)
+            elif upper == CONCURRENCY:
+                parse_mode(value)
             elif upper in (DOT_DIR, CACHE_DIR) and not (
                 value is None or isinstance(value, str | os.PathLike)
             ):

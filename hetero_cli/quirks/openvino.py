@@ -296,6 +296,25 @@ ATTENTION_OUTPUT_SHAPE = Quirk(
     signature="ONNX Runtime infers for it",  # the words of runtime.shape_check's message
 )
 
+ONE_THREAD_EMPTY_OUTPUTS = Quirk(
+    id="openvino-one-thread-empty-outputs",
+    ep=EP,
+    versions_seen=SEEN,
+    fixed_in="",
+    upstream=NOT_REPORTED,
+    summary=(
+        "On one thread (num_of_threads 1, or INFERENCE_NUM_THREADS 1 through load_config), the CPU plugin "
+        "answers inputs a node cannot broadcast (x [2,3,8] masked by m [2,4] unsqueezed) with empty outputs "
+        "([0,8], [0,0,8]) instead of failing, as it does on more threads; right inputs are answered right"
+    ),
+    repro=_TESTS + "test_openvino_on_one_thread_answers_inputs_it_cannot_broadcast_with_empty_outputs",
+    hook=(
+        "runtime.inputs.Inputs.check_symbols: where a compiled model runs an OpenVINO session on one thread "
+        "(a concurrent schedule's share of two cores gives it one), inputs that give one named dimension "
+        "two sizes are refused before any session runs"
+    ),
+)
+
 EP_CONTEXT_LOAD = Quirk(
     id="openvino-ep-context-load",
     ep=EP,
@@ -358,6 +377,7 @@ QUIRKS = (
     STALE_AFTER_FAILURE,
     FAILED_SHAPE_KEPT,
     ATTENTION_OUTPUT_SHAPE,
+    ONE_THREAD_EMPTY_OUTPUTS,
     EP_CONTEXT_LOAD,
     CPU_BLOB_UNREADABLE,
 )

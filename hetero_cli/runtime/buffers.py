@@ -107,10 +107,12 @@ def plan_links(
     exact: Mapping[str, Any],
     output_sources: Sequence[tuple[str, int | str]],
     unbound: frozenset[int],
+    concurrent: bool = False,
 ) -> LinkPlan:
     """The LinkPlan of ``steps``: ``model_inputs``, the model inputs with a static shape and type
-    (``exact``), the plan's (model output, source) pairs and the positions of the steps whose outputs are
-    made per inference (``unbound``)."""
+    (``exact``), the plan's (model output, source) pairs, the positions of the steps whose outputs are
+    made per inference (``unbound``) and whether they run side by side (``concurrent``: then always by
+    the walk, the straight and whole paths running one session after another)."""
     model_outputs = {name for name, _ in output_sources}
     read = {t for step in steps for t in step.inputs}
     producer: dict[str, int] = {}
@@ -140,13 +142,17 @@ def plan_links(
             StepLinks(step.position, True, fixed, per_run, clear, tuple(outputs), tuple(fresh), feeds_from)
         )
     path = "walk"
-    if (
+    if not concurrent and (
         all(s.bound and not s.clear and not s.fresh for s in planned)
         and all(name in buffered for name in model_outputs)
         and model_inputs <= exact.keys()
     ):
         path = "straight"
-    elif not unbound and whole(list(steps), model_inputs, tuple(name for name, _ in output_sources)):
+    elif (
+        not concurrent
+        and not unbound
+        and whole(list(steps), model_inputs, tuple(name for name, _ in output_sources))
+    ):
         path = "whole"
     return LinkPlan(tuple(planned), path)
 

@@ -19,6 +19,8 @@ from types import MappingProxyType
 import numpy as np
 
 from ..placement.config import SplitConfig
+from ..quirks import in_force
+from ..quirks.openvino import ONE_THREAD_EMPTY_OUTPUTS
 from .compiled_subgraph import CompiledSubgraph
 from .fallback import Fallback
 from .revision import Revision
@@ -107,6 +109,25 @@ class Compiled:
                 return False
             self._revision = following
             return True
+
+    @property
+    def checks_symbols(self) -> bool:
+        """Whether a request checks that its inputs give each named dimension one size before any session
+        runs: where the current revision runs the OpenVINO EP on one thread, which answers such inputs with
+        empty outputs instead of failing (quirk openvino-one-thread-empty-outputs)."""
+        if not in_force(ONE_THREAD_EMPTY_OUTPUTS):
+            return False
+        schedule = self._revision.schedule
+        for c in self._revision.subgraphs:
+            if c.target.ep == ONE_THREAD_EMPTY_OUTPUTS.ep:
+                settings = (
+                    self._config.settings(c.target)
+                    if schedule is None
+                    else schedule.settings(self._config, c.target)
+                )
+                if settings.provider_options.get("num_of_threads") == "1":
+                    return True
+        return False
 
     # --- what runs have shown -----------------------------------------------------------------------
 

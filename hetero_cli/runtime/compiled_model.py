@@ -19,6 +19,7 @@ from ..placement import devices as registry
 from ..placement.config import SplitConfig
 from ..placement.device_string import HETERO, split_device
 from ..placement.partition import Plan
+from ..placement.schedule import CONCURRENT, SEQUENTIAL, Schedule
 from .artifacts.exporting import export_compiled, write_artifact
 from .compiled import Compiled
 from .compiled_subgraph import CompiledSubgraph
@@ -49,6 +50,7 @@ COMPILED_PROPERTIES = (
     cfg.PRIORITIES,
     FALLBACK,
     cfg.DISTRIBUTION_POLICY,
+    cfg.CONCURRENCY,
 )
 
 
@@ -168,6 +170,12 @@ class CompiledModel:
         return self._compiled.current().dot_files
 
     @property
+    def schedule(self) -> Schedule | None:
+        """Which subgraphs an inference runs at the same time, and the threads their sessions got
+        (placement.schedule; None for a model compiled without one, as an import of an older export)."""
+        return self._compiled.current().schedule
+
+    @property
     def one_session(self) -> bool:
         """True when one ONNX Runtime session runs all of several subgraphs (PERFORMANCE_HINT=LATENCY, where
         the query's session of the whole model placed every node as the plan does)."""
@@ -214,7 +222,8 @@ class CompiledModel:
         HETERO_FALLBACK a bool (whether this compile's subgraphs move where their device fails them),
         LOADED_FROM_CACHE a bool (whether it was made from an export: CACHE_DIR's or import_model's),
         MODEL_DISTRIBUTION_POLICY the set of policies the compile used, as Core.get_property gives them
-        ({"PIPELINE_PARALLEL"}, or the empty set, OpenVINO's default). ConfigError for any other name."""
+        ({"PIPELINE_PARALLEL"}, or the empty set, OpenVINO's default), HETERO_CONCURRENCY CONCURRENT or
+        SEQUENTIAL (whether an inference runs independent subgraphs at the same time). ConfigError for any other name."""
         key = str(name).upper()
         config = self._compiled.config
         if key == SUPPORTED_PROPERTIES:
@@ -239,6 +248,8 @@ class CompiledModel:
             return self.fallback.enabled
         if key == cfg.DISTRIBUTION_POLICY:
             return set(cfg.parse_distribution_policy(config.hetero.get(key, "")))
+        if key == cfg.CONCURRENCY:  # what an inference does, whatever was asked
+            return CONCURRENT if self._compiled.current().concurrent else SEQUENTIAL
         raise ConfigError(f"unknown compiled-model property {name!r}: use {', '.join(COMPILED_PROPERTIES)}")
 
     def _priorities(self) -> str:

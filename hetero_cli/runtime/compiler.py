@@ -37,6 +37,7 @@ from ..placement.known_failures import known_failure
 from ..placement.partition import Plan, Subgraph
 from ..placement.probes import Probe, Probes
 from ..placement.query import known_claims
+from ..placement.schedule import Schedule, available_cores, on_host, schedule_of
 from ..quirks.cpu import FORCE_SPINNING_STOP
 from . import type_repair
 from .compiled import Compiled
@@ -51,6 +52,15 @@ from .revision import Move, first_revision
 log = logging.getLogger("hetero_cli")
 
 _TRACES = itertools.count(1)  # numbers the profiled sessions' trace files apart
+#: ORT's session config entry that lets its intra-op threads spin ("0": they sleep when idle)
+NO_SPINNING = "session.intra_op.allow_spinning"
+
+
+def scheduled(plan: Plan, devices: Mapping[str, Device], config: SplitConfig) -> Schedule:
+    """The Schedule of ``plan`` (its subgraphs on ``devices``, by name) under ``config``'s
+    HETERO_CONCURRENCY, on the cores this process may use."""
+    host = [name for name, device in devices.items() if on_host(device)]
+    return schedule_of(plan, host, config.concurrency, available_cores())
 
 
 def prepare_subgraph(
@@ -62,6 +72,7 @@ def prepare_subgraph(
     probe: Probe | None = None,
     *,
     shared: bool = False,
+    schedule: Schedule | None = None,
     exported: bytes | None = None,
     exported_dir: Path | None = None,
 ) -> Callable[[], CompiledSubgraph]:
@@ -76,10 +87,13 @@ def prepare_subgraph(
     The split lets a compile export one subgraph (Python) while others' sessions are created (C++) on
     other threads. With ``shared``, the session's thread pool stops spinning as soon as its run returns
     (``session.force_spinning_stop``): the next subgraph's session needs those cores, and idle pool
-    threads spinning for them made a two-session chain up to twice as slow as one session.
+    threads spinning for them made a two-session chain up to twice as slow as one session. Under a
+    concurrent ``schedule`` (placement.schedule) its threads do not spin at all (sessions running at once
+    share the cores, and a spinning pool takes them from the others), and a host session gets the
+    schedule's share of the cores where ``config`` sets no threads for its device.
     """
     refuse_known_failures(model, subgraph, device)
-    settings = config.settings(device)
+    settings = config.settings(device) if schedule is None else schedule.settings(config, device)
     profiling = settings.profiling and profile_dir is not None
     providers = device.providers(settings.provider_options)
     # overridable initializers this EP would fold: inputs of an exported model, never the model as it is
@@ -98,6 +112,8 @@ def prepare_subgraph(
     record_assignment(so)
     if shared:
         so.add_session_config_entry(FORCE_SPINNING_STOP, "1")
+    if schedule is not None and schedule.concurrent:
+        so.add_session_config_entry(NO_SPINNING, "0")
     if settings.intra_op_num_threads:
         so.intra_op_num_threads = settings.intra_op_num_threads
     if profiling:
@@ -302,6 +318,7 @@ def compile_plan(
             dot_dir=dot_dir,
         )
     shared = len(plan.subgraphs) > 1
+    schedule = scheduled(plan, devices, config)
     used = _probes_used(model, plan, devices, config, kept, shared)
     if shared or not used:
         # the probes no subgraph uses (every probe but the whole model's, of a plan of one subgraph)
@@ -312,18 +329,19 @@ def compile_plan(
     profiled = any(config.settings(devices[s.device]).profiling for s in plan.subgraphs)
     profile_dir = Path(tempfile.mkdtemp(prefix="hetero_profile_")) if profiled else None
     try:
-        compiled = _compile_subgraphs(model, plan, devices, config, profile_dir, used, shared)
+        compiled = _compile_subgraphs(model, plan, devices, config, profile_dir, used, shared, schedule)
 
         def recompile(c: CompiledSubgraph) -> CompiledSubgraph:
+            device = devices[c.subgraph.device]
             return prepare_subgraph(
-                model, c.subgraph, devices[c.subgraph.device], config, profile_dir, None, shared=True
+                model, c.subgraph, device, config, profile_dir, None, shared=True, schedule=schedule
             )()
 
         compiled = type_repair.correct_contradicted(model, plan, compiled, recompile)
         constants = constant_outputs(model, plan)  # may fail
         dots = visualize.dump(model, plan, dot_dir) if draw else ()
         result = Compiled(
-            first_revision(model, plan, compiled, moves=moves, dot_files=dots),
+            first_revision(model, plan, compiled, moves=moves, dot_files=dots, schedule=schedule),
             config,
             device_name,
             constants=constants,
@@ -393,10 +411,11 @@ def _compile_subgraphs(
     profile_dir: Path | None,
     probes: Mapping[str, Probe],
     shared: bool,
+    schedule: Schedule | None = None,
 ) -> list[CompiledSubgraph]:
     """Every subgraph's session, created in parallel (parallel.in_parallel), or the probe ``probes`` holds
     for it (by subgraph name); once more with boundary types corrected after a failure about shapes
-    (type_repair.retry_on_shape_failure)."""
+    (type_repair.retry_on_shape_failure). ``schedule``: as prepare_subgraph takes it."""
 
     def attempt() -> list[CompiledSubgraph]:
         return in_parallel(
@@ -410,6 +429,7 @@ def _compile_subgraphs(
                     profile_dir,
                     probes.get(s.name),
                     shared=shared,
+                    schedule=schedule,
                 )
                 for s in plan.subgraphs
             ]

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..ort.session import ORT_RUN_ERRORS
 from . import recovery
+from .branches import Branches
 from .buffers import BufferPool, Buffers, plan_links
 from .compiled import Compiled
 from .failures import StepFailure
@@ -42,6 +43,7 @@ class Course:
     steps: tuple[Step, ...]
     pool: BufferPool
     walk: Walk
+    branches: Branches | None = None  # where the revision's subgraphs run side by side: the threads
 
 
 class Executor:
@@ -64,7 +66,7 @@ class Executor:
         steps = tuple(plan_steps(revision))
         sources = tuple(revision.plan.output_sources.items())
         exact, names = self.inputs.exact, self.inputs.names
-        links = plan_links(steps, names, exact, sources, revision.unbound)
+        links = plan_links(steps, names, exact, sources, revision.unbound, revision.concurrent)
         pool = BufferPool(steps, links, exact, names, sources)
         walk = Walk(
             revision.model,
@@ -74,7 +76,10 @@ class Executor:
             self.compiled.constants,
             self.compiled.proven,
         )
-        return Course(revision, steps, pool, walk)
+        branches = None
+        if revision.concurrent and revision.schedule is not None:
+            branches = Branches(revision.schedule.width)
+        return Course(revision, steps, pool, walk, branches)
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -172,7 +177,10 @@ class Executor:
                 return served
         values = walk.values(feeds, buffers)
         try:
-            walk.run(course.steps, values, buffers, windows)
+            if course.branches is not None:
+                course.branches.run(walk, course.steps, course.pool.plan, values, buffers, windows)
+            else:
+                walk.run(course.steps, values, buffers, windows)
         except StepFailure as failed:
             failed.values = values
             raise

@@ -41,7 +41,7 @@ class InferRequest(AsyncRequest):
     def __init__(self, compiled: Compiled, pipeline: Pipeline) -> None:
         self.compiled = compiled
         model = compiled.current().model
-        self._inputs = Inputs(model.inputs, model)
+        self._inputs = Inputs(model.inputs, model, symbols=compiled.checks_symbols)
         self._executor = Executor(compiled, self._inputs)
         self.results: dict[str, np.ndarray] = Results()
         self._profiled = any(step.compiled.profiler is not None for step in self._executor.steps)

@@ -18,10 +18,12 @@ from .results import port_name
 
 class Inputs:
     """A compiled model's ``inputs`` (TensorInfo, in order), and the checks a caller's values pass before
-    an inference runs; ``model``: the model compiled (its overridable initializers and types)."""
+    an inference runs; ``model``: the model compiled (its overridable initializers and types);
+    ``symbols``: the inputs' named dimensions are checked to agree too (check_symbols)."""
 
-    def __init__(self, inputs: Sequence[TensorInfo], model: Model):
+    def __init__(self, inputs: Sequence[TensorInfo], model: Model, *, symbols: bool = False):
         self.tensors: dict[str, TensorInfo] = {i.name: i for i in inputs}
+        self.symbols = symbols
         # what a value fed for an overridable initializer must be: the initializer's own type and shape
         self.overridable: dict[str, TensorInfo] = {
             t: model.tensor_info(t) for t in model.overridable_initializers
@@ -138,7 +140,29 @@ class Inputs:
             if info is not None:
                 _check_tensor(name, arr, info.dtype, info.shape)
             out[name] = arr
+        if self.symbols:
+            self.check_symbols(out)
         return out
+
+    def check_symbols(self, feeds: Mapping[str, Any]) -> None:
+        """InferenceError where two inputs give one named dimension (a symbol the model declares for both,
+        as ``N`` in x [N,S,8] and m [N,S]) two sizes. Asked (``symbols``) where a session would not say
+        so itself: OpenVINO's one-thread CPU runs answer such inputs with empty outputs (quirk
+        openvino-one-thread-empty-outputs)."""
+        seen: dict[str, tuple[str, int]] = {}
+        for name, info in self.tensors.items():
+            value = feeds.get(name)
+            if info.shape is None or not isinstance(value, np.ndarray) or value.ndim != len(info.shape):
+                continue
+            for dim, size in zip(info.shape, value.shape, strict=True):
+                if not isinstance(dim, str) or not dim:
+                    continue
+                first = seen.setdefault(dim, (name, size))
+                if first[1] != size:
+                    raise InferenceError(
+                        f"inputs {first[0]!r} and {name!r} give dimension {dim!r} the sizes {first[1]} and "
+                        f"{size}: the model declares it one size in both; give them agreeing shapes"
+                    )
 
     def owned(self, inputs: Any, share: bool) -> dict[str, Any]:
         """start_async's feeds: checked as ``feeds`` does and, unless ``share``, copies the caller can no

@@ -22,6 +22,7 @@ from ..errors import HeteroError
 from ..placement import visualize
 from ..placement.devices import Device
 from ..placement.partition import Subgraph
+from ..placement.schedule import on_host, schedule_of
 from . import type_repair
 from .compiled import Compiled
 from .compiled_subgraph import CompiledSubgraph
@@ -59,7 +60,14 @@ def relaxed(
     try:
         fresh = [
             prepare_subgraph(
-                model, c.subgraph, c.target, compiled.config, compiled.profile_dir, None, shared=shared
+                model,
+                c.subgraph,
+                c.target,
+                compiled.config,
+                compiled.profile_dir,
+                None,
+                shared=shared,
+                schedule=current.schedule,
             )()
             if relaxed_types.keys() & {*c.inputs, *c.outputs}
             else c
@@ -78,7 +86,14 @@ def session_for(
     HETERO_FALLBACK move's. Raises CompileError (or ModelError) where none can be made."""
     shared = len(revision.plan.subgraphs) > 1
     return prepare_subgraph(
-        revision.model, subgraph, device, compiled.config, compiled.profile_dir, None, shared=shared
+        revision.model,
+        subgraph,
+        device,
+        compiled.config,
+        compiled.profile_dir,
+        None,
+        shared=shared,
+        schedule=revision.schedule,
     )()
 
 
@@ -99,4 +114,10 @@ def moved(
     dots = visualize.dump(current.model, new_plan, compiled.config.dot_dir) if current.dot_files else None
     for move in moves:
         log.warning("%s", move.message)
-    return current.next(runs, plan=new_plan, moves=moves, dot_files=dots)
+    schedule = None
+    if current.schedule is not None:  # the moved subgraphs may run at once with others now; the sessions
+        # keep the threads they were made with (the moved ones' were made under the current schedule)
+        host = [d.name for d in compiled.fallback.devices if on_host(d)]
+        fresh = schedule_of(new_plan, host, compiled.config.concurrency, current.schedule.cores)
+        schedule = dataclasses.replace(fresh, threads=current.schedule.threads)
+    return current.next(runs, plan=new_plan, moves=moves, dot_files=dots, schedule=schedule)

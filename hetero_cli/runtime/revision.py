@@ -24,6 +24,7 @@ import onnx
 from ..graph import Model
 from ..ort.failures import ep_cause
 from ..placement.partition import Plan
+from ..placement.schedule import Schedule
 from .compiled_subgraph import CompiledSubgraph
 
 COMPILE = "failed to compile"
@@ -66,7 +67,8 @@ class Revision:
     them where one ONNX Runtime session runs the whole plan (``one_session``); ``moves``: the
     HETERO_FALLBACK moves made so far (at compile time and at run time), in order; ``unbound``: positions
     of the runs whose outputs are made per inference (their shapes came out other than declared);
-    ``dot_files``: the .dot files drawn of ``plan`` (OPENVINO_HETERO_VISUALIZE), if any.
+    ``dot_files``: the .dot files drawn of ``plan`` (OPENVINO_HETERO_VISUALIZE), if any; ``schedule``: which
+    subgraphs run at the same time and the threads their sessions were given (None: one after another).
     """
 
     number: int
@@ -77,6 +79,13 @@ class Revision:
     moves: tuple[Move, ...] = ()
     unbound: frozenset[int] = frozenset()
     dot_files: tuple[Path, ...] = ()
+    schedule: Schedule | None = None
+
+    @property
+    def concurrent(self) -> bool:
+        """Whether an inference starts every subgraph whose inputs are ready, rather than one after
+        another (a schedule of branches that can overlap, each a session of its own)."""
+        return self.schedule is not None and self.schedule.concurrent and not self.one_session
 
     @property
     def one_session(self) -> bool:
@@ -102,11 +111,13 @@ class Revision:
         plan: Plan | None = None,
         moves: Sequence[Move] = (),
         dot_files: Sequence[Path] | None = None,
+        schedule: Schedule | None = None,
     ) -> Revision:
         """The revision after this one: ``subgraphs`` (one session each, so they are also its runs) for
         ``plan`` (this one's by default), compiled from ``model`` (this one's by default), with ``moves``
-        made on the way (after this one's) and ``dot_files`` (this one's by default: the caller draws the
-        new plan where they were drawn). Its outputs are bound again (new sessions, new shapes)."""
+        made on the way (after this one's), ``dot_files`` (this one's by default: the caller draws the
+        new plan where they were drawn) and ``schedule`` (this one's by default). Its outputs are bound
+        again (new sessions, new shapes)."""
         return Revision(
             self.number + 1,
             self.model if model is None else model,
@@ -116,6 +127,7 @@ class Revision:
             (*self.moves, *moves),
             frozenset(),
             self.dot_files if dot_files is None else tuple(dot_files),
+            self.schedule if schedule is None else schedule,
         )
 
     def renewed(self, fresh: Mapping[CompiledSubgraph, CompiledSubgraph]) -> Revision:
@@ -142,10 +154,11 @@ def first_revision(
     *,
     moves: Sequence[Move] = (),
     dot_files: Sequence[Path] = (),
+    schedule: Schedule | None = None,
 ) -> Revision:
     """A compile's revision 0: ``subgraphs`` for ``plan`` compiled from ``model``, ``runs`` what an
-    inference runs of them (None: the subgraphs themselves), the compile's HETERO_FALLBACK ``moves`` and
-    the ``dot_files`` drawn of ``plan``."""
+    inference runs of them (None: the subgraphs themselves), the compile's HETERO_FALLBACK ``moves``, the
+    ``dot_files`` drawn of ``plan`` and its ``schedule`` (None: one after another)."""
     return Revision(
         0,
         model,
@@ -155,6 +168,7 @@ def first_revision(
         tuple(moves),
         frozenset(),
         tuple(dot_files),
+        schedule,
     )
 
 

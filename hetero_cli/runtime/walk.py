@@ -76,19 +76,26 @@ class Walk:
             self.run_step(step, values, buffers, windows)
 
     def run_step(
-        self, step: Step, values: dict[str, Any], buffers: Buffers | None, windows: list[Window]
+        self,
+        step: Step,
+        values: dict[str, Any],
+        buffers: Buffers | None,
+        windows: list[Window],
+        *,
+        release: bool = True,
     ) -> None:
         """Run one subgraph, pre-bound where ``buffers`` binds it, on ``values`` (updated with its outputs,
-        less the tensors it read last); a profiled one's run is added to ``windows``. StepFailure if it
-        fails."""
+        less the tensors it read last, with ``release``: steps that run side by side keep them to the
+        end); a profiled one's run is added to ``windows``. StepFailure if it fails."""
         binding = buffers.bindings[step.position] if buffers is not None else None
         if binding is not None:
             run_bound(binding, step, values, self.proven(step.compiled))
         else:
             produced = self.run_unbound(step, values, windows)
             values.update(zip(step.outputs, produced, strict=True))
-        for t in step.release:
-            values.pop(t, None)
+        if release:
+            for t in step.release:
+                values.pop(t, None)
 
     def run_unbound(
         self, step: Step, values: Mapping[str, Any], windows: list[Window] | None = None

@@ -17,6 +17,7 @@ from onnx import helper as h
 from support.helpers import PYTHON, guarded_chain_model, make_model, needs_openvino, seeded, vi
 from support.quirk_sides import defect_raises, expect
 
+from hetero_cli.ort.session import ORT_ERRORS
 from hetero_cli.quirks import in_force
 from hetero_cli.quirks import openvino as quirks
 
@@ -400,3 +401,25 @@ def test_openvino_on_the_cpu_writes_its_cache_blob_again_instead_of_loading_it(t
     assert [b.name for b in cache.glob("*.blob")] == [blob.name]
     rewritten = blob.stat().st_mtime_ns != 10**9
     assert rewritten is expect(quirks.CPU_BLOB_UNREADABLE, True, False)
+
+
+@needs_openvino
+def test_openvino_on_one_thread_answers_inputs_it_cannot_broadcast_with_empty_outputs():
+    """x [2,3,8] masked by m [2,4] (Unsqueeze -> Mul): the CPU EP, and OpenVINO on more threads, fail."""
+    nodes = [
+        h.make_node("Unsqueeze", ["m", "axis2"], ["m3"], name="unsqueeze"),
+        h.make_node("Mul", ["x", "m3"], ["masked"], name="mask"),
+    ]
+    axis = [h.make_tensor("axis2", TensorProto.INT64, [1], [2])]
+    proto = make_model(nodes, [vi("x", ["N", "S", 8]), vi("m", ["N", "S"])], [vi("masked", None)], axis)
+    feeds = {"x": seeded((2, 3, 8)), "m": np.zeros((2, 4), np.float32)}
+    with pytest.raises(ORT_ERRORS):
+        run(proto, feeds, ["CPUExecutionProvider"])
+    one = session_of(proto, [("OpenVINOExecutionProvider", {"device_type": "CPU", "num_of_threads": "1"})])
+    if in_force(quirks.ONE_THREAD_EMPTY_OUTPUTS):
+        assert one.run(None, feeds)[0].size == 0
+    else:
+        with pytest.raises(ORT_ERRORS):
+            one.run(None, feeds)
+    right = {"x": seeded((2, 3, 8)), "m": np.ones((2, 3), np.float32)}
+    np.testing.assert_allclose(one.run(None, right)[0], right["x"], rtol=1e-6)

@@ -19,6 +19,7 @@ from support.helpers import (
     needs_accelerator,
     needs_openvino,
     ort_run,
+    queued_results,
     seeded,
 )
 
@@ -175,14 +176,8 @@ def test_requests_in_flight_on_one_session_give_each_its_results():
     compiled = hc.Core().compile_model(proto, SPLIT)
     assert compiled.one_session
     xs = [seeded((2, 4), seed=i) for i in range(6)]
-    got: dict[int, np.ndarray] = {}
-    queue = hc.AsyncInferQueue(compiled, 3)
-    queue.set_callback(lambda request, k: got.__setitem__(k, request.results["y"].copy()))
-    for k, x in enumerate(xs):
-        queue.start_async({"x": x}, userdata=k)
-    queue.wait_all()
-    for k, x in enumerate(xs):
-        np.testing.assert_array_equal(got[k], ort_split(proto, {"x": x})["y"])
+    for got, x in zip(queued_results(compiled, xs, 3), xs, strict=True):
+        np.testing.assert_array_equal(got, ort_split(proto, {"x": x})["y"])
 
 
 def test_performance_hint_values():

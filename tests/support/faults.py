@@ -85,3 +85,35 @@ def failing_runs(device: str, times: int) -> tuple[Any, Any]:
 
     made.arm = arm  # type: ignore[attr-defined]
     return (lambda request: None), made
+
+
+class _MeetingRuns:
+    """A C session whose runs wait at ``barrier`` first: where two sessions' runs must meet there, they
+    can only pass if they run at the same time (a sequential walk waits in vain, and the barrier's
+    timeout fails the run)."""
+
+    def __init__(self, real: Any, barrier: threading.Barrier) -> None:
+        self._real = real
+        self._barrier = barrier
+
+    def run_with_ort_values(self, *args: Any) -> Any:
+        self._barrier.wait()
+        return self._real.run_with_ort_values(*args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def meeting_runs(subjects: set[str], timeout_s: float = 30.0) -> tuple[Any, Any]:
+    """observe_sessions' arguments under which the runs of the subgraphs named in ``subjects`` (their
+    SessionRequest.subject, ``subgraph<N>``) wait for each other at one barrier: they pass only where an
+    inference runs them at the same time (the runs ORT makes without pre-bound outputs: give the model
+    dynamic shapes). ``broken`` on the made-hook tells whether a wait timed out."""
+    barrier = threading.Barrier(len(subjects), timeout=timeout_s)
+
+    def made(request: SessionRequest) -> None:
+        if request.purpose == SUBGRAPH and request.subject in subjects:
+            request.session._sess = _MeetingRuns(request.session._sess, barrier)
+
+    made.barrier = barrier  # type: ignore[attr-defined]
+    return (lambda request: None), made

@@ -287,3 +287,17 @@ def optimized(request: Any) -> bool:
     """Whether ORT's graph optimizations are on for the session a SessionRequest (observe_sessions) asks
     for: the query's probes may turn them off."""
     return request.options.graph_optimization_level != ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+
+
+def queued_results(compiled, xs: Sequence[np.ndarray], jobs: int, output: str = "y") -> list[np.ndarray]:
+    """``output`` of each of ``xs`` (fed as ``x``), inferred through an AsyncInferQueue of ``jobs``
+    requests, in the order of ``xs``."""
+    import hetero_cli as hc
+
+    got: dict[int, np.ndarray] = {}
+    queue = hc.AsyncInferQueue(compiled, jobs)
+    queue.set_callback(lambda request, k: got.__setitem__(k, request.results[output].copy()))
+    for k, x in enumerate(xs):
+        queue.start_async({"x": x}, userdata=k)
+    queue.wait_all()
+    return [got[k] for k in range(len(xs))]

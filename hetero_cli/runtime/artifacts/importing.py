@@ -40,9 +40,10 @@ from ...placement import visualize
 from ...placement.devices import Device
 from ...placement.partition import Plan, Subgraph
 from ...placement.query import Probe
+from ...placement.schedule import Schedule
 from ..compiled import Compiled
 from ..compiled_subgraph import CompiledSubgraph
-from ..compiler import prepare_subgraph
+from ..compiler import prepare_subgraph, scheduled
 from ..constants import constant_outputs
 from ..environment import check_loadable
 from ..fallback import Fallback
@@ -217,16 +218,17 @@ def import_compiled(
         result = _one(model, plan, by_name, config, device_name, fallback, draw, dot_dir)
     else:
         shared = len(plan.subgraphs) > 1
+        schedule = scheduled(plan, by_name, config)
         made = in_parallel(
             [
-                _preparer(model, s, by_name[s.device], config, m, shared)
+                _preparer(model, s, by_name[s.device], config, m, shared, schedule)
                 for s, m in zip(plan.subgraphs, subgraph_models, strict=True)
             ]
         )
         constants = constant_outputs(model, plan)
         dots = visualize.dump(model, plan, dot_dir) if draw else ()
         result = Compiled(
-            first_revision(model, plan, made, dot_files=dots),
+            first_revision(model, plan, made, dot_files=dots, schedule=schedule),
             config,
             device_name,
             constants=constants,
@@ -308,6 +310,7 @@ def _preparer(
     config: cfg.SplitConfig,
     exported: tuple[onnx.ModelProto, Path | None],
     shared: bool,
+    schedule: Schedule,
 ) -> Callable[[], Callable[[], CompiledSubgraph]]:
     """The job in_parallel runs: prepare_subgraph with the exported model (no export) and the folder its
     weights' references are found in."""
@@ -321,6 +324,7 @@ def _preparer(
         None,
         None,
         shared=shared,
+        schedule=schedule,
         exported=proto.SerializeToString(),
         exported_dir=folder,
     )

@@ -1,0 +1,176 @@
+"""Which subgraphs of a plan may run at the same time: the plan's links as a graph of steps (which subgraph
+feeds which), the most of them that can run at once, and, under HETERO_CONCURRENCY, whether an inference
+runs them so and how the cores are shared between the sessions that do.
+
+    schedule = schedule_of(plan, host={"CPU", "OPENVINO"}, mode="AUTO", cores=2)
+    schedule.after          # ((), (0,), (0,), (1, 2)): subgraph i reads what these subgraphs make
+    schedule.width          # 2: subgraphs 2 and 3 (indexes 1 and 2) can run at once
+    schedule.concurrent     # True: an inference starts every subgraph whose inputs are ready
+    schedule.threads        # 1: each host session's intra-op threads, so those that run at once share 2
+
+Plain data, decided from the plan alone (no session): ``hetero query`` prints it, the compile sizes the
+sessions' thread pools by it, a request walks the steps by it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import ConfigError
+from .devices import Device
+from .partition import Plan
+
+if TYPE_CHECKING:  # config reads HETERO_CONCURRENCY with parse_mode: it imports this module
+    from .config import DeviceSettings, SplitConfig
+
+SEQUENTIAL = "SEQUENTIAL"
+CONCURRENT = "CONCURRENT"
+AUTO = "AUTO"
+#: HETERO_CONCURRENCY's values: subgraphs one after another, those whose inputs are ready at the same
+#: time, or concurrent where the plan has branches that can overlap (the default)
+MODES = (SEQUENTIAL, CONCURRENT, AUTO)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How an inference runs a plan's subgraphs. ``after[i]``: the indexes of the subgraphs whose outputs
+    subgraph i reads (the step graph); ``width``: the most subgraphs that can run at once (a largest set of
+    which none feeds another, even through others); ``host_width``: the same among the subgraphs whose
+    sessions compute on the host's cores (CPU, OpenVINO on the CPU); ``concurrent``: whether an inference
+    starts every subgraph whose inputs are ready, each on a thread of its own, rather than one after
+    another; ``threads``: the intra-op threads a host session gets where none is set for its device (None:
+    the EP's own default), so that the sessions that run at once share the ``cores``."""
+
+    after: tuple[tuple[int, ...], ...]
+    width: int
+    host_width: int
+    concurrent: bool
+    threads: int | None
+    cores: int
+
+    def settings(self, config: SplitConfig, device: Device) -> DeviceSettings:
+        """``device``'s settings as its sessions get them under this schedule: ``config``'s, with
+        ``threads`` for a host device where ``config`` sets none (INFERENCE_NUM_THREADS, num_of_threads)."""
+        settings = config.settings(device)
+        if (
+            self.threads is None
+            or not on_host(device)
+            or settings.intra_op_num_threads
+            or "num_of_threads" in settings.provider_options
+        ):
+            return settings
+        return config.with_threads([device.name], self.threads).settings(device)
+
+    def together(self) -> list[tuple[int, ...]]:
+        """Groups of subgraph indexes that can run at the same time (each a set of which none feeds
+        another, through others neither), the largest first: what ``hetero query`` and the .dot file show."""
+        reach = _reach(self.after)
+        groups: list[tuple[int, ...]] = []
+        for i in range(len(self.after)):
+            group = [i]
+            for j in range(i + 1, len(self.after)):
+                if all(j not in reach[k] and k not in reach[j] for k in group):
+                    group.append(j)
+            if len(group) > 1 and not any(set(group) <= set(g) for g in groups):
+                groups.append(tuple(group))
+        return sorted(groups, key=len, reverse=True)
+
+    def describe(self) -> str:
+        """One line: how an inference runs the subgraphs, and the threads each host session gets."""
+        if not self.concurrent:
+            why = "no two of them can run at once" if self.width < 2 else "HETERO_CONCURRENCY=SEQUENTIAL"
+            return f"the subgraphs run one after another ({why})"
+        groups = "; ".join("+".join(f"subgraph{i + 1}" for i in g) for g in self.together()[:3])
+        threads = f"{self.threads} intra-op thread(s) per host session" if self.threads else "EP defaults"
+        return (
+            f"subgraphs whose inputs are ready run at the same time (at most {self.width} at once: {groups}); "
+            f"{threads}, {self.cores} core(s) shared"
+        )
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the platform tells it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no sched_getaffinity on this platform: every core
+        return os.cpu_count() or 1
+
+
+def on_host(device: Device) -> bool:
+    """Whether ``device``'s sessions compute on the host's cores: the CPU, and OpenVINO on the CPU."""
+    return device.is_cpu or (
+        device.kind.family == "OPENVINO" and device.provider_options.get("device_type") == "CPU"
+    )
+
+
+def parse_mode(value: object) -> str:
+    """HETERO_CONCURRENCY's value, upper-case; ConfigError for any other."""
+    mode = str(value).strip().upper()
+    if mode not in MODES:
+        raise ConfigError(
+            f"HETERO_CONCURRENCY takes {', '.join(MODES)}, not {value!r:.40}: SEQUENTIAL runs the subgraphs one "
+            "after another, CONCURRENT starts every subgraph whose inputs are ready, AUTO (the default) does "
+            "so where the plan has branches that can overlap"
+        )
+    return mode
+
+
+def schedule_of(plan: Plan, host: Collection[str], mode: str, cores: int) -> Schedule:
+    """The Schedule of ``plan`` under HETERO_CONCURRENCY ``mode`` (parse_mode's) on a machine of ``cores``
+    cores; ``host``: the plan's devices whose sessions compute on those cores. Concurrent where ``mode``
+    is CONCURRENT, or AUTO and two subgraphs can run at once; the host sessions then get ``cores`` shared
+    between the most of them that run at once (at least one thread each)."""
+    after = _after(plan)
+    width = _width(after, range(len(after)))
+    host_width = _width(after, [s.index for s in plan.subgraphs if s.device in host])
+    concurrent = width > 1 and mode != SEQUENTIAL
+    threads = max(1, cores // host_width) if concurrent and host_width > 1 else None
+    return Schedule(after, width, host_width, concurrent, threads, cores)
+
+
+def _after(plan: Plan) -> tuple[tuple[int, ...], ...]:
+    """For each subgraph, the subgraphs whose outputs it reads."""
+    producer = {t: s.index for s in plan.subgraphs for t in s.outputs}
+    return tuple(
+        tuple(dict.fromkeys(producer[t] for t in s.inputs if t in producer and producer[t] != s.index))
+        for s in plan.subgraphs
+    )
+
+
+def _reach(after: Sequence[Sequence[int]]) -> list[set[int]]:
+    """For each subgraph, every subgraph it reads from, through others too (the transitive closure)."""
+    reach: list[set[int]] = []
+    for i, preds in enumerate(after):  # a plan's subgraphs are in topological order
+        found = set(preds)
+        for p in preds:
+            if p < i:
+                found |= reach[p]
+        reach.append(found)
+    return reach
+
+
+def _width(after: Sequence[Sequence[int]], among: Collection[int]) -> int:
+    """The largest set of subgraphs in ``among`` of which none reads from another, through others neither
+    (Dilworth: their count less a largest matching of the comparability graph)."""
+    nodes = list(among)
+    if len(nodes) < 2:
+        return len(nodes)
+    reach = _reach(after)
+    below = {i: [j for j in nodes if i in reach[j]] for i in nodes}  # i reaches j: i before j
+    match: dict[int, int] = {}
+
+    def augment(i: int, seen: set[int]) -> bool:
+        for j in below[i]:
+            if j in seen:
+                continue
+            seen.add(j)
+            if j not in match or augment(match[j], seen):
+                match[j] = i
+                return True
+        return False
+
+    matched = sum(augment(i, set()) for i in nodes)
+    return len(nodes) - matched

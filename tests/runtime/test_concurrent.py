@@ -1,0 +1,210 @@
+"""All devices at once inside one inference (issue 45): subgraphs whose inputs are ready run at the same
+time, each on a worker thread of the request's; the results are bit-identical to running the same
+sessions in order; a failing branch is one clear error with nothing left running; HETERO_CONCURRENCY
+chooses. On the CPU EP alone (made-up devices A, B, C), so every flavour's CI runs them."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given
+from onnx import helper as h
+from support.faults import failing_runs, meeting_runs
+from support.graphs import WITH_SESSIONS, Case, cases
+from support.helpers import (
+    assert_same,
+    cpu_split,
+    make_model,
+    needs_openvino,
+    ort_run,
+    queued_results,
+    reference,
+    run_threads,
+    seeded,
+    vi,
+)
+
+import hetero_cli as hc
+from hetero_cli.ort.session import observe_sessions
+from hetero_cli.placement import devices as registry
+from hetero_cli.placement.config import CONCURRENCY, NUM_THREADS, SplitConfig
+from hetero_cli.placement.schedule import Schedule, parse_mode, schedule_of
+
+ONE_THREAD = {"CPU": {NUM_THREADS: 1}}  # the made-up devices' sessions: the same threads in both modes
+
+
+def config(mode: str) -> SplitConfig:
+    return SplitConfig({CONCURRENCY: mode}, ONE_THREAD)
+
+
+def fork(rows: object = "n") -> object:
+    """x [rows,4] -> Relu (A) and Neg (B), side by side -> Add (C) -> y: two branches and a join."""
+    nodes = [
+        h.make_node("Relu", ["x"], ["r"], name="relu"),
+        h.make_node("Neg", ["x"], ["m"], name="neg"),
+        h.make_node("Add", ["r", "m"], ["y"], name="add"),
+    ]
+    return make_model(nodes, [vi("x", [rows, 4])], [vi("y", [rows, 4])], name="fork")
+
+
+# --- the schedule: plain data ---------------------------------------------------------------------------
+
+
+def test_a_fork_can_run_two_subgraphs_at_once_and_a_chain_none():
+    forked = cpu_split(fork(), ["A", "B", "C"], config("AUTO")).current().schedule
+    assert forked.after == ((), (), (0, 1)) and forked.width == 2 and forked.concurrent
+    assert forked.together() == [(0, 1)]
+    assert forked.threads == max(1, forked.cores // 2)
+    assert "subgraph1+subgraph2" in forked.describe()
+    chain = cpu_split(fork(), ["A", "A", "A"], config("CONCURRENT")).current().schedule
+    assert chain.width == 1 and not chain.concurrent and "one after another" in chain.describe()
+
+
+def test_sequential_runs_branches_one_after_another():
+    compiled = cpu_split(fork(), ["A", "B", "C"], config("SEQUENTIAL"))
+    schedule = compiled.current().schedule
+    assert schedule.width == 2 and not schedule.concurrent and not compiled.current().concurrent
+    assert "HETERO_CONCURRENCY=SEQUENTIAL" in schedule.describe()
+
+
+def test_the_mode_key_takes_three_values_and_refuses_others():
+    assert [parse_mode(v) for v in ("sequential", "Concurrent", "AUTO")] == [
+        "SEQUENTIAL",
+        "CONCURRENT",
+        "AUTO",
+    ]
+    with pytest.raises(hc.ConfigError, match="HETERO_CONCURRENCY takes SEQUENTIAL, CONCURRENT, AUTO"):
+        hc.Core().set_property("HETERO", {CONCURRENCY: "sometimes"})
+
+
+def test_the_width_counts_subgraphs_no_path_joins():
+    # 0 -> 2, 1 -> 2, 1 -> 3: two at once ({0, 1}, {0, 3}, {2, 3}), never three
+    plan_after = ((), (), (0, 1), (1,))
+    independent = {(0, 1), (0, 3), (2, 3)}
+    groups = Schedule(plan_after, 2, 2, True, 1, 2).together()
+    assert groups and all(len(g) == 2 and g in independent for g in groups)
+    from hetero_cli.placement.schedule import _width
+
+    assert _width(plan_after, range(4)) == 2 and _width(((), (0,), (1,)), range(3)) == 1
+
+
+# --- running side by side -------------------------------------------------------------------------------
+
+
+def test_two_branches_run_at_the_same_time():
+    """Each branch's run waits for the other's at a barrier: they pass only if they run at once."""
+    proto = fork()
+    seam = meeting_runs({"subgraph1", "subgraph2"}, timeout_s=20)
+    x = seeded((3, 4))
+    with observe_sessions(*seam):
+        compiled = cpu_split(proto, ["A", "B", "C"], config("AUTO"))
+        assert compiled.current().concurrent
+        got = compiled.create_infer_request().infer({"x": x})
+    assert not seam[1].barrier.broken
+    assert_same(got, ort_run(proto, {"x": x}))
+
+
+@WITH_SESSIONS
+@given(cases(("A", "B", "C"), max_steps=12))
+def test_random_branchy_splits_give_the_sequential_results_bit_for_bit(case: Case):
+    model = hc.Core().read_model(case.model)
+    affinities = case.affinity_map(model)
+    ops = [n.get_friendly_name() for n in model.get_ops()]
+    devices = [affinities[name] for name in ops]
+    side_by_side = cpu_split(model, devices, config("CONCURRENT"))
+    in_turn = cpu_split(model, devices, config("SEQUENTIAL"))
+    got, want = side_by_side(case.feeds), in_turn(case.feeds)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    for name, value in reference(case.model, case.feeds).items():
+        np.testing.assert_allclose(got[name], value, err_msg=name, **case.tolerance(name))
+
+
+def test_a_failing_branch_is_one_error_nothing_is_left_running_and_the_next_inference_is_right():
+    proto = fork()
+    seam = failing_runs("CPU", times=0)  # the made-up devices' sessions are the CPU EP's
+    x = seeded((3, 4))
+    with observe_sessions(*seam):
+        compiled = cpu_split(proto, ["A", "B", "C"], config("AUTO"))
+        request = compiled.create_infer_request()
+        seam[1].arm(1)  # the first run of the next inference fails: one of the two branches
+        with pytest.raises(hc.InferenceError, match=r"^subgraph[12] on CPU failed: .*failed the run"):
+            request.infer({"x": x})
+        assert [t for t in threading.enumerate() if t.name.startswith("hetero-branch")]  # kept, idle
+        assert_same(request.infer({"x": x}), ort_run(proto, {"x": x}))
+
+
+def test_concurrent_requests_on_a_concurrent_plan_each_get_their_own_results():
+    proto = fork(rows=8)
+    compiled = cpu_split(proto, ["A", "B", "C"], config("AUTO"))
+    xs = [seeded((8, 4), seed=s) for s in range(4)]
+    want = [ort_run(proto, {"x": x})["y"] for x in xs]
+
+    def work(i: int) -> None:
+        request = compiled.create_infer_request()
+        for _ in range(10):
+            np.testing.assert_array_equal(request.infer({"x": xs[i]})["y"], want[i])
+
+    run_threads(work, len(xs), 120)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_asynchronous_requests_on_a_concurrent_plan_are_right(seed):
+    proto = fork(rows=4)
+    compiled = cpu_split(proto, ["A", "B", "C"], config("AUTO"))
+    xs = [seeded((4, 4), seed=seed * 10 + k) for k in range(6)]
+    for got, x in zip(queued_results(compiled, xs, 2), xs, strict=True):
+        np.testing.assert_array_equal(got, ort_run(proto, {"x": x})["y"])
+
+
+def test_schedule_of_a_plan_gives_host_sessions_a_share_of_the_cores():
+    compiled = cpu_split(fork(), ["A", "B", "C"], config("AUTO"))
+    schedule = schedule_of(compiled.plan, {"A", "B", "C"}, "AUTO", cores=8)
+    assert schedule.threads == 4 and schedule.host_width == 2
+    assert schedule_of(compiled.plan, {"C"}, "AUTO", cores=8).threads is None  # one host session at once
+
+
+def test_the_core_and_the_compiled_model_answer_hetero_concurrency():
+    core = hc.Core()
+    assert core.get_property("HETERO", CONCURRENCY) == "AUTO"
+    core.set_property("HETERO", {CONCURRENCY: "sequential"})
+    assert core.get_property("HETERO", CONCURRENCY) == "SEQUENTIAL"
+    assert CONCURRENCY in core.get_property("HETERO", "SUPPORTED_PROPERTIES")
+    # the compiled model answers what an inference does, whatever was asked
+    forked = cpu_split(fork(), ["A", "B", "C"], config("AUTO"))
+    assert forked.get_property(CONCURRENCY) == "CONCURRENT" and forked.schedule.concurrent
+    chain = cpu_split(fork(), ["A", "A", "A"], config("CONCURRENT"))
+    assert chain.get_property(CONCURRENCY) == "SEQUENTIAL"
+
+
+def test_a_devices_own_threads_win_over_the_schedules_share():
+    cpu = registry.lookup("CPU")
+    schedule = cpu_split(fork(), ["A", "B", "C"], config("AUTO")).schedule
+    shared = schedule.settings(SplitConfig(), cpu).intra_op_num_threads
+    assert shared == schedule.threads
+    own = SplitConfig({}, {"CPU": {NUM_THREADS: 3}})
+    assert schedule.settings(own, cpu).intra_op_num_threads == 3
+    assert SplitConfig().settings(cpu).intra_op_num_threads in (None, 0)  # the user's config is not changed
+
+
+@needs_openvino
+def test_an_import_runs_its_branches_at_once_as_the_compile_did():
+    """x -> Relu on OPENVINO and Neg on CPU, side by side: two subgraphs that run at once."""
+    nodes = [h.make_node("Relu", ["x"], ["r"], name="relu"), h.make_node("Neg", ["x"], ["m"], name="neg")]
+    proto = make_model(nodes, [vi("x", [3, 4])], [vi("r", [3, 4]), vi("m", [3, 4])], name="two_outputs")
+    core = hc.Core()
+    model = core.read_model(proto)
+    for node, device in zip(model.get_ops(), ["OPENVINO", "CPU"], strict=True):
+        node.get_rt_info()["affinity"] = device
+    compiled = core.compile_model(model, "HETERO:OPENVINO,CPU", {"PERFORMANCE_HINT": "THROUGHPUT"})
+    assert len(compiled.subgraphs) == 2 and compiled.get_property(CONCURRENCY) == "CONCURRENT"
+    imported = core.import_model(compiled.export_model())
+    assert imported.get_property(CONCURRENCY) == "CONCURRENT"
+    assert imported.schedule.together() == [(0, 1)]
+    x = seeded((3, 4))
+    want = ort_run(proto, {"x": x})
+    for got in (compiled({"x": x}), imported({"x": x})):
+        for name in ("r", "m"):
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-6)
