@@ -10,6 +10,7 @@ pipeline.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -17,6 +18,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import InferenceError
+from ..ort.failures import ep_cause
+from ..ort.session import ORT_ERRORS
 from .async_request import AsyncRequest
 from .buffers import LinkPlan
 from .compiled import Compiled
@@ -24,7 +27,11 @@ from .executor import Executor
 from .inputs import Inputs
 from .pipeline import Pipeline
 from .profiling import ProfilingInfo, Window, inference_counters
+from .renewal import profiled_again
 from .results import Results, port_name
+from .revision import Revision
+
+log = logging.getLogger("hetero_cli")
 
 
 class InferRequest(AsyncRequest):
@@ -86,7 +93,25 @@ class InferRequest(AsyncRequest):
 
     def _counters(self, windows: list[Window]) -> list[ProfilingInfo]:
         current = self.compiled.current()
-        return inference_counters(current.model, current.plan.outputs, windows)
+        infos = inference_counters(current.model, current.plan.outputs, windows)
+        self._profile_again(current)
+        return infos
+
+    def _profile_again(self, current: Revision) -> None:
+        """Reading counters ends the traces they come from: the sessions are made again with fresh ones in
+        the compiled model's next revision (renewal.profiled_again), so the next inference has counters
+        too, as OpenVINO's requests have."""
+        ended = next((c for c in current.runs if c.profiler is not None and c.profiler.ended), None)
+        if ended is None:
+            return
+        try:
+            self.compiled.advance(ended, profiled_again)
+        except ORT_ERRORS as exc:  # counters stop; inference goes on with the sessions it has
+            log.warning(
+                "%s could not be made again to profile later inferences (%s): they have no counters",
+                ended.where,
+                ep_cause(exc),
+            )
 
     def get_tensor(self, name: Any) -> np.ndarray:
         """An output of the last inference, by name, output port or output index; InferenceError for an

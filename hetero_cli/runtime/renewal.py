@@ -64,3 +64,24 @@ def renewed(current: Revision, failed: CompiledSubgraph, cause: BaseException) -
         FAILED_SHAPE_KEPT.id,
     )
     return current.renewed(fresh)
+
+
+def profiled_again(current: Revision) -> Revision | None:
+    """The revision after ``current`` in which every profiled session whose trace was ended (its counters
+    were read, and ONNX Runtime cannot start a session's profiling again) is made again with a trace of
+    its own, so that later inferences have counters too; None where none was ended, or hetero-cli has no
+    record of how one was made. Raises ORT_ERRORS where a device will not make one now."""
+    made: dict[int, SessionProfile] = {}
+    fresh = {}
+    for compiled in (*current.subgraphs, *current.runs):
+        profiler = compiled.profiler
+        if profiler is None or not profiler.ended or compiled in fresh:
+            continue
+        if id(profiler.session) not in made:
+            session = fresh_session(profiler.session)
+            if session is None:  # a session hetero-cli did not create (a test's)
+                return None
+            made[id(profiler.session)] = SessionProfile(session)
+        again = made[id(profiler.session)]
+        fresh[compiled] = dataclasses.replace(compiled, session=again.session, profiler=again)
+    return current.renewed(fresh) if fresh else None

@@ -194,23 +194,24 @@ def test_forced_split_and_repeated_inference() -> None:
     assert request.get_profiling_info() == history[-1]
 
 
-def test_the_first_read_of_the_counters_ends_the_trace_and_no_session_is_made_again():
-    """ONNX Runtime profiles a session until its trace is ended, and cannot start again: the counters
-    cover the inferences before the first read, and a later inference has none (never a session made
-    again for the profiler)."""
-    from hetero_cli.ort.session import SUBGRAPH, observe_sessions
-
+def test_a_read_of_the_counters_makes_the_profiled_sessions_again_for_the_next_inferences():
+    """ONNX Runtime profiles a session until its trace is ended, and cannot start again: a read ends the
+    traces it reads, and the compiled model's next revision has the sessions made again with fresh ones,
+    so every inference has counters (as OpenVINO's requests have); the history keeps each inference's."""
     compiled = hc.Core().compile_model(guarded_chain_model(), "HETERO:CPU", {"PERF_COUNT": True})
     request = compiled.create_infer_request()
     x = np.ones((4, 8), np.float32)
-    made = []
-    with observe_sessions(lambda asked: made.append(asked) if asked.purpose == SUBGRAPH else None):
-        request.infer({"x": x})
-        first = request.get_profiling_info()
-        request.infer({"x": x})
-        assert request.get_profiling_info() == []
-    assert first and made == []
-    assert len(request.get_profiling_history()) == 2 and request.get_profiling_history()[0] == first
+    before = compiled.current()
+    request.infer({"x": x})
+    first = request.get_profiling_info()
+    after = compiled.current()
+    assert first and after.number == before.number + 1
+    assert all(a.session is not b.session for a, b in zip(before.runs, after.runs, strict=True))
+    request.infer({"x": x})
+    second = request.get_profiling_info()
+    assert [i.node_name for i in second] == [i.node_name for i in first]
+    history = request.get_profiling_history()
+    assert len(history) == 2 and history[0] == first and history[1] == second
 
 
 def test_no_profiler_without_perf_count() -> None:
