@@ -28,6 +28,7 @@ from .placement import devices as registry
 from .placement.device_string import DeviceRequest
 from .placement.devices import Device
 from .placement.partition import Plan, partition
+from .placement.schedule import Schedule, plan_schedule
 from .runtime import Compiled, CompiledModel, Fallback, check_loadable, compile_with_fallback
 from .runtime.artifacts import cache as compile_cache
 from .runtime.artifacts import importing
@@ -251,6 +252,16 @@ class Core:
         model = self.read_model(model)
         merged, request, devices = self._devices(device_name, config)
         return partition(model, _affinities(model, request, devices, _probes(merged, devices), merged))
+
+    def schedule(self, plan: Plan, device_name: str, config: Mapping[str, Any] | None = None) -> Schedule:
+        """Which of ``plan``'s subgraphs (Core.plan's, for ``device_name`` and ``config``) an inference
+        would run at the same time, and the intra-op threads its host sessions would share the cores by
+        (HETERO_CONCURRENCY; placement.schedule): plain data, nothing compiles or runs. A compile that runs
+        an automatic split in one session (PERFORMANCE_HINT=LATENCY) leaves that to ONNX Runtime.
+
+        Raises DeviceError, DeviceUnavailableError and ConfigError as compile_model."""
+        merged, _, devices = self._devices(device_name, config)
+        return plan_schedule(plan, {d.name: d for d in devices}, merged.concurrency)
 
     def compile_model(
         self, model: ModelSource, device_name: str | None = None, config: Mapping[str, Any] | None = None

@@ -47,6 +47,9 @@ def print_runtime_parameters(compiled: CompiledModel, nireq: int) -> None:
     info(f"  HETERO_NUMBER_OF_SUBMODELS: {compiled.get_property('HETERO_NUMBER_OF_SUBMODELS')}")
     info(f"  OPTIMAL_NUMBER_OF_INFER_REQUESTS: {compiled.get_property('OPTIMAL_NUMBER_OF_INFER_REQUESTS')}")
     info(f"  PERFORMANCE_HINT: {compiled.get_property('PERFORMANCE_HINT')}")
+    info(f"  HETERO_CONCURRENCY: {compiled.get_property('HETERO_CONCURRENCY')}")
+    if compiled.schedule is not None and len(compiled.subgraphs) > 1:
+        info(f"  schedule: {compiled.schedule.describe()}")
     info(f"  infer requests used: {nireq}")
 
 

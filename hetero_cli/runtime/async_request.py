@@ -232,6 +232,7 @@ class AsyncRequest:
                     pipeline.submit(steps[i].lane, functools.partial(self._stage, run))
                     return
             results = walk.collect(run.values, run.feeds, run.buffers.views)
+            executor.inputs.explain_empty(run.feeds, results)
         except StepFailure as failed:
             run.queued = False  # off its lane: queued again only once _launch has submitted it
             try:

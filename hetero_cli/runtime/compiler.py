@@ -37,7 +37,7 @@ from ..placement.known_failures import known_failure
 from ..placement.partition import Plan, Subgraph
 from ..placement.probes import Probe, Probes
 from ..placement.query import known_claims
-from ..placement.schedule import Schedule, available_cores, on_host, schedule_of
+from ..placement.schedule import AUTO, Schedule, plan_schedule
 from ..quirks.cpu import FORCE_SPINNING_STOP
 from . import type_repair
 from .compiled import Compiled
@@ -54,13 +54,10 @@ log = logging.getLogger("hetero_cli")
 _TRACES = itertools.count(1)  # numbers the profiled sessions' trace files apart
 #: ORT's session config entry that lets its intra-op threads spin ("0": they sleep when idle)
 NO_SPINNING = "session.intra_op.allow_spinning"
-
-
-def scheduled(plan: Plan, devices: Mapping[str, Device], config: SplitConfig) -> Schedule:
-    """The Schedule of ``plan`` (its subgraphs on ``devices``, by name) under ``config``'s
-    HETERO_CONCURRENCY, on the cores this process may use."""
-    host = [name for name, device in devices.items() if on_host(device)]
-    return schedule_of(plan, host, config.concurrency, available_cores())
+KEPT_PROBES = (
+    "HETERO_CONCURRENCY=AUTO keeps the query's sessions, made for running in turn; CONCURRENT compiles "
+    "them for running at once"
+)
 
 
 def prepare_subgraph(
@@ -318,8 +315,12 @@ def compile_plan(
             dot_dir=dot_dir,
         )
     shared = len(plan.subgraphs) > 1
-    schedule = scheduled(plan, devices, config)
+    schedule = plan_schedule(plan, devices, config.concurrency)
     used = _probes_used(model, plan, devices, config, kept, shared)
+    if schedule.concurrent and config.concurrency == AUTO and used:
+        # the query's sessions serve as they are (their threads are the EP's defaults): AUTO keeps them
+        # rather than compile the parts again for a gain nothing measured
+        schedule = schedule.in_turn(KEPT_PROBES)
     if shared or not used:
         # the probes no subgraph uses (every probe but the whole model's, of a plan of one subgraph)
         # must not stay in memory while sessions are created

@@ -135,6 +135,7 @@ class Executor:
                 continue  # on the revision the recovery swapped in, with fresh buffers
             course.pool.give(buffers)
             self.proved(course)
+            self.inputs.explain_empty(feeds, results)
             return results
 
     def _straight(self, course: Course, inputs: dict[str, Any]) -> Results | None:

@@ -33,6 +33,7 @@ SECTIONS = (
     "rss",
     "partition_scaling",
     "throughput",
+    "concurrency",
     "placement",
 )
 TARGET_KEYS = {
@@ -47,6 +48,7 @@ TARGET_KEYS = {
     "compile_time",
     "loop_compile",
     "async_throughput",
+    "concurrency",
     "placement_vs_single",
     "placement_vs_automatic",
     "placement_win",
@@ -164,6 +166,12 @@ def test_quick_run_writes_results_json(quick_run):
         assert entry["configs"]["1"]["speedup_vs_nireq1"] == 1.0
     if HAS_OPENVINO_EP:
         assert status["async_throughput"] in ("PASS", "FAIL"), results["targets"]
+        # concurrency: the two-branch model's five runtimes agree, and the concurrent split ran at once
+        concurrency = results["concurrency"]
+        assert set(concurrency["median_ms"]) == set(concurrency["labels"]), concurrency["errors"]
+        assert max(concurrency["max_abs_diff_vs_ort_default"].values()) < 1e-4
+        assert "at the same time" in concurrency["plan"]["schedule"]
+        assert status["concurrency"] in ("PASS", "FAIL")
 
     # placement: hetero tune within its quick budget on a light/ model and a real one, then the tuned model
     # timed with the automatic plan and every single-device runtime

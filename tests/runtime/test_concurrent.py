@@ -27,10 +27,12 @@ from support.helpers import (
 )
 
 import hetero_cli as hc
+from hetero_cli.graph import Model
 from hetero_cli.ort.session import observe_sessions
 from hetero_cli.placement import devices as registry
 from hetero_cli.placement.config import CONCURRENCY, NUM_THREADS, SplitConfig
 from hetero_cli.placement.schedule import Schedule, parse_mode, schedule_of
+from hetero_cli.runtime.inputs import Inputs
 
 ONE_THREAD = {"CPU": {NUM_THREADS: 1}}  # the made-up devices' sessions: the same threads in both modes
 
@@ -208,3 +210,25 @@ def test_an_import_runs_its_branches_at_once_as_the_compile_did():
     for got in (compiled({"x": x}), imported({"x": x})):
         for name in ("r", "m"):
             np.testing.assert_allclose(got[name], want[name], rtol=1e-6)
+
+
+def test_empty_outputs_are_explained_by_inputs_that_disagree_on_a_named_dimension():
+    """The hook of quirk openvino-one-thread-empty-outputs: inputs that give N two sizes are an error only
+    where the outputs came out empty (the EP's answer to what it cannot broadcast); models that reuse a
+    name loosely, with outputs that are not empty, pass."""
+    nodes = [h.make_node("Relu", ["x"], ["y"], name="relu"), h.make_node("Neg", ["m"], ["z"], name="neg")]
+    proto = make_model(nodes, [vi("x", ["N", 4]), vi("m", ["N", 2])], [vi("y", ["N", 4]), vi("z", ["N", 2])])
+    model = Model(proto)
+    inputs = Inputs(model.inputs, model, symbols=True)
+    feeds = {"x": seeded((2, 4)), "m": seeded((3, 2))}
+    inputs.explain_empty(feeds, {"y": feeds["x"], "z": feeds["m"]})  # loosely named, a real answer
+    with pytest.raises(hc.InferenceError, match="'N' the sizes 2 and 3"):
+        inputs.explain_empty(feeds, {"y": np.zeros((0, 4), np.float32), "z": feeds["m"]})
+    Inputs(model.inputs, model).explain_empty(feeds, {"y": np.zeros((0, 4), np.float32)})  # not asked
+
+
+def test_a_schedule_run_in_turn_says_why():
+    schedule = cpu_split(fork(), ["A", "B", "C"], config("AUTO")).schedule
+    kept = schedule.in_turn("the query's sessions serve")
+    assert not kept.concurrent and kept.threads is None and kept.width == 2
+    assert "the query's sessions serve" in kept.describe()

@@ -117,6 +117,8 @@ def query(
             f"{len(plan.subgraphs)} subgraph(s) on {', '.join(plan.devices)}; "
             f"{len(crossing_all)} tensor(s) cross devices{': ' + ', '.join(crossing_all) if crossing_all else ''}"
         )
+        if len(plan.subgraphs) > 1:
+            info(f"Schedule: {setup.core.schedule(plan, setup.device).describe()}")
         if plan.folded:
             info(plan.folded_line())
         for name, names in m.index.renamed.items():

@@ -40,10 +40,10 @@ from ...placement import visualize
 from ...placement.devices import Device
 from ...placement.partition import Plan, Subgraph
 from ...placement.query import Probe
-from ...placement.schedule import Schedule
+from ...placement.schedule import Schedule, plan_schedule
 from ..compiled import Compiled
 from ..compiled_subgraph import CompiledSubgraph
-from ..compiler import prepare_subgraph, scheduled
+from ..compiler import prepare_subgraph
 from ..constants import constant_outputs
 from ..environment import check_loadable
 from ..fallback import Fallback
@@ -218,7 +218,7 @@ def import_compiled(
         result = _one(model, plan, by_name, config, device_name, fallback, draw, dot_dir)
     else:
         shared = len(plan.subgraphs) > 1
-        schedule = scheduled(plan, by_name, config)
+        schedule = plan_schedule(plan, by_name, config.concurrency)
         made = in_parallel(
             [
                 _preparer(model, s, by_name[s.device], config, m, shared, schedule)
