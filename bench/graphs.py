@@ -7,6 +7,9 @@ Synthetic graphs (float32, opset 17, IR 9, seeded):
   split) alternate between the two EPs.
 * ``softmax_chain``: a plain chain of Softmax nodes. Softmax is memory-bound and fuses with nothing, so
   cutting the chain into k contiguous chunks changes no kernel: the only cost of a cut is the boundary.
+* ``two_branches``: two independent branches of stacked LSTMs on one input, each with an output of its
+  own: the shape concurrency inside one inference pays on (issue 45); its nodes carry affinities that put
+  each branch on a device of its own (OPENVINO, CPU).
 * ``partition_graph``: a large random DAG of same-shape elementwise nodes (NodeProtos built directly, never
   run) with random affinities over two devices, for the partition scaling test.
 """
@@ -95,6 +98,52 @@ def saved_mlp_sanitised(folder: Path) -> Path:
     path = folder / "mlp_sanitised.onnx"
     onnx.save(mlp_sanitised(), str(path))
     return path
+
+
+def two_branches(
+    hidden: int = 128, steps: int = 200, layers: int = 2, batch: int = 1, seed: int = 0
+) -> onnx.ModelProto:
+    """x [steps, batch, hidden] into two branches of ``layers`` stacked LSTMs each (their own weights):
+    ya and yb [steps, batch, hidden]. Recurrent steps are small matrix products that intra-op threads
+    cannot fill, so two branches on two cores at once take about half the time of one session running
+    them in turn. Affinities (rt_info): branch a on OPENVINO, branch b on CPU. No node joins them: a join
+    would be cut into one branch's subgraph, which then waits for the other (subgraphs, not nodes, are
+    what run at once)."""
+    rng = np.random.default_rng(seed)
+    nodes, inits = [], []
+    ends = []
+    for branch, device in (("a", "OPENVINO"), ("b", "CPU")):
+        previous = "x"
+        for layer in range(layers):
+            name = f"{branch}{layer}"
+            for suffix, shape in (("W", [1, 4 * hidden, hidden]), ("R", [1, 4 * hidden, hidden])):
+                weight = (rng.standard_normal(shape) / np.sqrt(hidden)).astype(np.float32)
+                inits.append(numpy_helper.from_array(weight, f"{name}_{suffix}"))
+            inits.append(numpy_helper.from_array(np.zeros([1, 8 * hidden], np.float32), f"{name}_B"))
+            lstm = helper.make_node(
+                "LSTM",
+                [previous, f"{name}_W", f"{name}_R", f"{name}_B"],
+                [f"{name}_y"],
+                name=f"{name}_lstm",
+                hidden_size=hidden,
+            )
+            squeeze_axes = f"{name}_axes"
+            inits.append(numpy_helper.from_array(np.array([1], np.int64), squeeze_axes))
+            squeeze = helper.make_node(
+                "Squeeze", [f"{name}_y", squeeze_axes], [f"{name}_h"], name=f"{name}_squeeze"
+            )
+            for node in (lstm, squeeze):
+                node.metadata_props.add(key="affinity", value=device)
+            nodes += [lstm, squeeze]
+            previous = f"{name}_h"
+        ends.append(previous)
+    nodes += [helper.make_node("Identity", [end], [f"y{end[0]}"], name=f"{end[0]}_out") for end in ends]
+    for node, device in zip(nodes[-2:], ("OPENVINO", "CPU"), strict=True):
+        node.metadata_props.add(key="affinity", value=device)
+    shape = [steps, batch, hidden]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)]
+    outputs = [helper.make_tensor_value_info(f"y{b}", TensorProto.FLOAT, shape) for b in "ab"]
+    return _model(nodes, "two_branches", inputs, outputs, inits)
 
 
 def softmax_chain(length: int = 32, shape: tuple[int, ...] = (1, 64)) -> onnx.ModelProto:

@@ -243,6 +243,28 @@ def crossing_table(section: dict[str, Any]) -> Table:
     return table
 
 
+def concurrency_table(section: dict[str, Any]) -> Table:
+    """The two-branch model's runtimes (medians) and the concurrent split's paired ratios."""
+    ratios = section["ratios"]
+    table = Table(
+        title=f"concurrency: {section['model']}, {section['rounds']} rounds, each runtime in its own process, "
+        f"{section['cores']} cores; {section['plan'].get('schedule', '')}; concurrent / best ORT "
+        f"{ratios['vs_best_ort']['median']:.3f}, / ORT_PARALLEL {ratios['vs_ort_parallel']['median']:.3f}, "
+        f"/ sequential {ratios['vs_sequential']['median']:.3f}",
+        title_justify="left",
+    )
+    for column in ("runtime", "median ms", "max abs diff"):
+        table.add_column(column, justify="right")
+    for kind, label in section["labels"].items():
+        median = section["median_ms"].get(kind)
+        table.add_row(
+            label,
+            f"{median:.3f}" if median is not None else section["errors"].get(kind, "-"),
+            f"{section['max_abs_diff_vs_ort_default'].get(kind, float('nan')):.1e}",
+        )
+    return table
+
+
 def phases_table(phases: dict[str, Any]) -> Table:
     """Compile time split into its phases, next to one ORT session's creation."""
     table = Table(title="compile: where the time goes (medians, seconds)", title_justify="left")

@@ -25,6 +25,9 @@ Sections (each also in the JSON file):
 5. rss - peak RSS per runtime, each in a fresh interpreter.
 6. partition scaling - partition() alone on 10k- and 100k-node synthetic graphs.
 7. throughput - inferences/s with 1, 2 and 4 async requests in flight on split models (bench/throughput.py).
+   concurrency - two independent recurrent branches on OPENVINO and CPU run at once inside one inference,
+   against the same split in turn and one ORT session (default threads, 1 thread, ORT_PARALLEL;
+   bench/concurrency.py; issue 45).
 8. placement - ``hetero tune``'s placement against the automatic plan and each single-device runtime, with
    the tuning time, on light/ models and real models from PyPI wheels (bench/placement.py).
 
@@ -47,6 +50,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import concurrency
 import crossing
 import graphs
 import measure
@@ -81,6 +85,7 @@ SECTIONS = (
     "rss",
     "partition",
     "throughput",
+    "concurrency",
     "placement",
 )
 DEVICE_STRINGS = (("HETERO:OPENVINO,CPU", "OPENVINO,CPU"), ("HETERO:CPU", "CPU"))
@@ -604,6 +609,14 @@ def section_crossing(run: Run) -> None:
     run.console.print(report.crossing_table(run.results["crossing"]))
 
 
+def section_concurrency(run: Run) -> None:
+    """Two independent recurrent branches, at once and in turn, against one ORT session (concurrency.py)."""
+    if skipped_without_openvino(run, "concurrency"):
+        return
+    run.results["concurrency"] = concurrency.section(run)
+    run.console.print(report.concurrency_table(run.results["concurrency"]))
+
+
 def section_placement(run: Run, tmp: Path) -> None:
     """hetero tune's placement against the automatic plan and each single device (bench/placement.py)."""
     if skipped_without_openvino(run, "placement"):
@@ -780,6 +793,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ("rss", lambda: section_rss(run, models)),
             ("partition", lambda: section_partition(run)),
             ("throughput", lambda: section_throughput(run, models)),
+            ("concurrency", lambda: section_concurrency(run)),
             ("placement", lambda: section_placement(run, Path(tmp))),
         ]
         for name, step in steps:

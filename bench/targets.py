@@ -31,6 +31,7 @@ THROUGHPUT_NIREQ = (2, 4)  # async throughput with these many requests in flight
 PLACEMENT_RATIO = 1.02  # tuned / the fastest single-device runtime, and tuned / automatic, on every model
 PLACEMENT_WIN = 0.95  # tuned / every single-device runtime on at least one real model
 TUNE_OVER_BUDGET = 1.10  # tuning's wall time / its budget
+CONCURRENT = 0.65  # the two-branch model concurrent / one ORT session (its best threads) and / ORT_PARALLEL
 
 
 @dataclass
@@ -141,6 +142,7 @@ def check(results: dict[str, Any]) -> list[Target]:
         _compile,
         _loop_compile,
         _throughput,
+        _concurrency,
         _placement_single,
         _placement_automatic,
         _placement_win,
@@ -499,6 +501,27 @@ def _throughput(results: dict[str, Any]) -> Target:
     if len(measured) < len(cases):
         figure += f", {len(cases) - len(measured)} not measured"
     return Target("async_throughput", title, limit, FAIL if failed else PASS, figure, details)
+
+
+def _concurrency(results: dict[str, Any]) -> Target:
+    section = results.get("concurrency", {})
+    title = "two independent recurrent branches run at once inside one inference (issue 45)"
+    cases: list[tuple[str, float | None, str]] = []
+    for key, name in (
+        ("vs_best_ort", f"/ {section.get('best_ort', 'ORT')}"),
+        ("vs_ort_parallel", "/ ORT_PARALLEL"),
+    ):
+        ratio = section.get("ratios", {}).get(key, {})
+        median = ratio.get("median")
+        note = f"(noise {ratio.get('noise', float('nan')):.3f})"
+        cases.append((f"concurrent {name}", None if median is None or median != median else median, note))
+    sequential = section.get("ratios", {}).get("vs_sequential", {})
+    target = _ratio_target("concurrency", title, CONCURRENT, cases)
+    if sequential.get("median") is not None:
+        target.details.append(
+            f"concurrent / the same split in sequence: {sequential['median']:.3f}x (not judged)"
+        )
+    return target
 
 
 def _placement_models(results: dict[str, Any]) -> dict[str, Any]:
