@@ -1,11 +1,12 @@
 """Branches: one inference's subgraphs run side by side, each as soon as the subgraphs it reads from are
-done, on worker threads of the request's own (ONNX Runtime releases Python's GIL while a session runs,
-so the branches really run at once).
+done, on the inference's own thread and worker threads of the request's (ONNX Runtime releases Python's
+GIL while a session runs, so the branches really run at once).
 
-Each worker thread is pinned to a core of its own where the platform allows it: two unpinned threads were
-often put on one core by the scheduler, and lost to running the branches one after another (issue 45).
-It is pinned again before each step: OpenVINO's CPU plugin leaves the thread that ran it free to run on
-every core (two branches timed 3.7 ms so, 2.3 ms pinned again, 1.9 ms the slower alone).
+Each thread is pinned to a core of its own where the platform allows it (the caller's only while it runs
+a step): two unpinned threads were often put on one core by the scheduler, and lost to running the
+branches one after another (issue 45). It is pinned again before each step: OpenVINO's CPU plugin leaves
+the thread that ran it free to run on every core (two branches timed 3.7 ms so, 2.3 ms pinned again,
+1.9 ms the slower alone).
 The steps run exactly as the walk runs them (Walk.run_step), on the same inputs: the results are
 bit-identical to running them in order. Tensors are released only once the inference is done (a step's
 last reader in execution order may finish before an earlier one starts). A failing step lets the others
@@ -14,12 +15,12 @@ in flight finish, starts nothing more, and its StepFailure is raised: nothing is
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
-import itertools
 import logging
 import os
+import queue
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,16 +33,18 @@ log = logging.getLogger("hetero_cli")
 
 
 class Branches:
-    """A request's worker threads for concurrent inference: ``width`` of them (the most steps that run at
-    once), each pinned to a core of its own where there are enough; made when first needed."""
+    """A request's threads for concurrent inference: the caller's, which runs one ready step itself, and
+    ``width`` - 1 workers (made when first needed) for the others, each thread pinned to a core of its own
+    where there are enough. Steps are handed over through C queues, not futures: a hand-over costs a
+    thread's wake-up, and the caller running one step saves one of them each way."""
 
     def __init__(self, width: int) -> None:
         self.width = width
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._inbox: queue.SimpleQueue[_Task | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         cores = _cores()
-        self._cores = itertools.cycle(cores) if len(cores) >= width else None
-        self._local = threading.local()  # each worker thread's core
+        self._cores = cores[:width] if len(cores) >= width else []
 
     def run(
         self,
@@ -55,64 +58,122 @@ class Branches:
         """Run ``steps`` on ``values`` (updated with their outputs), each once every step it reads from
         (``links``' step graph) is done, as many at once as are ready. Raises the first StepFailure once no
         step runs any more."""
-        pool = self._workers()
+        self._start()
         after = {s.position: set(links.steps[s.position].feeds_from) for s in steps}
         waiting = list(steps)
         done: set[int] = set()
-        running: dict[concurrent.futures.Future[None], Step] = {}
+        finished: queue.SimpleQueue[tuple[Step, BaseException | None]] = queue.SimpleQueue()
+        running = 0
         failure: BaseException | None = None
         while waiting or running:
-            if failure is None:
-                ready = [s for s in waiting if after[s.position] <= done]
-                for step in ready:
-                    waiting.remove(step)
-                    future = pool.submit(self._on_core, walk.run_step, step, values, buffers, windows)
-                    running[future] = step
+            ready = [s for s in waiting if after[s.position] <= done] if failure is None else []
+            for step in ready:
+                waiting.remove(step)
+            for step in ready[:-1]:
+                self._inbox.put((walk.run_step, step, values, buffers, windows, finished))
+            running += len(ready[:-1])
+            if ready:  # the caller runs the last one itself, on a core of its own for the while
+                exc = _run(
+                    self._cores[0] if self._cores else None,
+                    walk.run_step,
+                    ready[-1],
+                    values,
+                    buffers,
+                    windows,
+                    caller=True,
+                )
+                finished.put((ready[-1], exc))
+                running += 1
             if not running:
                 break
-            finished, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
-            for future in finished:
-                step = running.pop(future)
-                exc = future.exception()
+            step, exc = finished.get()
+            running -= 1
+            while True:  # take every step that finished meanwhile before starting the next ones
                 if exc is not None:
                     failure = failure or exc
                 else:
                     done.add(step.position)
+                try:
+                    step, exc = finished.get_nowait()
+                except queue.Empty:
+                    break
+                running -= 1
         if failure is not None:
             raise failure
 
     def close(self) -> None:
         """Stop the worker threads (once their steps are done)."""
         with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False)
+            threads, self._threads = self._threads, []
+        for _ in threads:
+            self._inbox.put(None)
 
-    def _workers(self) -> concurrent.futures.ThreadPoolExecutor:
-        pool = self._pool
-        if pool is None:
-            with self._lock:
-                if self._pool is None:
-                    self._pool = concurrent.futures.ThreadPoolExecutor(
-                        self.width, thread_name_prefix="hetero-branch", initializer=self._pin
-                    )
-                pool = self._pool
-        return pool
-
-    def _pin(self) -> None:
-        """Choose this worker thread's core: the next one (where there are as many cores as workers)."""
-        if self._cores is None:
+    def _start(self) -> None:
+        if self._threads or self.width < 2:
             return
         with self._lock:
-            self._local.core = next(self._cores)
+            if not self._threads:
+                for i in range(1, self.width):
+                    core = self._cores[i] if self._cores else None
+                    thread = threading.Thread(
+                        target=_serve, args=(self._inbox, core), name=f"hetero-branch-{i}", daemon=True
+                    )
+                    thread.start()
+                    self._threads.append(thread)
+                weakref.finalize(self, _stop, self._inbox, len(self._threads))
 
-    def _on_core(self, run: Callable[..., None], step: Step, *args: Any) -> None:
-        """``run(step, *args)`` (Walk.run_step, keeping the tensors it read) on this worker's core."""
-        core = getattr(self._local, "core", None)
-        if core is not None:
-            with contextlib.suppress(OSError):  # a core taken away meanwhile: the thread runs unpinned
-                os.sched_setaffinity(0, {core})
-        run(step, *args, release=False)
+
+#: a step handed to a worker: Walk.run_step, its step and arguments, and where to say it finished
+_Task = tuple[Callable[..., None], Step, dict[str, Any], Buffers, list[Window], "queue.SimpleQueue[Any]"]
+
+
+def _serve(inbox: queue.SimpleQueue[_Task | None], core: int | None) -> None:
+    """A worker thread: run the steps ``inbox`` hands over, each pinned to ``core``, until it hands None."""
+    while (task := inbox.get()) is not None:
+        run, step, values, buffers, windows, finished = task
+        finished.put((step, _run(core, run, step, values, buffers, windows)))
+
+
+def _stop(inbox: queue.SimpleQueue[_Task | None], count: int) -> None:
+    for _ in range(count):
+        inbox.put(None)
+
+
+def _run(
+    core: int | None,
+    run: Callable[..., None],
+    step: Step,
+    values: dict[str, Any],
+    buffers: Buffers,
+    windows: list[Window],
+    *,
+    caller: bool = False,
+) -> BaseException | None:
+    """``run(step, ...)`` (Walk.run_step, keeping the tensors it read) pinned to ``core``: the exception
+    it raised, or None. The caller's thread gets its own affinity back afterwards."""
+    kept = _pin(core, caller)
+    try:
+        run(step, values, buffers, windows, release=False)
+    except BaseException as exc:  # handed to the inference's thread, which raises it (StepFailure)
+        return exc
+    finally:
+        if kept is not None:
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(0, kept)
+    return None
+
+
+def _pin(core: int | None, caller: bool) -> set[int] | None:
+    """Pin this thread to ``core`` (a worker: again before each step, OpenVINO's CPU plugin frees it);
+    the caller's affinity before, to give back, where it was the caller's thread."""
+    if core is None:
+        return None
+    try:
+        kept = os.sched_getaffinity(0) if caller else None
+        os.sched_setaffinity(0, {core})
+    except OSError:  # a core taken away meanwhile: the step runs unpinned
+        return None
+    return kept
 
 
 def _cores() -> list[int]:
