@@ -8,10 +8,12 @@ thread setting (not the bench's --threads: the point is how each runtime uses th
 * ``ort_parallel``: that session in ORT_PARALLEL (inter-op threads as many as the cores, intra-op 1);
 * ``hetero_seq``: hetero-cli with the model's affinities, HETERO_CONCURRENCY=SEQUENTIAL (each session at
   its EP's default threads);
-* ``hetero_conc``: the same split, HETERO_CONCURRENCY=AUTO (the branches at once, the cores shared).
+* ``hetero_conc``: the same split, HETERO_CONCURRENCY=AUTO (the branches at once, the cores shared);
+* ``hetero_cpu_conc``: the model without affinities on HETERO:CPU, HETERO_CONCURRENCY=CONCURRENT (each
+  branch a CPU subgraph of its own, the two at once, one intra-op thread each).
 
-Ratios are paired block by block (the processes time their blocks in turns): hetero_conc against the
-faster of ort_default and ort_1, against ort_parallel and against hetero_seq.
+Ratios are paired block by block (the processes time their blocks in turns): each concurrent hetero runtime
+against the faster of ort_default and ort_1 and against ort_parallel; hetero_conc against hetero_seq.
 """
 
 from __future__ import annotations
@@ -32,15 +34,23 @@ import hetero_cli
 from hetero_cli.app.measure import RuntimeSpec
 
 HIDDEN, STEPS, LAYERS = 128, 200, 2
-KINDS = ("ort_default", "ort_1", "ort_parallel", "hetero_seq", "hetero_conc")
+KINDS = ("ort_default", "ort_1", "ort_parallel", "hetero_seq", "hetero_conc", "hetero_cpu_conc")
 LABELS = {
     "ort_default": "ORT [CPU], default threads",
     "ort_1": "ORT [CPU], 1 thread",
     "ort_parallel": "ORT [CPU], ORT_PARALLEL",
     "hetero_seq": "hetero OPENVINO|CPU branches, SEQUENTIAL",
     "hetero_conc": "hetero OPENVINO|CPU branches, concurrent",
+    "hetero_cpu_conc": "hetero CPU|CPU branches, concurrent",
 }
-MODES = {"hetero_seq": "SEQUENTIAL", "hetero_conc": "AUTO"}
+#: the hetero runtimes: device, HETERO_CONCURRENCY, and whether the model keeps its affinities
+HETERO = {
+    "hetero_seq": ("HETERO:OPENVINO,CPU", "SEQUENTIAL", True),
+    "hetero_conc": ("HETERO:OPENVINO,CPU", "AUTO", True),
+    "hetero_cpu_conc": ("HETERO:CPU", "CONCURRENT", False),
+}
+#: the concurrent hetero runtimes, each judged against ORT
+CONCURRENT = ("hetero_conc", "hetero_cpu_conc")
 
 
 def _session(path: str, kind: str) -> ort.InferenceSession:
@@ -60,11 +70,22 @@ def prepare(feeds: dict[str, np.ndarray], kind: str, path: str) -> tuple[Any, An
     if kind.startswith("ort"):
         session = _session(path, kind)
         return (lambda: session.run(None, feeds)), session
-    compiled = hetero_cli.Core().compile_model(
-        path, "HETERO:OPENVINO,CPU", {"HETERO_CONCURRENCY": MODES[kind]}
-    )
+    device, mode, marked = HETERO[kind]
+    source = path if marked else _without_affinities(path)
+    compiled = hetero_cli.Core().compile_model(source, device, {"HETERO_CONCURRENCY": mode})
     request = compiled.create_infer_request()
     return (lambda: request.infer(feeds)), compiled
+
+
+def _without_affinities(path: str) -> str:
+    """The model at ``path`` saved beside it with no affinity set (the file's path)."""
+    plain = str(Path(path).with_name("plain_" + Path(path).name))
+    if not os.path.exists(plain):
+        model = onnx.load(path)
+        for node in model.graph.node:
+            del node.metadata_props[:]
+        onnx.save(model, plain)
+    return plain
 
 
 def build(feeds: dict[str, np.ndarray], kind: str, path: str) -> Any:
@@ -81,7 +102,7 @@ def _outputs(result: Any) -> list[np.ndarray]:
 
 
 def section(run: Any) -> dict[str, Any]:
-    """Time the five runtimes on the two-branch model; ratios of the concurrent split."""
+    """Time the six runtimes on the two-branch model; ratios of the concurrent splits."""
     settings = run.settings
     folder = Path(tempfile.mkdtemp(prefix="hetero_bench_concurrency_"))
     path = folder / "two_branches.onnx"
@@ -97,8 +118,8 @@ def section(run: Any) -> dict[str, Any]:
         want = got if want is None else want
         agreement[kind] = max(float(np.max(np.abs(g - w))) for g, w in zip(got, want, strict=True))
         guesses[kind] = measure.guess_ms(infer)
-        if kind == "hetero_conc":
-            plan = {
+        if kind in CONCURRENT:
+            plan[kind] = {
                 "subgraphs": [(s.device, len(s.nodes)) for s in held.subgraphs],
                 "schedule": held.schedule.describe(),
             }
@@ -108,12 +129,14 @@ def section(run: Any) -> dict[str, Any]:
     found, wall = measure.per_process(specs, feeds, rounds=settings.rounds, guesses=guesses)
     medians = {k: statistics.median(m.process_ms) for k, m in found.items() if m.process_ms}
     best_ort = min(("ort_default", "ort_1"), key=lambda k: medians.get(k, float("inf")))
-    conc = found["hetero_conc"]
     ratios = {
-        "vs_best_ort": measure.block_ratios(conc, [found[best_ort]]),
-        "vs_ort_parallel": measure.block_ratios(conc, [found["ort_parallel"]]),
-        "vs_sequential": measure.block_ratios(conc, [found["hetero_seq"]]),
+        kind: {
+            "vs_best_ort": measure.block_ratios(found[kind], [found[best_ort]]),
+            "vs_ort_parallel": measure.block_ratios(found[kind], [found["ort_parallel"]]),
+        }
+        for kind in CONCURRENT
     }
+    ratios["hetero_conc"]["vs_sequential"] = measure.block_ratios(found["hetero_conc"], [found["hetero_seq"]])
     return {
         "model": f"two_branches(hidden {HIDDEN}, steps {STEPS}, layers {LAYERS})",
         "rounds": settings.rounds,

@@ -101,14 +101,19 @@ def saved_mlp_sanitised(folder: Path) -> Path:
 
 
 def two_branches(
-    hidden: int = 128, steps: int = 200, layers: int = 2, batch: int = 1, seed: int = 0
+    hidden: int = 128,
+    steps: int = 200,
+    layers: int = 2,
+    batch: int = 1,
+    seed: int = 0,
+    affinities: bool = True,
 ) -> onnx.ModelProto:
     """x [steps, batch, hidden] into two branches of ``layers`` stacked LSTMs each (their own weights):
     ya and yb [steps, batch, hidden]. Recurrent steps are small matrix products that intra-op threads
     cannot fill, so two branches on two cores at once take about half the time of one session running
     them in turn. Affinities (rt_info): branch a on OPENVINO, branch b on CPU. No node joins them: a join
     would be cut into one branch's subgraph, which then waits for the other (subgraphs, not nodes, are
-    what run at once)."""
+    what run at once). ``affinities`` False: none set (hetero-cli places every node)."""
     rng = np.random.default_rng(seed)
     nodes, inits = [], []
     ends = []
@@ -132,13 +137,13 @@ def two_branches(
             squeeze = helper.make_node(
                 "Squeeze", [f"{name}_y", squeeze_axes], [f"{name}_h"], name=f"{name}_squeeze"
             )
-            for node in (lstm, squeeze):
+            for node in (lstm, squeeze) if affinities else ():
                 node.metadata_props.add(key="affinity", value=device)
             nodes += [lstm, squeeze]
             previous = f"{name}_h"
         ends.append(previous)
     nodes += [helper.make_node("Identity", [end], [f"y{end[0]}"], name=f"{end[0]}_out") for end in ends]
-    for node, device in zip(nodes[-2:], ("OPENVINO", "CPU"), strict=True):
+    for node, device in zip(nodes[-2:], ("OPENVINO", "CPU") if affinities else (), strict=False):
         node.metadata_props.add(key="affinity", value=device)
     shape = [steps, batch, hidden]
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)]

@@ -244,13 +244,18 @@ def crossing_table(section: dict[str, Any]) -> Table:
 
 
 def concurrency_table(section: dict[str, Any]) -> Table:
-    """The two-branch model's runtimes (medians) and the concurrent split's paired ratios."""
+    """The two-branch model's runtimes (medians) and the concurrent splits' paired ratios."""
     ratios = section["ratios"]
+    lines = [
+        f"{section['labels'][kind]}: {plan.get('schedule', '')}; / best ORT {ratios[kind]['vs_best_ort']['median']:.3f}, "
+        f"/ ORT_PARALLEL {ratios[kind]['vs_ort_parallel']['median']:.3f}"
+        for kind, plan in section["plan"].items()
+    ]
+    sequential = ratios["hetero_conc"].get("vs_sequential", {}).get("median", float("nan"))
     table = Table(
         title=f"concurrency: {section['model']}, {section['rounds']} rounds, each runtime in its own process, "
-        f"{section['cores']} cores; {section['plan'].get('schedule', '')}; concurrent / best ORT "
-        f"{ratios['vs_best_ort']['median']:.3f}, / ORT_PARALLEL {ratios['vs_ort_parallel']['median']:.3f}, "
-        f"/ sequential {ratios['vs_sequential']['median']:.3f}",
+        f"{section['cores']} cores; OPENVINO|CPU concurrent / sequential {sequential:.3f}\n"
+        + "\n".join(lines),
         title_justify="left",
     )
     for column in ("runtime", "median ms", "max abs diff"):

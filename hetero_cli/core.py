@@ -28,7 +28,7 @@ from .placement import devices as registry
 from .placement.device_string import DeviceRequest
 from .placement.devices import Device
 from .placement.partition import Plan, partition
-from .placement.schedule import Schedule, plan_schedule
+from .placement.schedule import CONCURRENT, Schedule, plan_schedule
 from .runtime import Compiled, CompiledModel, Fallback, check_loadable, compile_with_fallback
 from .runtime.artifacts import cache as compile_cache
 from .runtime.artifacts import importing
@@ -251,7 +251,7 @@ class Core:
         """
         model = self.read_model(model)
         merged, request, devices = self._devices(device_name, config)
-        return partition(model, _affinities(model, request, devices, _probes(merged, devices), merged))
+        return _plan(model, request, devices, _probes(merged, devices), merged)
 
     def schedule(self, plan: Plan, device_name: str, config: Mapping[str, Any] | None = None) -> Schedule:
         """Which of ``plan``'s subgraphs (Core.plan's, for ``device_name`` and ``config``) an inference
@@ -261,7 +261,7 @@ class Core:
 
         Raises DeviceError, DeviceUnavailableError and ConfigError as compile_model."""
         merged, _, devices = self._devices(device_name, config)
-        return plan_schedule(plan, {d.name: d for d in devices}, merged.concurrency)
+        return plan_schedule(plan, {d.name: d for d in devices}, merged)
 
     def compile_model(
         self, model: ModelSource, device_name: str | None = None, config: Mapping[str, Any] | None = None
@@ -350,7 +350,7 @@ def _compile(
     """compile_model's query, partition and sessions (no cache); the .dot files drawn with ``draw``, in
     ``dot_dir``."""
     probes = _probes(merged, devices)  # the query keeps its probes there; the compile may use them
-    plan = partition(model, _affinities(model, request, devices, probes, merged))
+    plan = _plan(model, request, devices, probes, merged)
     by_name: dict[str, Device] = {d.name: d for d in devices}
     manual = bool(model.affinities())
     if _saved_automatic(model, manual, request, devices, merged):
@@ -431,6 +431,20 @@ def _split_by_memory(
     return memory_split.pipeline_affinities(
         model, devices, lambda d: query.supported_nodes(model, d, probes), memories
     )
+
+
+def _plan(
+    model: Model,
+    request: DeviceRequest,
+    devices: Sequence[Device],
+    probes: query.Probes,
+    config: cfg.SplitConfig,
+) -> Plan:
+    """The plan a compile runs: ``model`` cut by _affinities' devices; under HETERO_CONCURRENCY=CONCURRENT
+    a split's branches that meet only at a model input are subgraphs of their own, even on one device, so
+    that they can run at the same time."""
+    branches = request.hetero and config.concurrency == CONCURRENT
+    return partition(model, _affinities(model, request, devices, probes, config), branches=branches)
 
 
 def _affinities(

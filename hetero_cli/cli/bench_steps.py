@@ -5,6 +5,7 @@ reports (11), and the hint applied to the configuration (3)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from ..core import Core
 from ..graph import Model, shape_text
 from ..placement import config as cfg
 from ..placement import devices as registry
-from ..runtime import CompiledModel, counter_tables, format_counters, subgraph_summaries
+from ..runtime import CompiledModel, Timeline, counter_tables, format_counters, subgraph_summaries
 from .output import info
 from .runner import written
 from .setup import Setup
@@ -65,14 +66,21 @@ def measuring_text(api: str, nireq: int, planned: int | None, duration: int | No
     return f"Start inference asynchronously, {nireq} inference requests, limits: {', '.join(limits)}"
 
 
-def print_counters(compiled: CompiledModel, per_request: list[list[Any]], pcsort: str | None) -> None:
+def print_counters(
+    compiled: CompiledModel,
+    per_request: list[list[Any]],
+    pcsort: str | None,
+    timelines: Sequence[Timeline] = (),
+) -> None:
     """Step 11: each request's counters, as -pc prints them or as -pcsort's table, then the time per
-    subgraph and per device (in -pcsort's unit)."""
+    subgraph and per device (in -pcsort's unit) and, from its ``timelines`` entry, when each subgraph of
+    its last inference ran."""
     subgraphs = subgraph_summaries(compiled.subgraphs)
     for k, infos in enumerate(per_request):
         info(f"Performance counts{' sorted' if pcsort else ''} for {k}-th infer request")
         click.echo(bench.sorted_counters(infos, pcsort) if pcsort else format_counters(infos))
-        click.echo(counter_tables(infos, subgraphs, unit="ms" if pcsort else "us"))
+        timeline = timelines[k] if k < len(timelines) else None
+        click.echo(counter_tables(infos, subgraphs, unit="ms" if pcsort else "us", timeline=timeline))
 
 
 def _latency_label(percentile: int) -> str:

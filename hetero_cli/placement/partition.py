@@ -6,6 +6,10 @@ component are re-cut: their nodes are put in a topological order that stays on o
 can, and each run of one device in that order is a piece (runs of a topological order can never form a
 cycle). Nearly linear in nodes + edges. Constants are never cut: each subgraph gets its own copy of the
 constant-only nodes it reads.
+
+Nodes of one affinity that meet only at a model input are connected through it, as OpenVINO's Parameter
+joins them, unless the plan cuts ``branches`` (HETERO_CONCURRENCY=CONCURRENT): then each such branch is a
+subgraph of its own, so that two branches on one device can run at the same time.
 """
 
 from __future__ import annotations
@@ -79,7 +83,8 @@ class Plan:
     ``output_sources``: {model output: index of the subgraph producing it, or "input" / "constant" for
     one served without a session}; ``affinities``: {friendly name: device} the plan was cut from;
     ``folded``: nodes no subgraph runs, in model order: their work only feeds static shape values the
-    subgraphs hold as constants (Subgraph.fixed), so no session runs them.
+    subgraphs hold as constants (Subgraph.fixed), so no session runs them; ``branches``: whether nodes of
+    one device that meet only at a model input were left in subgraphs of their own (partition's).
     ``str(plan)`` is a readable summary, ``to_dict()`` its JSON form.
     """
 
@@ -90,6 +95,7 @@ class Plan:
     output_sources: Mapping[str, int | str]
     affinities: Mapping[str, str] = field(default_factory=dict)
     folded: tuple[str, ...] = ()
+    branches: bool = False
 
     @property
     def devices(self) -> list[str]:
@@ -160,6 +166,7 @@ class Plan:
             "outputs": list(self.outputs),
             "output_sources": dict(self.output_sources),
             "folded": list(self.folded),
+            "branches": self.branches,
             "subgraphs": [
                 {
                     "name": s.name,
@@ -208,26 +215,28 @@ class _UnionFind:
             self.parent[max(ra, rb)] = min(ra, rb)
 
 
-def partition(model: Model, affinities: Mapping[str, str]) -> Plan:
-    """Group ``model``'s nodes by ``affinities`` ({friendly name: device}) into an acyclic, ordered plan."""
+def partition(model: Model, affinities: Mapping[str, str], *, branches: bool = False) -> Plan:
+    """Group ``model``'s nodes by ``affinities`` ({friendly name: device}) into an acyclic, ordered plan;
+    ``branches``: nodes of one device joined only by a model input they both read stay apart (subgraphs
+    that can run at the same time) rather than one subgraph."""
     # Partitioning allocates millions of small lists and tuples that all live until it returns; Python's
     # cyclic collector would rescan every one of them many times over (10k -> 100k nodes: 16-28x the
     # time). They hold no reference cycles, so collection waits until the plan is built.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _partition(model, affinities)
+        return _partition(model, affinities, branches)
     finally:
         if enabled:
             gc.enable()
 
 
-def _partition(model: Model, affinities: Mapping[str, str]) -> Plan:
+def _partition(model: Model, affinities: Mapping[str, str], branches: bool) -> Plan:
     active = [n for n in model.get_ops() if not n.is_constant]
     values: Mapping[str, Any] | None = None
     folded: set[str] = set()
     while True:
-        aff, group, ordered = _cut(model, active, affinities)
+        aff, group, ordered = _cut(model, active, affinities, branches)
         if values is None:  # nothing crosses a plan of one group
             values = model.shape_values() if len(ordered) > 1 else {}
         subgraphs, dropped = _build_subgraphs(model, active, aff, group, ordered, values)
@@ -244,22 +253,24 @@ def _partition(model: Model, affinities: Mapping[str, str]) -> Plan:
         output_sources=_output_sources(model, subgraphs),
         affinities=dict(affinities),
         folded=tuple(n.friendly_name for n in model.get_ops() if n.friendly_name in folded),
+        branches=branches,
     )
 
 
 def _cut(
-    model: Model, active: list[Node], affinities: Mapping[str, str]
+    model: Model, active: list[Node], affinities: Mapping[str, str], branches: bool
 ) -> tuple[list[str], list[int], list[int]]:
     """The groups of ``active`` (non-constant nodes): each one's device, its group id, and the group ids
-    in execution order."""
+    in execution order; ``branches``: a model input joins none of its readers."""
     aff = [affinities[n.friendly_name] for n in active]
     producer: dict[str, int] = {}
     for k, n in enumerate(active):
         for t in n.outputs:
             producer[t] = k
     preds = [[producer[t] for t in n.inputs if t in producer] for n in active]
-    model_inputs = set(model.input_names)
-    group = [0] * len(active) if len(set(aff)) <= 1 else _groups(active, aff, preds, model_inputs)
+    model_inputs = set() if branches else set(model.input_names)
+    one = len(set(aff)) <= 1 and not branches
+    group = [0] * len(active) if one else _groups(active, aff, preds, model_inputs)
     return aff, group, _order_groups(group, preds)
 
 

@@ -95,6 +95,11 @@ class Schedule:
                 groups.append(tuple(group))
         return sorted(groups, key=len, reverse=True)
 
+    @property
+    def side_by_side(self) -> list[tuple[int, ...]]:
+        """The groups of ``together`` an inference runs at the same time: none unless ``concurrent``."""
+        return self.together() if self.concurrent else []
+
     def describe(self) -> str:
         """One line: how an inference runs the subgraphs, and the threads each host session gets."""
         if not self.concurrent:
@@ -139,11 +144,49 @@ def parse_mode(value: object) -> str:
     return mode
 
 
-def plan_schedule(plan: Plan, devices: Mapping[str, Device], mode: str) -> Schedule:
-    """The Schedule of ``plan``, its subgraphs on ``devices`` (by name), under HETERO_CONCURRENCY ``mode``
-    on the cores this process may use: what a compile decides, and what ``hetero query`` shows."""
+def plan_schedule(plan: Plan, devices: Mapping[str, Device], config: SplitConfig) -> Schedule:
+    """The Schedule of ``plan``, its subgraphs on ``devices`` (by name), under ``config``'s
+    HETERO_CONCURRENCY on the cores this process may use, the threads ``config`` sets checked against
+    them (within_cores): what a compile decides, and what ``hetero query`` shows. ConfigError where
+    CONCURRENT was asked and the threads set for sessions that would run at once exceed the cores."""
     host = [name for name, device in devices.items() if on_host(device)]
-    return schedule_of(plan, host, mode, available_cores())
+    schedule = schedule_of(plan, host, config.concurrency, available_cores())
+    return within_cores(schedule, plan, devices, config)
+
+
+def within_cores(
+    schedule: Schedule, plan: Plan, devices: Mapping[str, Device], config: SplitConfig
+) -> Schedule:
+    """``schedule``, where the intra-op threads of the host sessions it runs at once add up to at most its
+    cores: those ``config`` sets for their devices (INFERENCE_NUM_THREADS, num_of_threads), the schedule's
+    share for the others (one each, where more run at once than there are cores, is the least and
+    passes). Over them, AUTO runs the subgraphs in turn (it says why) and CONCURRENT is a
+    ConfigError: the user's budget and the mode cannot both hold."""
+    if not schedule.concurrent:
+        return schedule
+    device_of = {s.index: s.device for s in plan.subgraphs}
+
+    def threads(index: int) -> int:
+        device = devices[device_of[index]]
+        settings = config.settings(device)
+        own = settings.intra_op_num_threads or settings.provider_options.get("num_of_threads")
+        return int(own) if own else schedule.threads or 1
+
+    for group in schedule.together():
+        host = [i for i in group if on_host(devices[device_of[i]])]
+        total = sum(threads(i) for i in host)
+        if len(host) < 2 or total <= max(schedule.cores, len(host)):  # one thread each is the least
+            continue
+        names = " + ".join(f"subgraph{i + 1} ({device_of[i]}) {threads(i)}" for i in host)
+        why = f"their intra-op threads, {names}, exceed the {schedule.cores} core(s) this process may use"
+        if config.concurrency == CONCURRENT:
+            raise ConfigError(
+                f"HETERO_CONCURRENCY=CONCURRENT runs subgraphs side by side, but {why}: lower "
+                "INFERENCE_NUM_THREADS of those devices so that they add up to the cores (or leave it unset: "
+                "the cores are then shared), or set HETERO_CONCURRENCY=SEQUENTIAL"
+            )
+        return schedule.in_turn(why)
+    return schedule
 
 
 def schedule_of(plan: Plan, host: Collection[str], mode: str, cores: int) -> Schedule:

@@ -1,7 +1,8 @@
 """Visualisation: GraphViz .dot files of affinities and subgraphs, as OpenVINO_HETERO_VISUALIZE writes them.
 
     hetero_affinity_<model>.dot    every operation, filled with its device's colour
-    hetero_subgraphs_<model>.dot   one cluster per subgraph, cross-device tensors drawn bold and red
+    hetero_subgraphs_<model>.dot   one cluster per subgraph, cross-device tensors drawn bold and red,
+                                   subgraphs an inference runs side by side (HETERO_CONCURRENCY) marked
 
 Colours are fixed per device (sorted order), so two runs of one model give identical files.
 """
@@ -14,7 +15,7 @@ import re
 import shutil
 import subprocess
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ..errors import HeteroError
@@ -137,9 +138,12 @@ def _outputs(model: Model) -> list[str]:
     return lines
 
 
-def subgraphs_dot(model: Model, plan: Plan) -> str:
-    """DOT text: one cluster per subgraph titled ``subgraph<N>: <DEVICE>``, crossing tensors bold red, legend."""
+def subgraphs_dot(model: Model, plan: Plan, together: Sequence[Sequence[int]] = ()) -> str:
+    """DOT text: one cluster per subgraph titled ``subgraph<N>: <DEVICE>``, crossing tensors bold red, legend.
+    ``together``: groups of subgraph indexes an inference runs side by side (Schedule.side_by_side): their
+    clusters are drawn bold and say which others they run with, and the legend lists the groups."""
     colours = device_colours(s.device for s in plan.subgraphs)
+    beside = {i: [j for g in together if i in g for j in g if j != i] for g in together for i in g}
     owner = {n: s for s in plan.subgraphs for n in s.nodes}
     folded = set(plan.folded)
     lines = [f"digraph {_label('hetero_subgraphs_' + model.name)} {{", "  rankdir=TB; compound=true;",
@@ -149,9 +153,11 @@ def subgraphs_dot(model: Model, plan: Plan) -> str:
     for s in plan.subgraphs:
         colour = colours[s.device]
         lines.append(f"  subgraph {quote('cluster_' + str(s.index + 1))} {{")
-        lines.append(
-            f"    label={quote(f'{s.name}: {s.device}')}; style=rounded; color={quote(colour)}; penwidth=2;"
-        )
+        title, style = f"{s.name}: {s.device}", "rounded"
+        if beside.get(s.index):
+            others = ", ".join(f"subgraph{j + 1}" for j in dict.fromkeys(beside[s.index]))
+            title, style = f"{title}\nruns side by side with {others}", '"rounded,bold"'
+        lines.append(f"    label={quote(title)}; style={style}; color={quote(colour)}; penwidth=2;")
         for c in s.constant_nodes:
             node = model.node(c)
             lines.append(
@@ -201,6 +207,9 @@ def subgraphs_dot(model: Model, plan: Plan) -> str:
     lines.append('    label="devices"; style=dashed;')
     for device, colour in colours.items():
         lines.append(f"    {node_id('legend', device)} [label={quote(device)}, fillcolor={quote(colour)}];")
+    for group in together:
+        text = "side by side: " + " + ".join(f"subgraph{i + 1}" for i in group)
+        lines.append(f"    {node_id('legend', text)} [label={quote(text)}, shape=note, style=solid];")
     lines.append("  }")
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -246,9 +255,15 @@ def dot_paths(model: Model, folder: Path) -> tuple[Path, Path]:
     return folder / f"hetero_affinity_{stem}.dot", folder / f"hetero_subgraphs_{stem}.dot"
 
 
-def dump(model: Model, plan: Plan, directory: str | os.PathLike[str] | None = None) -> tuple[Path, Path]:
+def dump(
+    model: Model,
+    plan: Plan,
+    directory: str | os.PathLike[str] | None = None,
+    together: Sequence[Sequence[int]] = (),
+) -> tuple[Path, Path]:
     """Write both .dot files into ``directory`` (default: the current directory), both or neither; returns
-    their paths. Raises HeteroError naming the folder or the file that cannot be written."""
+    their paths. ``together``: as subgraphs_dot's. Raises HeteroError naming the folder or the file that
+    cannot be written."""
     folder = Path(directory) if directory is not None else Path.cwd()
     if directory is not None and not str(directory):
         raise HeteroError("the folder for .dot files is empty: give a folder name, or leave it out for here")
@@ -259,7 +274,9 @@ def dump(model: Model, plan: Plan, directory: str | os.PathLike[str] | None = No
     except OSError as exc:
         raise HeteroError(f"cannot write .dot files into {folder}: {exc.strerror or exc}") from None
     affinity, subgraphs = dot_paths(model, folder)
-    write_all({affinity: affinity_dot(model, plan.affinities), subgraphs: subgraphs_dot(model, plan)})
+    write_all(
+        {affinity: affinity_dot(model, plan.affinities), subgraphs: subgraphs_dot(model, plan, together)}
+    )
     return affinity, subgraphs
 
 

@@ -315,7 +315,7 @@ def compile_plan(
             dot_dir=dot_dir,
         )
     shared = len(plan.subgraphs) > 1
-    schedule = plan_schedule(plan, devices, config.concurrency)
+    schedule = plan_schedule(plan, devices, config)
     used = _probes_used(model, plan, devices, config, kept, shared)
     if schedule.concurrent and config.concurrency == AUTO and used:
         # the query's sessions serve as they are (their threads are the EP's defaults): AUTO keeps them
@@ -340,7 +340,7 @@ def compile_plan(
 
         compiled = type_repair.correct_contradicted(model, plan, compiled, recompile)
         constants = constant_outputs(model, plan)  # may fail
-        dots = visualize.dump(model, plan, dot_dir) if draw else ()
+        dots = visualize.dump(model, plan, dot_dir, schedule.side_by_side) if draw else ()
         result = Compiled(
             first_revision(model, plan, compiled, moves=moves, dot_files=dots, schedule=schedule),
             config,

@@ -139,7 +139,8 @@ def move_at_compile(
     )
     log.warning("%s", move.message)
     moves.append(move)
-    return partition(model, {**plan.affinities, **dict.fromkeys(failed.nodes, target.name)})
+    moved = {**plan.affinities, **dict.fromkeys(failed.nodes, target.name)}
+    return partition(model, moved, branches=plan.branches)
 
 
 def device_named(fallback: Fallback, name: str) -> Device:

@@ -26,7 +26,7 @@ from .compiled import Compiled
 from .executor import Executor
 from .inputs import Inputs
 from .pipeline import Pipeline
-from .profiling import ProfilingInfo, Window, inference_counters
+from .profiling import ProfilingInfo, Timeline, Window, inference_counters, inference_timeline
 from .renewal import profiled_again
 from .results import Results, port_name
 from .revision import Revision
@@ -86,6 +86,12 @@ class InferRequest(AsyncRequest):
         Empty unless profiling is on (PERF_COUNT=YES for HETERO or for a device), or before any inference.
         """
         return self._counters(self._history[-1]) if self._history else []
+
+    def get_timeline(self) -> Timeline:
+        """When each profiled subgraph of this request's last inference ran, from the first one's start,
+        and the wall time against their sum (subgraphs that ran side by side overlap). Empty unless
+        profiling is on, or before any inference."""
+        return inference_timeline(self._history[-1] if self._history else [])
 
     def get_profiling_history(self) -> list[list[ProfilingInfo]]:
         """Counters of every inference this request ran while profiling, oldest first (for averages)."""

@@ -314,6 +314,78 @@ NAME_WIDTH_CAP = 100
 _STATUS_WIDTH = max(len(EXECUTED), len(NOT_RUN), len(OPTIMIZED_OUT))
 
 
+@dataclass(frozen=True)
+class Span:
+    """One subgraph run of an inference: its number (``subgraph<N>``), device, and start and end in
+    microseconds from the inference's first subgraph run."""
+
+    subgraph: int
+    device: str
+    start_us: float
+    end_us: float
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """When the profiled subgraphs of one inference ran: their ``spans`` in the order they started, and
+    ``wall_us``, from the first one's start to the last one's end. Where subgraphs ran side by side
+    (HETERO_CONCURRENCY), ``busy_us``, the sum of their times, exceeds the wall time."""
+
+    spans: tuple[Span, ...]
+
+    @property
+    def wall_us(self) -> float:
+        """Microseconds from the first subgraph run's start to the last one's end."""
+        return max((s.end_us for s in self.spans), default=0.0)
+
+    @property
+    def busy_us(self) -> float:
+        """The sum of the subgraph runs' times, in microseconds."""
+        return sum(s.end_us - s.start_us for s in self.spans)
+
+    def together(self) -> list[tuple[int, int]]:
+        """Pairs of subgraph numbers whose runs overlapped in time."""
+        return [
+            (min(a.subgraph, b.subgraph), max(a.subgraph, b.subgraph))
+            for k, a in enumerate(self.spans)
+            for b in self.spans[k + 1 :]
+            if b.start_us < a.end_us and a.start_us < b.end_us
+        ]
+
+    def lines(self) -> list[str]:
+        """What -pc prints of it: a table of each run's start and end, then the wall time against the sum."""
+        rows = [["subgraph", "device", "start (us)", "end (us)", "time (us)"]]
+        for s in self.spans:
+            rows.append(
+                [
+                    f"subgraph{s.subgraph}",
+                    s.device,
+                    f"{s.start_us:.0f}",
+                    f"{s.end_us:.0f}",
+                    f"{s.end_us - s.start_us:.0f}",
+                ]
+            )
+        pairs = ", ".join(f"subgraph{a}+subgraph{b}" for a, b in self.together()) or "none"
+        wall = self.wall_us
+        ratio = f" ({self.busy_us / wall:.2f}x the wall time)" if wall else ""
+        return [
+            "Timeline (from the first subgraph run's start):",
+            *_table(rows, names=2),
+            f"  wall {wall:.0f} us, subgraphs' sum {self.busy_us:.0f} us{ratio}; ran side by side: {pairs}",
+        ]
+
+
+def inference_timeline(windows: Iterable[Window]) -> Timeline:
+    """The Timeline of one inference from ``windows`` (its profiled subgraphs' runs)."""
+    runs = sorted(windows, key=lambda w: w[2])
+    if not runs:
+        return Timeline(())
+    origin = runs[0][2]
+    return Timeline(
+        tuple(Span(sub.index + 1, sub.device, start - origin, end - origin) for sub, _, start, end in runs)
+    )
+
+
 def format_counters(infos: Sequence[ProfilingInfo]) -> str:
     """The documented -pc text: one line per counter, then ``Total time: <us> microseconds``.
 
@@ -358,7 +430,11 @@ def subgraph_summaries(subgraphs: Iterable[CompiledSubgraph]) -> list[SubgraphSu
 
 
 def counter_tables(
-    infos: Sequence[ProfilingInfo], subgraphs: Sequence[SubgraphSummary], *, unit: str = "us"
+    infos: Sequence[ProfilingInfo],
+    subgraphs: Sequence[SubgraphSummary],
+    *,
+    unit: str = "us",
+    timeline: Timeline | None = None,
 ) -> str:
     """What -pc prints after the counter lines: a note per fused subgraph, then "Per subgraph" and
     "Per device" tables of real time and share.
@@ -367,7 +443,9 @@ def counter_tables(
     -pc's lines: whole microseconds) or "ms" (as -pcsort's: milliseconds, 3 decimals). Returns the text.
     A subgraph of a fused EP (OpenVINO, TensorRT: the whole subgraph is one kernel) gets one line saying
     why its nodes show as a few stage lines; subgraphs with no counter line (their device not profiled)
-    are named on one line rather than shown as taking no time. Raises ValueError for another unit.
+    are named on one line rather than shown as taking no time; with a ``timeline`` of more than one
+    subgraph run (InferRequest.get_timeline), when each ran and the wall time against their sum.
+    Raises ValueError for another unit.
     """
     if unit not in ("us", "ms"):
         raise ValueError(f"unit must be 'us' or 'ms', not {unit!r}")
@@ -405,6 +483,8 @@ def counter_tables(
     for device, (count, nodes, us) in devices.items():
         rows.append([device, str(count), str(nodes), _time(us, unit), _share(us, total)])
     lines += ["Per device:", *_table(rows, names=1)]
+    if timeline is not None and len(timeline.spans) > 1:
+        lines += timeline.lines()
     return "\n".join(lines)
 
 

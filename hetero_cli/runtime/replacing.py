@@ -111,13 +111,16 @@ def moved(
     plan = current.plan
     to = {n: m.to for m in moves for n in m.nodes}
     new_plan = dataclasses.replace(plan, subgraphs=tuple(subgraphs), affinities={**plan.affinities, **to})
-    dots = visualize.dump(current.model, new_plan, compiled.config.dot_dir) if current.dot_files else None
-    for move in moves:
-        log.warning("%s", move.message)
     schedule = None
     if current.schedule is not None:  # the moved subgraphs may run at once with others now; the sessions
         # keep the threads they were made with (the moved ones' were made under the current schedule)
         host = [d.name for d in compiled.fallback.devices if on_host(d)]
         fresh = schedule_of(new_plan, host, compiled.config.concurrency, current.schedule.cores)
         schedule = dataclasses.replace(fresh, threads=current.schedule.threads)
+    together = schedule.side_by_side if schedule is not None else ()
+    dots = None
+    if current.dot_files:
+        dots = visualize.dump(current.model, new_plan, compiled.config.dot_dir, together)
+    for move in moves:
+        log.warning("%s", move.message)
     return current.next(runs, plan=new_plan, moves=moves, dot_files=dots, schedule=schedule)

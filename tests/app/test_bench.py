@@ -166,11 +166,13 @@ def test_quick_run_writes_results_json(quick_run):
         assert entry["configs"]["1"]["speedup_vs_nireq1"] == 1.0
     if HAS_OPENVINO_EP:
         assert status["async_throughput"] in ("PASS", "FAIL"), results["targets"]
-        # concurrency: the two-branch model's five runtimes agree, and the concurrent split ran at once
+        # concurrency: the two-branch model's runtimes agree, and the concurrent splits ran at once
         concurrency = results["concurrency"]
         assert set(concurrency["median_ms"]) == set(concurrency["labels"]), concurrency["errors"]
         assert max(concurrency["max_abs_diff_vs_ort_default"].values()) < 1e-4
-        assert "at the same time" in concurrency["plan"]["schedule"]
+        assert all("at the same time" in plan["schedule"] for plan in concurrency["plan"].values())
+        # on one device, CONCURRENT cuts the branches apart: two CPU subgraphs
+        assert [d for d, _ in concurrency["plan"]["hetero_cpu_conc"]["subgraphs"]] == ["CPU", "CPU"]
         assert status["concurrency"] in ("PASS", "FAIL")
 
     # placement: hetero tune within its quick budget on a light/ model and a real one, then the tuned model

@@ -191,6 +191,67 @@ def test_a_devices_own_threads_win_over_the_schedules_share():
     assert SplitConfig().settings(cpu).intra_op_num_threads in (None, 0)  # the user's config is not changed
 
 
+def two_branches(rows: object = "n") -> object:
+    """x -> Relu -> Abs and x -> Neg -> Exp: two branches that meet only at the model input."""
+    nodes = [
+        h.make_node("Relu", ["x"], ["r"], name="relu"),
+        h.make_node("Abs", ["r"], ["ra"], name="abs"),
+        h.make_node("Neg", ["x"], ["m"], name="neg"),
+        h.make_node("Exp", ["m"], ["me"], name="exp"),
+    ]
+    outputs = [vi("ra", [rows, 4]), vi("me", [rows, 4])]
+    return make_model(nodes, [vi("x", [rows, 4])], outputs, name="two_branches")
+
+
+def test_concurrent_cuts_branches_of_one_device_apart_and_others_keep_them_whole():
+    """OpenVINO's rule (nodes of one affinity joined through a Parameter are one subgraph) holds unless
+    HETERO_CONCURRENCY=CONCURRENT, which cuts branches that meet only at a model input so they can overlap."""
+    core = hc.Core()
+    x = seeded((3, 4))
+    want = ort_run(two_branches(), {"x": x})
+    for mode, count in (("AUTO", 1), ("SEQUENTIAL", 1), ("CONCURRENT", 2)):
+        compiled = core.compile_model(two_branches(), "HETERO:CPU", {CONCURRENCY: mode})
+        assert [s.device for s in compiled.subgraphs] == ["CPU"] * count, mode
+        assert compiled.plan.branches == (mode == "CONCURRENT")
+        assert compiled.schedule.concurrent == (count == 2)
+        assert_same(compiled({"x": x}), want)
+        assert core.plan(two_branches(), "HETERO:CPU", {CONCURRENCY: mode}).to_dict()["branches"] == (
+            count == 2
+        )
+    # a model whose branches join again is one subgraph in every mode: nothing would overlap
+    joined = core.compile_model(fork(), "HETERO:CPU", {CONCURRENCY: "CONCURRENT"})
+    assert len(joined.subgraphs) == 1 and not joined.schedule.concurrent
+    # the plain CPU device is one session whatever HETERO's keys say
+    assert len(core.compile_model(two_branches(), "CPU", {CONCURRENCY: "CONCURRENT"}).subgraphs) == 1
+
+
+def test_two_branches_of_one_device_run_at_once_and_an_import_keeps_them_apart():
+    seam = meeting_runs({"subgraph1", "subgraph2"}, timeout_s=20)
+    x = seeded((3, 4))
+    core = hc.Core()
+    with observe_sessions(*seam):
+        compiled = core.compile_model(two_branches(), "HETERO:CPU", {CONCURRENCY: "CONCURRENT"})
+        got = compiled.create_infer_request().infer({"x": x})
+        imported = core.import_model(compiled.export_model())
+        again = imported.create_infer_request().infer({"x": x})
+    assert not seam[1].barrier.broken
+    assert imported.plan.branches and imported.schedule.together() == [(0, 1)]
+    want = ort_run(two_branches(), {"x": x})
+    assert_same(got, want)
+    assert_same(again, want)
+
+
+def test_the_calling_thread_gets_its_own_cores_back_after_a_concurrent_inference():
+    import os
+
+    if not hasattr(os, "sched_getaffinity"):
+        pytest.skip("this platform cannot pin threads (no sched_getaffinity)")
+    compiled = cpu_split(fork(), ["A", "B", "C"], config("AUTO"))
+    before = os.sched_getaffinity(0)
+    compiled.create_infer_request().infer({"x": seeded((3, 4))})
+    assert os.sched_getaffinity(0) == before
+
+
 @needs_openvino
 def test_an_import_runs_its_branches_at_once_as_the_compile_did():
     """x -> Relu on OPENVINO and Neg on CPU, side by side: two subgraphs that run at once."""
@@ -232,3 +293,93 @@ def test_a_schedule_run_in_turn_says_why():
     kept = schedule.in_turn("the query's sessions serve")
     assert not kept.concurrent and kept.threads is None and kept.width == 2
     assert "the query's sessions serve" in kept.describe()
+
+
+def test_the_timeline_shows_branches_that_ran_side_by_side_and_a_sequential_walk_none():
+    """-pc's timeline: each subgraph's start and end, the wall time against their sum. The branches meet
+    at a barrier, so a concurrent inference's runs overlap whatever the machine's load."""
+    seam = meeting_runs({"subgraph1", "subgraph2"}, timeout_s=20)
+    x = {"x": seeded((3, 4))}
+    with observe_sessions(*seam):
+        compiled = hc.Core().compile_model(
+            two_branches(), "HETERO:CPU", {CONCURRENCY: "CONCURRENT", "PERF_COUNT": "YES"}
+        )
+        request = compiled.create_infer_request()
+        request.infer(x)
+    timeline = request.get_timeline()
+    assert sorted(s.subgraph for s in timeline.spans) == [1, 2]
+    assert timeline.together() == [(1, 2)] and timeline.busy_us > timeline.wall_us > 0
+    tables = hc.runtime.counter_tables(
+        request.get_profiling_info(), hc.runtime.subgraph_summaries(compiled.subgraphs), timeline=timeline
+    )
+    assert "Timeline" in tables and "ran side by side: subgraph1+subgraph2" in tables
+    fresh = hc.Core().compile_model(
+        two_branches(), "HETERO:CPU", {CONCURRENCY: "CONCURRENT", "PERF_COUNT": "YES"}
+    )
+    sequential = cpu_split(
+        fork(), ["A", "B", "C"], SplitConfig({CONCURRENCY: "SEQUENTIAL", "PERF_COUNT": "YES"}, ONE_THREAD)
+    )
+    request = sequential.create_infer_request()
+    request.infer(x)
+    timeline = request.get_timeline()
+    assert len(timeline.spans) == 3 and timeline.together() == []
+    assert timeline.busy_us <= timeline.wall_us
+    assert fresh.create_infer_request().get_timeline().spans == ()  # before any inference
+
+
+def test_the_dot_file_marks_the_subgraphs_that_run_side_by_side(tmp_path):
+    core = hc.Core()
+    for mode, marked in (("CONCURRENT", True), ("SEQUENTIAL", False)):
+        folder = tmp_path / mode
+        config = {CONCURRENCY: mode, "HETERO_DUMP_GRAPH_DOT": "YES", "HETERO_DOT_DIR": str(folder)}
+        core.compile_model(two_branches(), "HETERO:CPU", config)
+        text = next(folder.glob("hetero_subgraphs_*.dot")).read_text()
+        assert ("runs side by side with subgraph2" in text) is marked, mode
+        assert ("side by side: subgraph1 + subgraph2" in text) is marked, mode
+
+
+def _cores() -> int:
+    from hetero_cli.placement.schedule import available_cores
+
+    return available_cores()
+
+
+def test_threads_set_beyond_the_cores_for_side_by_side_sessions_refuse_concurrent_and_auto_runs_in_turn():
+    """Each branch's session asks for more than every core (the made-up devices are all the CPU device): at
+    once they would take twice the cores."""
+    every_core = {"CPU": {NUM_THREADS: _cores() + 1}}
+    with pytest.raises(hc.ConfigError, match=r"exceed the \d+ core\(s\).*INFERENCE_NUM_THREADS.*SEQUENTIAL"):
+        cpu_split(fork(), ["A", "B", "C"], SplitConfig({CONCURRENCY: "CONCURRENT"}, every_core))
+    auto = cpu_split(fork(), ["A", "B", "C"], SplitConfig({CONCURRENCY: "AUTO"}, every_core)).schedule
+    assert not auto.concurrent and "exceed the" in auto.describe()
+    # one thread each is the least a session takes: never refused, however many run at once
+    assert cpu_split(fork(), ["A", "B", "C"], config("CONCURRENT")).schedule.concurrent
+
+
+def test_the_cli_refuses_a_thread_budget_over_the_cores_with_one_message_and_exit_2(tmp_path):
+    import onnx
+    from support.robust import invoke, one_error_line
+
+    from hetero_cli import cli
+
+    path = tmp_path / "two_branches.onnx"
+    onnx.save(two_branches(rows=3), path)
+    args = [
+        cli.benchmark,
+        "-m",
+        path,
+        "-d",
+        "HETERO:CPU",
+        "-niter",
+        1,
+        "--config",
+        f"{CONCURRENCY}=CONCURRENT",
+    ]
+    result = invoke(*args, "--config", f"CPU:{NUM_THREADS}={_cores() + 1}")
+    assert result.exit_code == 2
+    assert "exceed the" in one_error_line(result)
+    for bad in ("-1", "many"):
+        result = invoke(*args, "--config", f"CPU:{NUM_THREADS}={bad}")
+        assert result.exit_code == 2 and NUM_THREADS in one_error_line(result)
+    result = invoke(cli.benchmark, "-m", path, "-d", "HETERO:CPU", "--config", f"{CONCURRENCY}=SOMETIMES")
+    assert result.exit_code == 2 and "HETERO_CONCURRENCY takes" in one_error_line(result)

@@ -107,6 +107,20 @@ def test_a_split_by_hand_round_trips_from_a_path_and_a_file(tmp_path):
     assert hc.Core().import_model(data).get_property("HETERO_FALLBACK") is False  # manual mode's default
 
 
+def test_an_import_returns_the_outputs_in_the_models_order():
+    """The header's keys are sorted: outputs named against that order came back reordered before."""
+    nodes = [
+        h.make_node("Neg", ["x"], ["zeta"], name="neg"),
+        h.make_node("Abs", ["x"], ["alpha"], name="abs"),
+    ]
+    proto = make_model(nodes, [vi("x", [2, 3])], [vi("zeta", [2, 3]), vi("alpha", [2, 3])], name="order")
+    compiled = hc.Core().compile_model(proto, "HETERO:CPU")
+    imported = hc.Core().import_model(compiled.export_model())
+    x = {"x": seeded((2, 3))}
+    assert list(imported(x)) == list(compiled(x)) == ["zeta", "alpha"]
+    assert [o.get_any_name() for o in imported.outputs] == ["zeta", "alpha"]
+
+
 def test_weights_are_inline_even_where_the_model_keeps_them_in_a_file(tmp_path):
     w = numpy_helper.from_array(seeded((4, 4), seed=3), "w")
     proto = make_model(

@@ -186,7 +186,9 @@ def seeded(shape, dtype=np.float32, seed: int = 0) -> np.ndarray:
 def cpu_split(proto, devices: Sequence[str] | None = None, config=None):
     """``proto`` (a ModelProto or a hetero_cli Model) compiled with node i on made-up device
     ``devices[i]`` (default: alternating A, B), each of them the CPU EP: a split into several CPU
-    subgraphs, bit-exact against one ORT session. ``config``: a SplitConfig (default: none)."""
+    subgraphs, bit-exact against one ORT session. ``config``: a SplitConfig (default: none); under
+    HETERO_CONCURRENCY=CONCURRENT branches of one device that meet only at a model input are cut apart,
+    as Core.compile_model cuts them."""
     from hetero_cli.graph.model import Model
     from hetero_cli.placement import devices as registry
     from hetero_cli.placement.config import SplitConfig
@@ -197,11 +199,11 @@ def cpu_split(proto, devices: Sequence[str] | None = None, config=None):
     model = proto if isinstance(proto, Model) else Model(proto)
     ops = [n.get_friendly_name() for n in model.get_ops()]
     devices = list(devices or ["AB"[i % 2] for i in range(len(ops))])
-    plan = partition(model, dict(zip(ops, devices, strict=True)))
+    config = config or SplitConfig()
+    branches = config.concurrency == "CONCURRENT"
+    plan = partition(model, dict(zip(ops, devices, strict=True)), branches=branches)
     cpu = registry.lookup("CPU")
-    compiled = compile_plan(
-        model, plan, {d: cpu for d in set(devices)}, config or SplitConfig(), "HETERO:CPU"
-    )
+    compiled = compile_plan(model, plan, {d: cpu for d in set(devices)}, config, "HETERO:CPU")
     return CompiledModel(compiled)
 
 

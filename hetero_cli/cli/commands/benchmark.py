@@ -177,12 +177,13 @@ def _run(o: SimpleNamespace) -> dict[str, Any]:
         info(f"First inference took {result.first_inference_ms:.2f} ms")
     per_request: list[list[Any]] = []
     history: list[list[Any]] = []
+    timelines: list[Any] = []
     if counters:
-        per_request, history = _profile(setup, feeds, nireq, everywhere=counted_everywhere)
+        per_request, history, timelines = _profile(setup, feeds, nireq, everywhere=counted_everywhere)
     step(11, "Dumping statistics report")
     _write_files(o, compiled)
     if perf_counts or o.pcsort:
-        print_counters(compiled, per_request, o.pcsort)
+        print_counters(compiled, per_request, o.pcsort, timelines)
     print_statistics(compiled, result)
     if report_type:
         write_statistics(
@@ -306,8 +307,9 @@ def _write_files(o: SimpleNamespace, compiled: CompiledModel) -> None:
 
 def _profile(
     setup: Setup, feeds: Sequence[Mapping[str, np.ndarray]], nireq: int, *, everywhere: bool
-) -> tuple[list[Any], list[Any]]:
-    """Counters from a second, profiled compile, PROFILED_RUNS inferences per request, after the loop.
+) -> tuple[list[Any], list[Any], list[Any]]:
+    """Counters from a second, profiled compile, PROFILED_RUNS inferences per request, after the loop,
+    and each request's last inference's timeline (when each subgraph ran).
 
     The measured loop runs without the profiler (unless a config turned PERF_COUNT on for it), so -pc does
     not change the numbers it reports. ``everywhere`` (-pc, -pcsort, a counters report) profiles every
@@ -329,7 +331,8 @@ def _profile(
             for _ in range(PROFILED_RUNS):
                 request.infer(feeds[k % len(feeds)])
     # read once every request has run: the first read ends ONNX Runtime's trace (runtime.profiling)
+    timelines = [request.get_timeline() for request in requests]
     for request in requests:
         per_request.append(request.get_profiling_info())
         history += request.get_profiling_history()[1:]  # the first profiled run is a warm-up
-    return per_request, history
+    return per_request, history, timelines

@@ -128,7 +128,8 @@ def query(
             )
     if setup.dot_dir is not None:
         written().before_writing(setup.dot_dir, folder=True)
-        report_dots(visualize.dump(m, plan, setup.dot_dir), setup.render, err=as_json)
+        together = setup.core.schedule(plan, setup.device).side_by_side if len(plan.subgraphs) > 1 else ()
+        report_dots(visualize.dump(m, plan, setup.dot_dir, together), setup.render, err=as_json)
     if save:
         moved = any(how.startswith("fallback") for how in source.values())
         automatic = setup.request.hetero and not setup.affinities and not moved

@@ -218,7 +218,7 @@ def import_compiled(
         result = _one(model, plan, by_name, config, device_name, fallback, draw, dot_dir)
     else:
         shared = len(plan.subgraphs) > 1
-        schedule = plan_schedule(plan, by_name, config.concurrency)
+        schedule = plan_schedule(plan, by_name, config)
         made = in_parallel(
             [
                 _preparer(model, s, by_name[s.device], config, m, shared, schedule)
@@ -226,7 +226,7 @@ def import_compiled(
             ]
         )
         constants = constant_outputs(model, plan)
-        dots = visualize.dump(model, plan, dot_dir) if draw else ()
+        dots = visualize.dump(model, plan, dot_dir, schedule.side_by_side) if draw else ()
         result = Compiled(
             first_revision(model, plan, made, dot_files=dots, schedule=schedule),
             config,
@@ -413,15 +413,19 @@ def _plan(header: Mapping[str, Any], model: Model, count: int, where: str) -> Pl
             )
             for i, s in enumerate(saved["subgraphs"])
         )
-        sources = {str(k): v if isinstance(v, str) else int(v) for k, v in saved["output_sources"].items()}
+        outputs = _names(saved["outputs"])
+        given = {str(k): v if isinstance(v, str) else int(v) for k, v in saved["output_sources"].items()}
+        # in the model's output order (the header's keys are sorted): an inference returns them so
+        sources = {name: given[name] for name in outputs} if set(given) == set(outputs) else given
         plan = Plan(
             model_name=model.name,
             subgraphs=subgraphs,
             inputs=_names(saved["inputs"]),
-            outputs=_names(saved["outputs"]),
+            outputs=outputs,
             output_sources=sources,
             affinities={str(k): str(v) for k, v in saved["affinities"].items()},
             folded=_names(saved["folded"]),
+            branches=saved.get("branches") is True,
         )
     except (KeyError, TypeError, ValueError, AttributeError, AssertionError):
         plan = None
