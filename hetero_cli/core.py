@@ -251,6 +251,7 @@ class Core:
         """
         model = self.read_model(model)
         merged, request, devices = self._devices(device_name, config)
+        merged = _with_saved_mode(model, merged)
         return _plan(model, request, devices, _probes(merged, devices), merged)
 
     def schedule(self, plan: Plan, device_name: str, config: Mapping[str, Any] | None = None) -> Schedule:
@@ -283,6 +284,7 @@ class Core:
         model = self.read_model(model)
         device_name = "CPU" if device_name is None else device_name
         merged, request, devices = self._devices(device_name, config)
+        merged = _with_saved_mode(model, merged)
         folder = Path(merged.cache_dir) if merged.cache_dir else None  # made by _devices
         # drawn once the compile succeeded: a failed one leaves nothing behind (hetero query draws any plan)
         dots = {"draw": visualize.wanted(merged.dump_dot), "dot_dir": merged.dot_dir}
@@ -431,6 +433,15 @@ def _split_by_memory(
     return memory_split.pipeline_affinities(
         model, devices, lambda d: query.supported_nodes(model, d, probes), memories
     )
+
+
+def _with_saved_mode(model: Model, config: cfg.SplitConfig) -> cfg.SplitConfig:
+    """``config`` with the HETERO_CONCURRENCY ``model``'s metadata records for its placement (hetero tune's
+    choice: placement.affinities.marked_concurrency) where ``config`` sets none."""
+    saved = affinity_marks.marked_concurrency(model)
+    if saved is None or cfg.CONCURRENCY in config.hetero:
+        return config
+    return config.merged_over(cfg.split({cfg.CONCURRENCY: saved}))
 
 
 def _plan(

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from ..errors import AffinityError
+from ..errors import AffinityError, ConfigError
 from ..graph import Model
 from . import devices as registry
 from .devices import Device
 from .query import unsupported_nodes_error
+from .schedule import MODES, parse_mode
 
 #: Where a node's affinity came from: the model's own, the automatic query's, or an override.
 MODEL, QUERY, OPTION = "model", "query", "option"
@@ -28,6 +29,32 @@ AUTOMATIC = "automatic"
 def mark_automatic(model: Model, automatic: bool) -> None:
     """Say in ``model``'s metadata (kept by save) whether its affinities are the automatic plan's."""
     model.set_metadata(SOURCE_KEY, AUTOMATIC if automatic else None)
+
+
+#: A model metadata key holding the HETERO_CONCURRENCY its placement runs best with (``hetero tune`` where a
+#: placement won run so): a compile takes it where its config sets none, as the affinities are the model's.
+CONCURRENCY_KEY = "hetero_cli.concurrency"
+
+
+def mark_concurrency(model: Model, mode: str | None) -> None:
+    """Say in ``model``'s metadata (kept by save) the HETERO_CONCURRENCY its placement runs with (None:
+    none, the compile's own)."""
+    model.set_metadata(CONCURRENCY_KEY, mode)
+
+
+def marked_concurrency(model: Model) -> str | None:
+    """The HETERO_CONCURRENCY ``model``'s metadata says its placement runs with (mark_concurrency), None
+    where it says none. ConfigError for a value that is no mode (the model file is not hetero-cli's)."""
+    value = model.metadata_props.get(CONCURRENCY_KEY)
+    if value is None:
+        return None
+    try:
+        return parse_mode(value)
+    except ConfigError:
+        raise ConfigError(
+            f"the model's metadata {CONCURRENCY_KEY} says {value!r:.40}, which is no HETERO_CONCURRENCY "
+            f"({', '.join(MODES)}): remove it from the model, or give --config HETERO_CONCURRENCY=..."
+        ) from None
 
 
 def marked_automatic(model: Model) -> bool:

@@ -242,3 +242,55 @@ def test_a_winner_with_the_automatic_plans_affinities_is_saved_marked_as_that_pl
         saved = hc.Core().read_model(path)
         assert marked_automatic(saved) == marked
         assert set(saved.affinities().values()) == {"CPU" if fastest == "CPU" else "OPENVINO"}
+
+
+def two_branch_model():
+    """x -> Relu -> Abs -> ra and x -> Neg -> Exp -> me: two branches that meet only at the input."""
+    nodes = [
+        h.make_node("Relu", ["x"], ["r"], name="relu"),
+        h.make_node("Abs", ["r"], ["ra"], name="abs"),
+        h.make_node("Neg", ["x"], ["m"], name="neg"),
+        h.make_node("Exp", ["m"], ["me"], name="exp"),
+    ]
+    return make_model(nodes, [vi("x", [4, 32])], [vi("ra", [4, 32]), vi("me", [4, 32])], name="branches")
+
+
+def test_tune_tries_a_placements_branches_at_once_and_saves_the_mode_it_won_with(tmp_path):
+    """Injected timings make the CPU's two branches side by side (CONCURRENT: cut into two CPU subgraphs)
+    the fastest: it wins, and the saved model compiles so without being told."""
+    from hetero_cli.placement.affinities import marked_concurrency
+
+    table = {"probe:automatic": 1.0, "candidate:CPU, branches at once": 0.1}
+    result = tune_model(hc.Core(), two_branch_model(), DEVICE, budget_s=30.0, timer=table_timer(table))
+    report = result.report
+    twin = report.candidate("CPU, branches at once")
+    assert twin.kind == "branches" and twin.concurrency == "CONCURRENT" and twin.subgraphs == 2
+    assert report.winner == twin.name
+    path = tmp_path / "tuned.onnx"
+    result.model.save(path)
+    saved = hc.Core().read_model(path)
+    assert marked_concurrency(saved) == "CONCURRENT" and set(saved.affinities().values()) == {"CPU"}
+    compiled = hc.Core().compile_model(path, DEVICE)
+    assert [s.device for s in compiled.subgraphs] == ["CPU", "CPU"] and compiled.schedule.concurrent
+    # the user's own mode wins over the saved one
+    in_turn = hc.Core().compile_model(path, DEVICE, {"HETERO_CONCURRENCY": "SEQUENTIAL"})
+    assert len(in_turn.subgraphs) == 1
+
+
+def test_a_mode_in_the_tunes_config_is_kept_for_every_candidate():
+    table = {"probe:automatic": 1.0}
+    config = {"HETERO_CONCURRENCY": "SEQUENTIAL"}
+    report = tune_model(
+        hc.Core(), two_branch_model(), DEVICE, config=config, budget_s=20.0, timer=table_timer(table)
+    ).report
+    assert not [c for c in report.candidates if c.kind == "branches"]
+    assert any("HETERO_CONCURRENCY is set" in n for n in report.notes)
+
+
+def test_a_model_whose_saved_mode_is_no_mode_is_refused_with_one_message():
+    from hetero_cli.placement.affinities import CONCURRENCY_KEY
+
+    model = hc.Core().read_model(two_branch_model())
+    model.set_metadata(CONCURRENCY_KEY, "SOMETIMES")
+    with pytest.raises(hc.ConfigError, match=f"metadata {CONCURRENCY_KEY} says 'SOMETIMES'"):
+        hc.Core().compile_model(model, DEVICE)

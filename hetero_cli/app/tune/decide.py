@@ -22,13 +22,15 @@ import numpy as np
 
 from ...errors import CompileError
 from ...graph import Model
-from ...placement.affinities import mark_automatic
+from ...placement.affinities import mark_automatic, mark_concurrency
 from ..measure import Launch, Measurement, Paired, RuntimeSpec, in_worker, method, paired
 from ..measure.builders import HETERO
 from . import runs
 from .measure import Clock
-from .report import AUTOMATIC, COST_MODEL, SINGLE, Candidate, TuneReport
+from .report import AUTOMATIC, BRANCHES, COST_MODEL, SINGLE, Candidate, TuneReport
 
+#: the kinds of candidate the decision treats as a split: kept only where it beats the simpler ones
+SPLITS = (COST_MODEL, BRANCHES)
 #: the least margin a split must win by, whatever the measured noise (two processes of one runtime, timed
 #: in turns, differ by 1-3 % on a shared machine: a process's own luck)
 MIN_NOISE = 0.01
@@ -52,11 +54,12 @@ LEAST_BLOCKS = 4
 
 
 def finalists(report: TuneReport, margin: float) -> list[Candidate]:
-    """The candidates timed per process: the first split (cost-model candidate) of the search's ranking
-    (report.ranked(``margin``): the fastest, or a simpler one within ``margin`` of it), the automatic plan
-    and each single device, those measured without error."""
+    """The candidates timed per process: the first split (a cost-model candidate, or a placement whose
+    branches run otherwise than by default) of the search's ranking (report.ranked(``margin``): the
+    fastest, or a simpler one within ``margin`` of it), the automatic plan and each single device, those
+    measured without error."""
     ranked = report.ranked(margin)
-    splits = [c for c in ranked if c.kind == COST_MODEL]
+    splits = [c for c in ranked if c.kind in SPLITS]
     return splits[:1] + [
         c
         for c in report.candidates
@@ -102,15 +105,18 @@ def save_candidate(
     automatic: Mapping[str, str],
     path: Path,
     config: Mapping[str, Any] | None = None,
+    concurrency: str | None = None,
 ) -> None:
     """``model`` saved at ``path`` with ``affinities`` set as tune saves its winner (runs.keep: marked as the
-    automatic plan's where they are that plan's, ``config`` recorded), the model as it was afterwards."""
-    runs.keep(model, affinities, automatic, config)
+    automatic plan's where they are that plan's, ``concurrency`` and ``config`` recorded), the model as it
+    was afterwards."""
+    runs.keep(model, affinities, automatic, config, concurrency)
     try:
         model.save(path)
     finally:
         runs.clear_affinities(model)
         mark_automatic(model, False)
+        mark_concurrency(model, None)
         model.set_metadata(runs.MEASURED_CONFIG_KEY, None)
 
 
@@ -216,8 +222,12 @@ def measure_finalists(
         specs = {}
         for i, c in enumerate(contenders):
             path = Path(folder) / f"candidate{i}.onnx"
-            save_candidate(on.model, c.affinities, automatic, path, on.config)
-            args = {"path": str(path), "device": on.device, "config": dict(on.config)}
+            save_candidate(on.model, c.affinities, automatic, path, on.config, c.concurrency)
+            args = {
+                "path": str(path),
+                "device": on.device,
+                "config": dict(on.config),
+            }  # the mode is the file's
             specs[c.name] = RuntimeSpec(HETERO, args)
         found = method.measure_runtimes(  # through the module: the one function tune and bench call
             specs,
@@ -282,7 +292,7 @@ def decide(contenders: Sequence[Candidate], floor: float = MIN_NOISE) -> Decisio
             slower = vs is not None and vs.ratio >= 1.0
             why += f"; the automatic plan is {'slower' if slower else 'not faster by more than the noise'}: {_ratio(vs)}"
     single = best.name if best.kind == SINGLE else ""
-    split = next((c for c in timed if c.kind == COST_MODEL), None)
+    split = next((c for c in timed if c.kind in SPLITS), None)
     if split is None:
         return Decision(base, why, judge.noise, single)
     others = [c for c in (best, auto) if c is not None]

@@ -7,21 +7,27 @@ import importlib.metadata
 import os
 import platform
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ...graph import Model
+from ...placement.config import CONCURRENCY
 from ..measure import Measurement, Paired, paired
 
 AUTOMATIC = "automatic"
 SINGLE = "single"
 COST_MODEL = "cost-model"
+#: a candidate's placement run with its branches at once (HETERO_CONCURRENCY=CONCURRENT: those that fork
+#: cut apart, even on one device) or in turn, where that differs from how it runs by default
+BRANCHES = "branches"
 
 
 @dataclass
 class Candidate:
     """One placement tried: ``name`` ("automatic", a device name such as "CPU", "cost-model-1"...),
-    ``kind`` ("automatic" | "single" | "cost-model"), ``affinities`` {node: device}, its ``subgraphs``
+    ``kind`` ("automatic" | "single" | "cost-model" | "branches"), ``affinities`` {node: device},
+    ``concurrency``: the HETERO_CONCURRENCY it is compiled with (None: the tune's config), its ``subgraphs``
     count and ``devices`` (execution order), ``predicted_ms`` (the cost model's, None for the others),
     ``median_ms`` of its latencies measured by the in-process search (None if not measured or it failed),
     ``samples`` measured, ``error``: why it was dropped (a compile or run failure, a failed validation),
@@ -43,6 +49,11 @@ class Candidate:
     final_ms: float | None = None
     noise: float | None = None
     block_ms: list[list[float | None]] = field(default_factory=list)
+    concurrency: str | None = None
+
+    def config(self, base: Mapping[str, Any]) -> dict[str, Any]:
+        """``base`` (the tune's config) with this candidate's HETERO_CONCURRENCY over it, where it has one."""
+        return {**base, CONCURRENCY: self.concurrency} if self.concurrency else dict(base)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields (the affinities included)."""
@@ -170,7 +181,7 @@ class TuneReport:
         return out
 
 
-_KIND_ORDER = {AUTOMATIC: 0, SINGLE: 1, COST_MODEL: 2}
+_KIND_ORDER = {AUTOMATIC: 0, SINGLE: 1, COST_MODEL: 2, BRANCHES: 3}
 
 
 def _simplicity(c: Candidate) -> tuple[int, int, int, float]:

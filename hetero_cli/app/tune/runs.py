@@ -9,7 +9,9 @@ from typing import Any
 
 from ...core import Core
 from ...graph import Model
-from ...placement.affinities import mark_automatic
+from ...placement.affinities import mark_automatic, mark_concurrency
+from ...placement.partition import Plan
+from ...placement.schedule import Schedule
 from ..validate.compare import compare_outputs
 from ..validate.tolerances import Tolerances
 from .measure import median
@@ -49,6 +51,23 @@ def compile_with(
         mark_automatic(model, False)
 
 
+def planned(
+    core: Core,
+    model: Model,
+    device: str,
+    config: Mapping[str, Any] | None,
+    affinities: Mapping[str, str],
+) -> tuple[Plan, Schedule]:
+    """The plan and schedule a compile of ``model`` with ``affinities`` set (manual mode) and ``config``
+    would run, nothing compiled; the affinities cleared again afterwards. Raises as Core.plan."""
+    model.set_affinities(dict(affinities))
+    try:
+        plan = core.plan(model, device, config)
+        return plan, core.schedule(plan, device, config)
+    finally:
+        clear_affinities(model)
+
+
 def ready(
     core: Core,
     model: Model,
@@ -75,14 +94,18 @@ def keep(
     affinities: Mapping[str, str],
     automatic: Mapping[str, str],
     config: Mapping[str, Any] | None = None,
+    concurrency: str | None = None,
 ) -> None:
     """Set the winner's ``affinities`` on ``model``, marked as the automatic plan's where they are that
     plan's (``automatic``: whichever candidate won with them, a single device that supports every node
-    included): saved, they compile as it did (its probe session: placement.affinities.mark_automatic).
-    ``config``, the configuration the placement was measured with (threads included), is recorded in the
-    model's metadata (MEASURED_CONFIG_KEY, JSON; removed where there is none)."""
+    included) and run by default: saved, they compile as it did (its probe session:
+    placement.affinities.mark_automatic). ``concurrency``: the HETERO_CONCURRENCY it won with, recorded
+    for a compile to take (mark_concurrency; None: removed). ``config``, the configuration the placement
+    was measured with (threads included), is recorded in the model's metadata (MEASURED_CONFIG_KEY, JSON;
+    removed where there is none)."""
     model.set_affinities(dict(affinities))
-    mark_automatic(model, dict(affinities) == dict(automatic))
+    mark_automatic(model, dict(affinities) == dict(automatic) and concurrency is None)
+    mark_concurrency(model, concurrency)
     model.set_metadata(MEASURED_CONFIG_KEY, json.dumps(dict(config), default=str) if config else None)
 
 

@@ -20,6 +20,7 @@ performance counters.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import random
@@ -37,9 +38,17 @@ from ..measure import Launch, in_process, in_worker
 from ..validate.reference import NO_DOT_FILES, tapped_model
 from ..validate.run import check_tolerances, input_sets_of
 from ..validate.tolerances import OutputTolerance, Tolerances
-from . import costs, decide, regions, runs, search
+from . import costs, decide, regions, runs, search, twins
 from .measure import Clock, Timer, block_size, interleaved, median, wall_timer
-from .report import AUTOMATIC, COST_MODEL, SINGLE, Candidate, TuneReport, TuneResult, machine_info
+from .report import (
+    AUTOMATIC,
+    COST_MODEL,
+    SINGLE,
+    Candidate,
+    TuneReport,
+    TuneResult,
+    machine_info,
+)
 
 #: tune's default tolerances: OpenVINO's float32 arithmetic differs slightly from the CPU EP's; the check asks
 #: whether a placement gives what the whole model gives, so the same infinity or NaN on both sides is equal
@@ -261,7 +270,7 @@ class _Search:
         winner = self.choose(tolerances)
         self.per_subgraph(winner)
         automatic = self.report.candidate(AUTOMATIC).affinities
-        runs.keep(self.model, self.all_nodes(winner.affinities), automatic, self.config)
+        runs.keep(self.model, self.all_nodes(winner.affinities), automatic, self.config, winner.concurrency)
         self.report.winner = winner.name
         self.report.elapsed_s = self.clock.elapsed()
         self.tell("done")
@@ -365,11 +374,7 @@ class _Search:
             until=self.clock.elapsed() + 0.1 * self.clock.left(until),
             rng=self.rng,
         )
-        self.report.boundary = {
-            "subgraph_ms": boundary.subgraph_ms,
-            "ms_per_mb": boundary.ms_per_mb,
-            **medians,
-        }
+        self.report.boundary = {**dataclasses.asdict(boundary), **medians}  # subgraph_ms, ms_per_mb
         table = costs.time_regions(
             self.core,
             self.model,
@@ -408,6 +413,9 @@ class _Search:
         """Compile every candidate not compiled yet (failures recorded, dropped) and measure them all end
         to end, interleaved, until MEASURE_END of the budget."""
         until = MEASURE_END * self.clock.budget_s
+        self.report.candidates += twins.branch_twins(
+            self.core, self.model, self.device, self.config, self.report.candidates, self.note
+        )
         for c in self.report.candidates:
             if c.name not in self.compiled and c.error is None:
                 self.prepare(c, until)
@@ -440,8 +448,9 @@ class _Search:
             return False
         self.tell(f"compiling {c.name}")
         try:
+            config = c.config(self.config)  # its HETERO_CONCURRENCY where it has one (twins.branch_twins)
             compiled, request = runs.ready(
-                self.core, self.model, self.device, self.config, c.affinities, self.feeds, c.kind == AUTOMATIC
+                self.core, self.model, self.device, config, c.affinities, self.feeds, c.kind == AUTOMATIC
             )
         except Exception as exc:  # a candidate that fails is recorded and dropped, not the tune
             c.error = costs.one_line(exc)
@@ -485,7 +494,7 @@ class _Search:
             try:
                 affinities = None if c.name == AUTOMATIC else c.affinities
                 self.report.per_subgraph[key] = runs.subgraph_times(
-                    self.core, self.model, self.device, self.config, affinities, self.feeds
+                    self.core, self.model, self.device, c.config(self.config), affinities, self.feeds
                 )
             except Exception as exc:  # counters only explain the winner: the tune stands, the note says why
                 self.note(f"the counters of the {key} failed: {costs.one_line(exc)}")

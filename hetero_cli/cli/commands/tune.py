@@ -132,12 +132,15 @@ def tune(
 ) -> int:
     """Find the placement of MODEL over DEVICE's devices that runs fastest on this machine, and save it.
 
-    The candidates: the automatic plan, each single device that supports every node, and placements a
-    cost model builds from each region's measured time on each device; the most promising are measured end
-    to end, interleaved, within the budget (-t). The best split, the automatic plan and each single device
-    are then timed each alone in its own process, in rounds: the split is saved only where it beats the
-    best single device and the automatic plan by more than the measured noise. Its outputs are validated against one CPU session of the whole model: exit
-    0 where they pass, 1 where no candidate passed (the fastest is saved all the same, to look into).
+    The candidates: the automatic plan, each single device that supports every node, placements a cost
+    model builds from each region's measured time on each device, and placements whose branches run at
+    once (HETERO_CONCURRENCY=CONCURRENT, forks cut apart even on one device) or in turn where that differs
+    from the default; the most promising are measured end to end, interleaved, within the budget (-t). The
+    best split, the automatic plan and each single device are then timed each alone in its own process, in
+    rounds: the split is saved only where it beats the best single device and the automatic plan by more
+    than the measured noise (with its concurrency mode, which a compile of the file takes). Its outputs
+    are validated against one CPU session of the whole model: exit 0 where they pass, 1 where no candidate
+    passed (the fastest is saved all the same, to look into).
 
     \b
       hetero tune -m model.onnx -d HETERO:OPENVINO,CPU --save tuned.onnx
