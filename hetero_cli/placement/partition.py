@@ -9,19 +9,22 @@ constant-only nodes it reads.
 
 Nodes of one affinity that meet only at a model input are connected through it, as OpenVINO's Parameter
 joins them, unless the plan cuts ``branches`` (HETERO_CONCURRENCY=CONCURRENT): then each such branch is a
-subgraph of its own, so that two branches on one device can run at the same time.
+subgraph of its own, and so are the branches between a fork and a join inside one device's nodes where
+they weigh enough (forks.py), so that branches on one device can run at the same time.
 """
 
 from __future__ import annotations
 
 import gc
 import heapq
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ModelError
 from ..graph import Model, Node
+from .forks import split_forks
 
 INPUT = "input"
 CONSTANT = "constant"
@@ -271,7 +274,26 @@ def _cut(
     model_inputs = set() if branches else set(model.input_names)
     one = len(set(aff)) <= 1 and not branches
     group = [0] * len(active) if one else _groups(active, aff, preds, model_inputs)
+    if branches:  # and forks inside a group: their branches apart where they weigh enough (forks.py)
+        group = split_forks(group, preds, _weight(model, active))
     return aff, group, _order_groups(group, preds)
+
+
+def _weight(model: Model, active: list[Node]) -> Callable[[int], float]:
+    """What node k of ``active`` weighs for forks.split_forks: the elements of the constants it reads
+    (weights: its work per output, roughly), 1 at least."""
+
+    def weight(k: int) -> float:
+        total = 0
+        for tensor in active[k].inputs:
+            if tensor and model.is_constant(tensor):
+                value_type = model.value_type(tensor)
+                dims = value_type.tensor_type.shape.dim if value_type is not None else ()
+                if dims and all(d.HasField("dim_value") for d in dims):
+                    total += math.prod(d.dim_value for d in dims)
+        return float(max(1, total))
+
+    return weight
 
 
 def _connect(

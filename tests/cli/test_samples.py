@@ -26,6 +26,11 @@ EXPECTED: dict[str, list[str]] = {
     "device_properties.py": [],
     "hetero_demo.py": ["== automatic HETERO:GPU,OPENVINO,CPU", "== forced split", "plan of "],
     "performance_hint.py": [],
+    "concurrent_branches.py": [
+        "AUTO: 1 subgraph(s); the subgraphs run one after another",
+        "CONCURRENT: 2 subgraph(s); subgraphs whose inputs are ready run at the same time",
+        "wall ",
+    ],
 }
 # Without CUDA, GPU is skipped: HETERO:GPU,CPU is the CPU alone.
 EXPECTED_NO_CUDA: dict[str, list[str]] = {
@@ -77,6 +82,7 @@ EXPECTED_OPENVINO: dict[str, list[str]] = {
         "LATENCY: 3 subgraph(s) on OPENVINO, CPU in 1 ONNX Runtime session(s)",
         "THROUGHPUT: 3 subgraph(s) on OPENVINO, CPU in 3 ONNX Runtime session(s)",
     ],
+    "concurrent_branches.py": [],  # HETERO:CPU: the same with or without the OpenVINO EP
 }
 MATCHES = {
     "automatic_mode.py": 3,
@@ -85,6 +91,7 @@ MATCHES = {
     "device_properties.py": 2,
     "hetero_demo.py": 2,
     "performance_hint.py": 2,
+    "concurrent_branches.py": 2,
 }
 
 

@@ -51,6 +51,16 @@ def fork(rows: object = "n") -> object:
     return make_model(nodes, [vi("x", [rows, 4])], [vi("y", [rows, 4])], name="fork")
 
 
+def chain(rows: object = "n") -> object:
+    """x [rows,4] -> Relu -> Neg -> Abs -> y: nothing to run side by side."""
+    nodes = [
+        h.make_node("Relu", ["x"], ["r"], name="relu"),
+        h.make_node("Neg", ["r"], ["m"], name="neg"),
+        h.make_node("Abs", ["m"], ["y"], name="abs"),
+    ]
+    return make_model(nodes, [vi("x", [rows, 4])], [vi("y", [rows, 4])], name="chain")
+
+
 # --- the schedule: plain data ---------------------------------------------------------------------------
 
 
@@ -60,8 +70,8 @@ def test_a_fork_can_run_two_subgraphs_at_once_and_a_chain_none():
     assert forked.together() == [(0, 1)]
     assert forked.threads == max(1, forked.cores // 2)
     assert "subgraph1+subgraph2" in forked.describe()
-    chain = cpu_split(fork(), ["A", "A", "A"], config("CONCURRENT")).current().schedule
-    assert chain.width == 1 and not chain.concurrent and "one after another" in chain.describe()
+    in_a_row = cpu_split(chain(), ["A", "A", "A"], config("CONCURRENT")).current().schedule
+    assert in_a_row.width == 1 and not in_a_row.concurrent and "one after another" in in_a_row.describe()
 
 
 def test_sequential_runs_branches_one_after_another():
@@ -177,8 +187,8 @@ def test_the_core_and_the_compiled_model_answer_hetero_concurrency():
     # the compiled model answers what an inference does, whatever was asked
     forked = cpu_split(fork(), ["A", "B", "C"], config("AUTO"))
     assert forked.get_property(CONCURRENCY) == "CONCURRENT" and forked.schedule.concurrent
-    chain = cpu_split(fork(), ["A", "A", "A"], config("CONCURRENT"))
-    assert chain.get_property(CONCURRENCY) == "SEQUENTIAL"
+    in_a_row = cpu_split(chain(), ["A", "A", "A"], config("CONCURRENT"))
+    assert in_a_row.get_property(CONCURRENCY) == "SEQUENTIAL"
 
 
 def test_a_devices_own_threads_win_over_the_schedules_share():
@@ -218,9 +228,14 @@ def test_concurrent_cuts_branches_of_one_device_apart_and_others_keep_them_whole
         assert core.plan(two_branches(), "HETERO:CPU", {CONCURRENCY: mode}).to_dict()["branches"] == (
             count == 2
         )
-    # a model whose branches join again is one subgraph in every mode: nothing would overlap
+    # a chain is one subgraph in every mode: nothing would overlap
+    in_a_row = core.compile_model(chain(), "HETERO:CPU", {CONCURRENCY: "CONCURRENT"})
+    assert len(in_a_row.subgraphs) == 1 and not in_a_row.schedule.concurrent
+    # branches that fork and join again inside one device are cut at the fork and the join
     joined = core.compile_model(fork(), "HETERO:CPU", {CONCURRENCY: "CONCURRENT"})
-    assert len(joined.subgraphs) == 1 and not joined.schedule.concurrent
+    assert [s.nodes for s in joined.subgraphs] == [("relu",), ("neg",), ("add",)]
+    assert joined.schedule.together() == [(0, 1)]
+    assert_same(joined({"x": x}), ort_run(fork(), {"x": x}))
     # the plain CPU device is one session whatever HETERO's keys say
     assert len(core.compile_model(two_branches(), "CPU", {CONCURRENCY: "CONCURRENT"}).subgraphs) == 1
 

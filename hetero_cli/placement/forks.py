@@ -1,0 +1,125 @@
+"""Forks: where one device's connected nodes hold branches that could run at the same time, cut them into
+subgraphs of their own (HETERO_CONCURRENCY=CONCURRENT: partition's ``branches``).
+
+Within a group of nodes (a subgraph to be), taken in topological order, a node is *in series* where no
+edge of the group passes over it, counting an edge from the group's start into each node that reads
+nothing of the group and one from each node that feeds nothing of it to the group's end: what comes before
+it reaches what comes after it only through it.
+Between two such nodes (and before the first, after the last) lie the group's gaps; a gap whose nodes
+fall into several weakly connected parts holds branches that do not need each other. Where the second
+heaviest of them weighs MIN_SHARE of the group (a node weighs its weights' elements: the work it does per
+output, roughly), every part of that gap becomes a group of its own; the nodes in series and the gaps left
+whole between two cut gaps stay together. The pieces follow each other in position order and every edge
+runs forward, within a piece or to a later one, so the plan stays acyclic; no path leaves a piece through
+another device's group and comes back (the groups were acyclic before the cut).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+
+#: the least share of its group's weight the second heaviest branch of a gap carries for the gap to be cut:
+#: a session of its own costs a run and a hand-over (tens of microseconds), which small branches do not repay
+MIN_SHARE = 0.1
+
+
+def split_forks(
+    group: Sequence[int], preds: Sequence[Sequence[int]], weight: Callable[[int], float]
+) -> list[int]:
+    """``group`` (a group id per node, nodes in topological order; ``preds[k]``: the nodes node k reads)
+    with the branches of each group cut apart where they weigh enough (``weight(k)``: node k's); cut
+    pieces get fresh ids, the rest keep theirs."""
+    members: dict[int, list[int]] = {}
+    for k, g in enumerate(group):
+        members.setdefault(g, []).append(k)
+    out = list(group)
+    fresh = itertools.count(max(group, default=-1) + 1)
+    for nodes in members.values():
+        pieces = _pieces(nodes, preds, weight)
+        if len(pieces) < 2:
+            continue
+        for piece in pieces:
+            number = next(fresh)
+            for k in piece:
+                out[k] = number
+    return out
+
+
+def _pieces(
+    nodes: list[int], preds: Sequence[Sequence[int]], weight: Callable[[int], float]
+) -> list[list[int]]:
+    """``nodes`` (one group, in topological order) as the pieces the cut makes, in order: ``[nodes]`` where
+    no gap is cut."""
+    if len(nodes) < 3:
+        return [nodes]
+    at = {k: i for i, k in enumerate(nodes)}
+    inner = [[at[p] for p in preds[k] if p in at] for k in nodes]
+    count = len(nodes)
+    fed = {j for sources in inner for j in sources}
+    cover = [0] * (count + 1)  # edges passing over each position, as differences
+
+    def edge(j: int, i: int) -> None:  # j before i; -1 and count: a source and a sink before and after all
+        if j + 1 < i:
+            cover[j + 1] += 1
+            cover[i] -= 1
+
+    for i, sources in enumerate(inner):
+        for j in sources:
+            edge(j, i)
+        if not sources:  # starts a branch: from the group's start, over what comes before it
+            edge(-1, i)
+        if i not in fed:  # ends one: to the group's end, over what comes after it
+            edge(i, count)
+    series, passing = [], 0
+    for i in range(count):
+        passing += cover[i]
+        series.append(passing == 0)
+    total = sum(weight(k) for k in nodes)
+    pieces: list[list[int]] = []
+    trunk: list[int] = []
+    i = 0
+    while i < len(nodes):
+        if series[i]:
+            trunk.append(nodes[i])
+            i += 1
+            continue
+        end = i
+        while end < len(nodes) and not series[end]:
+            end += 1
+        parts = _parts(range(i, end), inner)
+        heavy = sorted((sum(weight(nodes[p]) for p in part) for part in parts), reverse=True)
+        if len(parts) > 1 and heavy[1] >= MIN_SHARE * total:
+            if trunk:
+                pieces.append(trunk)
+                trunk = []
+            pieces += [[nodes[p] for p in part] for part in parts]
+        else:
+            trunk += nodes[i:end]
+        i = end
+    if trunk:
+        pieces.append(trunk)
+    return pieces
+
+
+def _parts(span: range, inner: Sequence[Sequence[int]]) -> list[list[int]]:
+    """The positions of ``span`` grouped by the edges among them (weakly connected parts), each in order,
+    the parts in the order of their first position."""
+    root = {i: i for i in span}
+
+    def find(i: int) -> int:
+        while root[i] != i:
+            root[i] = root[root[i]]
+            i = root[i]
+        return i
+
+    for i in span:
+        for j in inner[i]:
+            if j in root:
+                a, b = find(i), find(j)
+                if a != b:
+                    root[max(a, b)] = min(a, b)
+    parts: dict[int, list[int]] = {}
+    for i in span:
+        parts.setdefault(find(i), []).append(i)
+    return list(parts.values())
