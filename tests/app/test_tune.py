@@ -265,6 +265,8 @@ def test_tune_tries_a_placements_branches_at_once_and_saves_the_mode_it_won_with
     report = result.report
     twin = report.candidate("CPU, branches at once")
     assert twin.kind == "branches" and twin.concurrency == "CONCURRENT" and twin.subgraphs == 2
+    if report.regions:  # the cost model ran: the twin has its prediction (the critical path)
+        assert twin.predicted_ms is not None
     assert report.winner == twin.name
     path = tmp_path / "tuned.onnx"
     result.model.save(path)
@@ -294,3 +296,30 @@ def test_a_model_whose_saved_mode_is_no_mode_is_refused_with_one_message():
     model.set_metadata(CONCURRENCY_KEY, "SOMETIMES")
     with pytest.raises(hc.ConfigError, match=f"metadata {CONCURRENCY_KEY} says 'SOMETIMES'"):
         hc.Core().compile_model(model, DEVICE)
+
+
+def test_a_twins_prediction_is_the_critical_path_at_once_and_the_sum_in_turn():
+    """Regions timed 4 ms (relu, abs) and 6 ms (neg, exp) on CPU, a subgraph costing 0.5 ms: run at once the
+    two branches take the slower one's time, in turn their sum."""
+    from hetero_cli.app.tune.regions import Region
+    from hetero_cli.app.tune.search import Boundary
+    from hetero_cli.app.tune.twins import RegionCosts
+
+    core = hc.Core()
+    regions = [
+        Region(0, ("relu", "abs"), ("CPU",), (), ("x",), ("ra",)),
+        Region(1, ("neg", "exp"), ("CPU",), (), ("x",), ("me",)),
+    ]
+    costs = RegionCosts(regions, [{"CPU": 4.0}, {"CPU": 6.0}], Boundary(subgraph_ms=0.5, ms_per_mb=0.0))
+    model = two_branch_model()
+    at_once = core.plan(model, "HETERO:CPU", {"HETERO_CONCURRENCY": "CONCURRENT"})
+    schedule = core.schedule(at_once, "HETERO:CPU", {"HETERO_CONCURRENCY": "CONCURRENT"})
+    assert len(at_once.subgraphs) == 2 and schedule.concurrent
+    assert costs.predict(at_once, schedule) == 6.5
+    assert costs.predict(at_once, schedule.in_turn("SEQUENTIAL")) == 11.0
+    whole = core.plan(model, "HETERO:CPU")
+    assert costs.predict(whole, core.schedule(whole, "HETERO:CPU")) == 10.5
+    assert (
+        RegionCosts(regions, [{"OPENVINO": 1.0}, {"CPU": 1.0}], costs.boundary).predict(whole, schedule)
+        is None
+    )

@@ -228,17 +228,13 @@ class _Search:
         self.rng = random.Random(seed)
         self.timer: Timer = timer or wall_timer
         self._progress = progress
-        self.report = TuneReport(
-            device=device,
-            budget_s=clock.budget_s,
-            seed=seed,
-            machine=machine_info({d: core.get_property(d, "EXECUTION_PROVIDER") for d in devices}),
-        )
+        machine = machine_info({d: core.get_property(d, "EXECUTION_PROVIDER") for d in devices})
+        self.report = TuneReport(device, clock.budget_s, seed, machine, config=dict(self.config))
         self.compiled: dict[str, Any] = {}
         self.compile_s, self.run_ms, self.phase = 0.0, 0.0, "starting"
         self.twin: Candidate | None = None
+        self.costs: twins.RegionCosts | None = None  # the cost model's tables, where it ran
         self.launch: Launch = in_worker
-        self.report.config = dict(self.config)
 
     def tell(self, text: str) -> None:
         """Report progress: ``text`` and the part of the budget spent."""
@@ -395,6 +391,7 @@ class _Search:
                 + ", ".join(f"{d} x{f:.2f}" for d, f in factors.items())
             )
         self.report.regions = costs.region_rows(cut, table, scaled)
+        self.costs = twins.RegionCosts(cut, scaled, boundary)  # what the twins' predictions read
         if table.estimated:
             self.note(
                 f"{len(table.estimated)} of {len(cut)} regions were estimated per node: the budget ran out"
@@ -414,7 +411,7 @@ class _Search:
         to end, interleaved, until MEASURE_END of the budget."""
         until = MEASURE_END * self.clock.budget_s
         self.report.candidates += twins.branch_twins(
-            self.core, self.model, self.device, self.config, self.report.candidates, self.note
+            self.core, self.model, self.device, self.config, self.report.candidates, self.note, self.costs
         )
         for c in self.report.candidates:
             if c.name not in self.compiled and c.error is None:

@@ -2,24 +2,65 @@
 default (issue 45): at once where HETERO_CONCURRENCY=CONCURRENT cuts forks apart (two CPU branches: two
 sessions side by side) or starts subgraphs together that the default runs in turn; in turn where the
 default already runs them at once. The tune then measures both ways, and a winner saves its mode in the
-model (placement.affinities.mark_concurrency) for a compile to take.
+model (placement.affinities.mark_concurrency) for a compile to take. Where the cost model ran, a twin's
+prediction is the critical path of its subgraphs where they run at once, not their sum (RegionCosts).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ...core import Core
 from ...errors import HeteroError
 from ...graph import Model
 from ...placement.config import CONCURRENCY
-from ...placement.schedule import CONCURRENT, SEQUENTIAL
+from ...placement.partition import Plan
+from ...placement.schedule import CONCURRENT, SEQUENTIAL, Schedule
 from . import costs, runs
+from .regions import Region
 from .report import BRANCHES, COST_MODEL, SINGLE, Candidate
+from .search import Boundary
 
 #: placements measured again with their branches run otherwise than by default, at most
 MAX_TWINS = 3
+
+
+@dataclass(frozen=True)
+class RegionCosts:
+    """The cost model's tables a twin's prediction reads: its ``regions``, their calibrated ``times``
+    ({device: ms} per region) and the ``boundary``."""
+
+    regions: Sequence[Region]
+    times: Sequence[Mapping[str, float]]
+    boundary: Boundary
+
+    def predict(self, plan: Plan, schedule: Schedule) -> float | None:
+        """The milliseconds the cost model predicts for ``plan`` run as ``schedule`` runs it: each
+        subgraph's time (its nodes' even shares of their regions' times on its device, plus a boundary's
+        fixed cost; the bytes crossing are left out), summed where the subgraphs run in turn, along the
+        critical path (the slowest chain of subgraphs that feed each other) where they run at once. None
+        where a node's region has no time on its subgraph's device."""
+        share = {
+            n: (table, len(r.nodes))
+            for r, table in zip(self.regions, self.times, strict=True)
+            for n in r.nodes
+        }
+        spent = []
+        for s in plan.subgraphs:
+            total = self.boundary.subgraph_ms
+            for table, count in (share[n] for n in s.nodes if n in share):
+                if s.device not in table:
+                    return None
+                total += table[s.device] / count
+            spent.append(total)
+        if not schedule.concurrent:
+            return sum(spent)
+        done: list[float] = []
+        for i, ms in enumerate(spent):  # a plan's subgraphs are in topological order
+            done.append(ms + max((done[p] for p in schedule.after[i]), default=0.0))
+        return max(done, default=0.0)
 
 
 def branch_twins(
@@ -29,11 +70,13 @@ def branch_twins(
     config: Mapping[str, Any],
     candidates: Sequence[Candidate],
     note: Callable[[str], None],
+    region_costs: RegionCosts | None = None,
 ) -> list[Candidate]:
     """Up to MAX_TWINS candidates (kind BRANCHES), the single devices' first: each of ``candidates`` (a
     single device or the cost model's) whose branches could run otherwise than by default, run so
-    (twin_of). None where ``config`` sets HETERO_CONCURRENCY: that is the user's choice (``note`` says so).
-    A twin that cannot be planned is left out, noted."""
+    (twin_of), with the cost model's prediction where it ran (``region_costs``). None where ``config``
+    sets HETERO_CONCURRENCY: that is the user's choice (``note`` says so). A twin that cannot be planned
+    is left out, noted."""
     if any(str(k).upper() == CONCURRENCY for k in config):
         note(f"{CONCURRENCY} is set: every candidate runs its branches so, none is tried otherwise")
         return []
@@ -44,7 +87,7 @@ def branch_twins(
         if c.kind not in (SINGLE, COST_MODEL) or c.error is not None:
             continue
         try:
-            twin = twin_of(core, model, device, config, c)
+            twin = twin_of(core, model, device, config, c, region_costs)
         except HeteroError as exc:  # a twin is a guess: the tune goes on without it, noted
             note(f"{c.name}'s branches could not be planned otherwise: {costs.one_line(exc)}")
             continue
@@ -54,15 +97,24 @@ def branch_twins(
 
 
 def twin_of(
-    core: Core, model: Model, device: str, config: Mapping[str, Any], c: Candidate
+    core: Core,
+    model: Model,
+    device: str,
+    config: Mapping[str, Any],
+    c: Candidate,
+    region_costs: RegionCosts | None = None,
 ) -> Candidate | None:
     """``c``'s placement with its branches at once (CONCURRENT) where that cuts more subgraphs or runs
     them together where the default does not, in turn (SEQUENTIAL) where the default runs them at once;
-    None where the placement has nothing to run side by side. Raises as Core.plan."""
-    _, default = runs.planned(core, model, device, config, c.affinities)
+    None where the placement has nothing to run side by side. Its ``predicted_ms``: ``region_costs``'
+    (the critical path at once, the sum in turn), None without them. Raises as Core.plan."""
+    default_plan, default = runs.planned(core, model, device, config, c.affinities)
     plan, concurrent = runs.planned(core, model, device, {**config, CONCURRENCY: CONCURRENT}, c.affinities)
     if concurrent.concurrent and (not default.concurrent or len(plan.subgraphs) != len(default.after)):
-        return Candidate(f"{c.name}, branches at once", BRANCHES, dict(c.affinities), concurrency=CONCURRENT)
-    if default.concurrent:
-        return Candidate(f"{c.name}, in turn", BRANCHES, dict(c.affinities), concurrency=SEQUENTIAL)
-    return None
+        name, mode, planned = f"{c.name}, branches at once", CONCURRENT, (plan, concurrent)
+    elif default.concurrent:
+        name, mode, planned = f"{c.name}, in turn", SEQUENTIAL, (default_plan, default.in_turn(SEQUENTIAL))
+    else:
+        return None
+    predicted = region_costs.predict(*planned) if region_costs is not None else None
+    return Candidate(name, BRANCHES, dict(c.affinities), predicted_ms=predicted, concurrency=mode)
