@@ -1,6 +1,6 @@
 """Branches: one inference's subgraphs run side by side, each as soon as the subgraphs it reads from are
-done, on the inference's own thread and worker threads of the request's (ONNX Runtime releases Python's
-GIL while a session runs, so the branches really run at once).
+done, on the inference's own thread and the process's branch workers, shared by every request (ONNX
+Runtime releases Python's GIL while a session runs, so the branches really run at once).
 
 Each thread is pinned to a core of its own where the platform allows it (the caller's only while it runs
 a step): two unpinned threads were often put on one core by the scheduler, and lost to running the
@@ -20,7 +20,6 @@ import logging
 import os
 import queue
 import threading
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,18 +32,15 @@ log = logging.getLogger("hetero_cli")
 
 
 class Branches:
-    """A request's threads for concurrent inference: the caller's, which runs one ready step itself, and
-    ``width`` - 1 workers (made when first needed) for the others, each thread pinned to a core of its own
-    where there are enough. Steps are handed over through C queues, not futures: a hand-over costs a
-    thread's wake-up, and the caller running one step saves one of them each way."""
+    """A request's way of running ``width`` steps at once: the caller's thread runs one ready step itself,
+    the process's branch workers (_WORKERS, shared by every request) the others, each thread pinned to a
+    core of its own where there are enough. Steps are handed over through C queues, not futures: a
+    hand-over costs a thread's wake-up, and the caller running one step saves one of them each way."""
 
     def __init__(self, width: int) -> None:
         self.width = width
-        self._inbox: queue.SimpleQueue[_Task | None] = queue.SimpleQueue()
-        self._threads: list[threading.Thread] = []
-        self._lock = threading.Lock()
         cores = _cores()
-        self._cores = cores[:width] if len(cores) >= width else []
+        self._core = cores[0] if cores and len(cores) >= width else None  # the caller's, while it runs a step
 
     def run(
         self,
@@ -58,7 +54,7 @@ class Branches:
         """Run ``steps`` on ``values`` (updated with their outputs), each once every step it reads from
         (``links``' step graph) is done, as many at once as are ready. Raises the first StepFailure once no
         step runs any more."""
-        self._start()
+        inbox = _WORKERS.inbox(self.width - 1)
         after = {s.position: set(links.steps[s.position].feeds_from) for s in steps}
         waiting = list(steps)
         done: set[int] = set()
@@ -70,18 +66,10 @@ class Branches:
             for step in ready:
                 waiting.remove(step)
             for step in ready[:-1]:
-                self._inbox.put((walk.run_step, step, values, buffers, windows, finished))
+                inbox.put((walk.run_step, step, values, buffers, windows, finished))
             running += len(ready[:-1])
             if ready:  # the caller runs the last one itself, on a core of its own for the while
-                exc = _run(
-                    self._cores[0] if self._cores else None,
-                    walk.run_step,
-                    ready[-1],
-                    values,
-                    buffers,
-                    windows,
-                    caller=True,
-                )
+                exc = _run(self._core, walk.run_step, ready[-1], values, buffers, windows, caller=True)
                 finished.put((ready[-1], exc))
                 running += 1
             if not running:
@@ -101,42 +89,46 @@ class Branches:
         if failure is not None:
             raise failure
 
-    def close(self) -> None:
-        """Stop the worker threads (once their steps are done)."""
-        with self._lock:
-            threads, self._threads = self._threads, []
-        for _ in threads:
-            self._inbox.put(None)
 
-    def _start(self) -> None:
-        if self._threads or self.width < 2:
-            return
-        with self._lock:
-            if not self._threads:
-                for i in range(1, self.width):
-                    core = self._cores[i] if self._cores else None
+class _Workers:
+    """The process's branch worker threads, shared by every request: as many as the widest schedule run
+    so far needs (its width less the caller), each pinned to a core of its own after the caller's where
+    there are enough, taking steps from one inbox; made when first needed and never stopped, so that no
+    request makes or ends a thread, and a thread that ran a session never exits while the process runs."""
+
+    def __init__(self) -> None:
+        self._inbox: queue.SimpleQueue[_Task] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def inbox(self, count: int) -> queue.SimpleQueue[_Task]:
+        """Where steps go for the workers, at least ``count`` of them running."""
+        if len(self._threads) < count:
+            with self._lock:
+                cores = _cores()
+                while len(self._threads) < count:
+                    k = len(self._threads) + 1
+                    core = cores[k] if k < len(cores) else None
                     thread = threading.Thread(
-                        target=_serve, args=(self._inbox, core), name=f"hetero-branch-{i}", daemon=True
+                        target=_serve, args=(self._inbox, core), name=f"hetero-branch-{k}", daemon=True
                     )
                     thread.start()
                     self._threads.append(thread)
-                weakref.finalize(self, _stop, self._inbox, len(self._threads))
+        return self._inbox
+
+
+_WORKERS = _Workers()
 
 
 #: a step handed to a worker: Walk.run_step, its step and arguments, and where to say it finished
 _Task = tuple[Callable[..., None], Step, dict[str, Any], Buffers, list[Window], "queue.SimpleQueue[Any]"]
 
 
-def _serve(inbox: queue.SimpleQueue[_Task | None], core: int | None) -> None:
-    """A worker thread: run the steps ``inbox`` hands over, each pinned to ``core``, until it hands None."""
-    while (task := inbox.get()) is not None:
-        run, step, values, buffers, windows, finished = task
+def _serve(inbox: queue.SimpleQueue[_Task], core: int | None) -> None:
+    """A worker thread: run the steps ``inbox`` hands over, each pinned to ``core``, for good."""
+    while True:
+        run, step, values, buffers, windows, finished = inbox.get()
         finished.put((step, _run(core, run, step, values, buffers, windows)))
-
-
-def _stop(inbox: queue.SimpleQueue[_Task | None], count: int) -> None:
-    for _ in range(count):
-        inbox.put(None)
 
 
 def _run(
