@@ -17,9 +17,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from .devices import Device
@@ -38,6 +38,7 @@ MODES = (SEQUENTIAL, CONCURRENT, AUTO)
 #: run on the core that branch's thread was pinned to (two LSTM branches: 3.7 ms, 2.1 ms with it off).
 #: Its load_config key that leaves the threads where runtime.branches pins them
 OPENVINO_PINNING = "ENABLE_CPU_PINNING"
+STRING_TYPE = 8  # onnx.TensorProto.STRING
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,30 @@ def plan_schedule(plan: Plan, devices: Mapping[str, Device], config: SplitConfig
     host = [name for name, device in devices.items() if on_host(device)]
     schedule = schedule_of(plan, host, config.concurrency, available_cores())
     return within_cores(schedule, plan, devices, config)
+
+
+#: why a plan whose subgraphs pass strings, sequences or maps runs in turn (strings_in_turn)
+NON_TENSORS = (
+    "its subgraphs pass strings, sequences or maps: run beside an OpenVINO session, such runs crashed "
+    "OpenVINO's CPU plugin now and then (ONNX Runtime 1.24.1, onnxruntime-openvino; cause not found)"
+)
+
+
+def strings_in_turn(schedule: Schedule, plan: Plan, value_type: Callable[[str], Any]) -> Schedule:
+    """``schedule`` run in turn (NON_TENSORS) where a subgraph of ``plan`` reads or makes a value that is
+    no numeric tensor (``value_type(name)``: its onnx TypeProto, None where unknown): a string tensor, a
+    sequence or a map. The CPU EP running such a subgraph beside an OpenVINO session crashed the latter in
+    about one in six runs of the runtime tests; in turn, never seen."""
+    if not schedule.concurrent:
+        return schedule
+    names = {t for s in plan.subgraphs for t in (*s.inputs, *s.outputs)}
+    for name in names:
+        kind = value_type(name)
+        if kind is not None and (
+            not kind.HasField("tensor_type") or kind.tensor_type.elem_type == STRING_TYPE
+        ):
+            return schedule.in_turn(NON_TENSORS)
+    return schedule
 
 
 def within_cores(

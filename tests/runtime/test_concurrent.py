@@ -398,3 +398,20 @@ def test_the_cli_refuses_a_thread_budget_over_the_cores_with_one_message_and_exi
         assert result.exit_code == 2 and NUM_THREADS in one_error_line(result)
     result = invoke(cli.benchmark, "-m", path, "-d", "HETERO:CPU", "--config", f"{CONCURRENCY}=SOMETIMES")
     assert result.exit_code == 2 and "HETERO_CONCURRENCY takes" in one_error_line(result)
+
+
+def test_a_plan_that_passes_strings_runs_in_turn_and_says_why():
+    """Strings beside a float branch: x -> Relu, and s (strings) -> Identity, two subgraphs that could
+    overlap; run in turn (placement.schedule.strings_in_turn), a numeric fork still at once."""
+    from onnx import TensorProto
+
+    nodes = [h.make_node("Relu", ["x"], ["y"], name="relu"), h.make_node("Identity", ["s"], ["t"], name="id")]
+    inputs = [vi("x", [2]), h.make_tensor_value_info("s", TensorProto.STRING, [2])]
+    outputs = [vi("y", [2]), h.make_tensor_value_info("t", TensorProto.STRING, [2])]
+    proto = make_model(nodes, inputs, outputs, name="strings")
+    compiled = cpu_split(proto, ["A", "B"], config("CONCURRENT"))
+    assert compiled.schedule.width == 2 and not compiled.schedule.concurrent
+    assert "strings, sequences or maps" in compiled.schedule.describe()
+    got = compiled({"x": np.array([-1, 2], np.float32), "s": np.array(["a", "b"], dtype=object)})
+    assert list(got["t"]) == ["a", "b"]
+    assert cpu_split(fork(), ["A", "B", "C"], config("CONCURRENT")).schedule.concurrent
