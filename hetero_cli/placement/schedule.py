@@ -21,6 +21,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import onnx
+
 from ..errors import ConfigError
 from .devices import Device
 from .partition import Plan
@@ -38,7 +40,6 @@ MODES = (SEQUENTIAL, CONCURRENT, AUTO)
 #: run on the core that branch's thread was pinned to (two LSTM branches: 3.7 ms, 2.1 ms with it off).
 #: Its load_config key that leaves the threads where runtime.branches pins them
 OPENVINO_PINNING = "ENABLE_CPU_PINNING"
-STRING_TYPE = 8  # onnx.TensorProto.STRING
 
 
 @dataclass(frozen=True)
@@ -173,7 +174,7 @@ def strings_in_turn(schedule: Schedule, plan: Plan, value_type: Callable[[str], 
     for name in names:
         kind = value_type(name)
         if kind is not None and (
-            not kind.HasField("tensor_type") or kind.tensor_type.elem_type == STRING_TYPE
+            not kind.HasField("tensor_type") or kind.tensor_type.elem_type == onnx.TensorProto.STRING
         ):
             return schedule.in_turn(NON_TENSORS)
     return schedule
