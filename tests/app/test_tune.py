@@ -255,6 +255,7 @@ def two_branch_model():
     return make_model(nodes, [vi("x", [4, 32])], [vi("ra", [4, 32]), vi("me", [4, 32])], name="branches")
 
 
+@needs_openvino
 def test_tune_tries_a_placements_branches_at_once_and_saves_the_mode_it_won_with(tmp_path):
     """Injected timings make the CPU's two branches side by side (CONCURRENT: cut into two CPU subgraphs)
     the fastest: it wins, and the saved model compiles so without being told."""
@@ -279,6 +280,7 @@ def test_tune_tries_a_placements_branches_at_once_and_saves_the_mode_it_won_with
     assert len(in_turn.subgraphs) == 1
 
 
+@needs_openvino
 def test_a_mode_in_the_tunes_config_is_kept_for_every_candidate():
     table = {"probe:automatic": 1.0}
     config = {"HETERO_CONCURRENCY": "SEQUENTIAL"}
