@@ -16,6 +16,7 @@ ingress is ready while every deployment of the application runs (AppHealth).
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import os
 import queue
@@ -71,6 +72,8 @@ INGRESS_DRAIN_S = 1.0
 #: requests in flight are answered (each within its deadline), so a stage has none left by then; a replica
 #: never placed (its resource held) holds a stop up for this long
 STAGE_STOP_S = 5.0
+#: the runs whose wall-clock spans a stage replica keeps (StageReplica.where)
+SPANS_KEPT = 16
 
 
 class StageReplica:
@@ -84,6 +87,7 @@ class StageReplica:
         self.compiled = core.compile_model(core.read_model(stage.model), device, dict(stage.config))
         self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.runs = 0
+        self.spans: collections.deque[tuple[float, float]] = collections.deque(maxlen=SPANS_KEPT)
 
     async def __call__(self, feeds: Mapping[str, np.ndarray], *upstream: Mapping[str, Any]) -> dict[str, Any]:
         """Run the subgraph on ``feeds`` (the model inputs it reads) and the tensors of the ``upstream``
@@ -96,9 +100,10 @@ class StageReplica:
             given.update(answer["tensors"])
             seconds.update(answer["seconds"])
         inputs = {t: given[t] for t in self.stage.inputs}
-        start = time.perf_counter()
+        start, began = time.perf_counter(), time.time()
         outputs = await asyncio.to_thread(self._run, inputs)
         seconds[self.stage.name] = time.perf_counter() - start
+        self.spans.append((began, began + seconds[self.stage.name]))
         return {"tensors": outputs, "seconds": seconds}
 
     def _run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -113,9 +118,15 @@ class StageReplica:
             self._idle.put(request)
 
     def where(self) -> dict[str, Any]:
-        """The replica's Ray node id, process id and the requests it has started (for checking placement
-        and cancellation, and for tests)."""
-        return {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid(), "runs": self.runs}
+        """The replica's Ray node id, process id, the requests it has started and the wall-clock (start,
+        end) of its last SPANS_KEPT runs, in seconds since the epoch (for checking placement, cancellation
+        and that branches overlap, and for tests)."""
+        return {
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "pid": os.getpid(),
+            "runs": self.runs,
+            "spans": list(self.spans),
+        }
 
 
 class AppHealth:
