@@ -12,7 +12,7 @@ from onnx import helper as h
 from support.helpers import WorkClock, const, make_model, needs_openvino, vi
 
 import hetero_cli as hc
-from hetero_cli.app.tune import tune_model
+from hetero_cli.app.tune import runs, tune_model
 from hetero_cli.app.tune.measure import wall_timer
 from hetero_cli.app.tune.tune import SIMPLER_MARGIN
 from hetero_cli.app.validate import Tolerances
@@ -303,9 +303,9 @@ def test_a_model_whose_saved_mode_is_no_mode_is_refused_with_one_message():
 def test_a_twins_prediction_is_the_critical_path_at_once_and_the_sum_in_turn():
     """Regions timed 4 ms (relu, abs) and 6 ms (neg, exp) on CPU, a subgraph costing 0.5 ms: run at once the
     two branches take the slower one's time, in turn their sum."""
+    from hetero_cli.app.tune.plan_costs import RegionCosts
     from hetero_cli.app.tune.regions import Region
     from hetero_cli.app.tune.search import Boundary
-    from hetero_cli.app.tune.twins import RegionCosts
 
     core = hc.Core()
     regions = [
@@ -325,3 +325,33 @@ def test_a_twins_prediction_is_the_critical_path_at_once_and_the_sum_in_turn():
         RegionCosts(regions, [{"OPENVINO": 1.0}, {"CPU": 1.0}], costs.boundary).predict(whole, schedule)
         is None
     )
+
+
+@needs_openvino
+def test_the_cost_models_placements_rank_by_their_critical_path_where_their_branches_overlap():
+    """Two branches (4 ms and 6 ms on either device): placed on OPENVINO and CPU they run at once and
+    cost the slower branch plus a subgraph (6.5 ms), less than the all-CPU placement's 10.5 ms though the
+    search's sums said otherwise; a tensor read from another subgraph costs its megabytes, a model input
+    nothing."""
+    from hetero_cli.app.tune.plan_costs import RegionCosts, ranked
+    from hetero_cli.app.tune.regions import Region
+    from hetero_cli.app.tune.search import Boundary
+
+    regions = [
+        Region(0, ("relu", "abs"), ("OPENVINO", "CPU"), (), ("x",), ("ra",)),
+        Region(1, ("neg", "exp"), ("OPENVINO", "CPU"), (), ("x",), ("me",)),
+    ]
+    both = [{"OPENVINO": 4.0, "CPU": 4.0}, {"OPENVINO": 6.0, "CPU": 6.0}]
+    costs = RegionCosts(regions, both, Boundary(subgraph_ms=0.5, ms_per_mb=1.0), {"x": 10**6, "r": 2 * 10**6})
+    split = {"relu": "OPENVINO", "abs": "OPENVINO", "neg": "CPU", "exp": "CPU"}
+    on_cpu = dict.fromkeys(split, "CPU")
+    core, model = hc.Core(), hc.Core().read_model(two_branch_model())
+    found = [(on_cpu, 10.0), (split, 11.0)]
+    assert ranked(core, model, DEVICE, {}, found, costs, keep=2) == [(split, 6.5), (on_cpu, 10.5)]
+    assert ranked(core, model, DEVICE, {}, found, costs, keep=1) == [(split, 6.5)]
+    in_turn = {"HETERO_CONCURRENCY": "SEQUENTIAL"}
+    assert ranked(core, model, DEVICE, in_turn, found, costs, keep=2) == [(on_cpu, 10.5), (split, 11.0)]
+    # relu on OPENVINO, abs on CPU: abs's subgraph reads r (2 MB) from relu's
+    cut = {**on_cpu, "relu": "OPENVINO"}
+    plan, schedule = runs.planned(core, model, DEVICE, in_turn, cut)
+    assert costs.predict(plan, schedule) == 4.0 + 6.0 + 3 * 0.5 + 2.0

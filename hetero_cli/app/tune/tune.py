@@ -38,7 +38,7 @@ from ..measure import Launch, in_process, in_worker
 from ..validate.reference import NO_DOT_FILES, tapped_model
 from ..validate.run import check_tolerances, input_sets_of
 from ..validate.tolerances import OutputTolerance, Tolerances
-from . import costs, decide, regions, runs, search, twins
+from . import costs, decide, plan_costs, regions, runs, search, twins
 from .measure import Clock, Timer, block_size, interleaved, median, wall_timer
 from .report import (
     AUTOMATIC,
@@ -233,7 +233,7 @@ class _Search:
         self.compiled: dict[str, Any] = {}
         self.compile_s, self.run_ms, self.phase = 0.0, 0.0, "starting"
         self.twin: Candidate | None = None
-        self.costs: twins.RegionCosts | None = None  # the cost model's tables, where it ran
+        self.costs: plan_costs.RegionCosts | None = None  # the cost model's tables, where it ran
         self.launch: Launch = in_worker
 
     def tell(self, text: str) -> None:
@@ -391,7 +391,8 @@ class _Search:
                 + ", ".join(f"{d} x{f:.2f}" for d, f in factors.items())
             )
         self.report.regions = costs.region_rows(cut, table, scaled)
-        self.costs = twins.RegionCosts(cut, scaled, boundary)  # what the twins' predictions read
+        nbytes = {t: int(getattr(v, "nbytes", 0)) for t, v in values.items()}
+        self.costs = plan_costs.RegionCosts(cut, scaled, boundary, nbytes)  # plans' predictions read it
         if table.estimated:
             self.note(
                 f"{len(table.estimated)} of {len(cut)} regions were estimated per node: the budget ran out"
@@ -400,10 +401,13 @@ class _Search:
         found = search.proposals(table.times, scaled, sizes, boundary, self.devices)
         if not found:
             self.note("the cost model prefers a single device at every boundary scale")
-        for k, placement in enumerate(found[:MAX_COST_MODEL], 1):
-            affinities = regions.region_affinities(self.model, cut, placement.devices)
+        placed = [(regions.region_affinities(self.model, cut, p.devices), p.predicted_ms) for p in found]
+        best = plan_costs.ranked(
+            self.core, self.model, self.device, self.config, placed, self.costs, MAX_COST_MODEL
+        )
+        for k, (affinities, predicted) in enumerate(best, 1):
             self.report.candidates.append(
-                Candidate(f"{COST_MODEL}-{k}", COST_MODEL, affinities, predicted_ms=placement.predicted_ms)
+                Candidate(f"{COST_MODEL}-{k}", COST_MODEL, affinities, predicted_ms=predicted)
             )
 
     def measure(self) -> None:

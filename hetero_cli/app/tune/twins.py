@@ -3,64 +3,26 @@ default (issue 45): at once where HETERO_CONCURRENCY=CONCURRENT cuts forks apart
 sessions side by side) or starts subgraphs together that the default runs in turn; in turn where the
 default already runs them at once. The tune then measures both ways, and a winner saves its mode in the
 model (placement.affinities.mark_concurrency) for a compile to take. Where the cost model ran, a twin's
-prediction is the critical path of its subgraphs where they run at once, not their sum (RegionCosts).
+prediction is the critical path of its subgraphs where they run at once, not their sum
+(plan_costs.RegionCosts).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from ...core import Core
 from ...errors import HeteroError
 from ...graph import Model
 from ...placement.config import CONCURRENCY
-from ...placement.partition import Plan
-from ...placement.schedule import CONCURRENT, SEQUENTIAL, Schedule
+from ...placement.schedule import CONCURRENT, SEQUENTIAL
 from . import costs, runs
-from .regions import Region
+from .plan_costs import RegionCosts
 from .report import BRANCHES, COST_MODEL, SINGLE, Candidate
-from .search import Boundary
 
 #: placements measured again with their branches run otherwise than by default, at most
 MAX_TWINS = 3
-
-
-@dataclass(frozen=True)
-class RegionCosts:
-    """The cost model's tables a twin's prediction reads: its ``regions``, their calibrated ``times``
-    ({device: ms} per region) and the ``boundary``."""
-
-    regions: Sequence[Region]
-    times: Sequence[Mapping[str, float]]
-    boundary: Boundary
-
-    def predict(self, plan: Plan, schedule: Schedule) -> float | None:
-        """The milliseconds the cost model predicts for ``plan`` run as ``schedule`` runs it: each
-        subgraph's time (its nodes' even shares of their regions' times on its device, plus a boundary's
-        fixed cost; the bytes crossing are left out), summed where the subgraphs run in turn, along the
-        critical path (the slowest chain of subgraphs that feed each other) where they run at once. None
-        where a node's region has no time on its subgraph's device."""
-        share = {
-            n: (table, len(r.nodes))
-            for r, table in zip(self.regions, self.times, strict=True)
-            for n in r.nodes
-        }
-        spent = []
-        for s in plan.subgraphs:
-            total = self.boundary.subgraph_ms
-            for table, count in (share[n] for n in s.nodes if n in share):
-                if s.device not in table:
-                    return None
-                total += table[s.device] / count
-            spent.append(total)
-        if not schedule.concurrent:
-            return sum(spent)
-        done: list[float] = []
-        for i, ms in enumerate(spent):  # a plan's subgraphs are in topological order
-            done.append(ms + max((done[p] for p in schedule.after[i]), default=0.0))
-        return max(done, default=0.0)
 
 
 def branch_twins(
