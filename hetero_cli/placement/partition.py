@@ -275,8 +275,14 @@ def _cut(
     one = len(set(aff)) <= 1 and not branches
     group = [0] * len(active) if one else _groups(active, aff, preds, model_inputs)
     if branches:  # and forks inside a group: their branches apart where they weigh enough (forks.py)
-        group = split_forks(group, preds, _weight(model, active))
+        group = split_forks(
+            group, preds, _weight(model, active), lambda k: active[k].get_type_name() in RECURRENT
+        )
     return aff, group, _order_groups(group, preds)
+
+
+#: the ops that run their steps one after another (forks.split_forks cuts two of them apart)
+RECURRENT = frozenset({"LSTM", "GRU", "RNN", "Scan", "Loop"})
 
 
 def _weight(model: Model, active: list[Node]) -> Callable[[int], float]:

@@ -13,9 +13,9 @@ import hetero_cli as hc
 from hetero_cli.placement.forks import MIN_SHARE, split_forks
 
 
-def pieces(preds, weight=lambda k: 1.0):
+def pieces(preds, weight=lambda k: 1.0, recurrent=lambda k: False):
     """The pieces of one group of all the nodes, as lists of nodes in order of their ids."""
-    cut = split_forks([0] * len(preds), preds, weight)
+    cut = split_forks([0] * len(preds), preds, weight, recurrent)
     by_id: dict[int, list[int]] = {}
     for k, g in enumerate(cut):
         by_id.setdefault(g, []).append(k)
@@ -34,15 +34,57 @@ def test_a_branch_too_light_to_pay_for_a_session_stays_with_the_rest():
     assert pieces([[], [0], [0], [1, 2]], lambda k: heavy if k == 1 else 1.0) == [[0, 1, 2, 3]]
 
 
+#: madmom's beat tracker's bidirectional layers as they are exported: forward: Unsqueeze of the sequence
+#: (0), of a state (1), LSTM (2), its final state (3, a side output), its sequence (4); backward: Slice (5),
+#: Unsqueeze (6), a state (7, a side input: its LSTM reads the sequence too), LSTM (8), final state (9),
+#: sequence (10), Slice (11); Concat (12). The next layer reads the Concat: its states are side inputs.
+LAYER = [[], [], [0, 1], [2], [2], [], [5], [], [6, 7], [8], [8], [10], [4, 11]]
+
+
+def layer_after(concat: int) -> list[list[int]]:
+    """LAYER again, reading node ``concat``: its sequence's Unsqueeze and Slice read that node."""
+    shift = concat + 1
+    shifted = [[p + shift for p in sources] for sources in LAYER]
+    shifted[0], shifted[5] = [concat], [concat]
+    return shifted
+
+
+def test_side_inputs_and_outputs_stay_with_their_branch_and_do_not_hide_the_fork():
+    assert pieces(LAYER) == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9, 10, 11], [12]]
+    two = pieces(LAYER + layer_after(12))
+    assert two == [
+        [0, 1, 2, 3, 4],
+        [5, 6, 7, 8, 9, 10, 11],
+        [12],
+        [13, 14, 15, 16, 17],
+        list(range(18, 25)),
+        [25],
+    ]
+    # a light node from a model input beside a branch is still a branch where its reader reads no other
+    # (two toy branches joined), and a heavy one always is
+    assert pieces([[], [], [0, 1]]) == [[0], [1], [2]]
+    assert pieces([[], [0], [], [1, 2]], lambda k: 50.0 if k in (1, 2) else 1.0) == [[0, 1], [2], [3]]
+
+
+def test_two_recurrent_branches_are_cut_however_little_they_weigh():
+    """LSTMs' steps run one after another: two beside each other are cut even where the group's weight
+    lies elsewhere (a heavy head after them), one beside a light branch is not."""
+    heavy = lambda k: 1000.0 if k == 12 else 1.0  # noqa: E731
+    lstm = lambda k: k in (2, 8)  # noqa: E731
+    assert pieces(LAYER, heavy) == [list(range(13))]
+    assert pieces(LAYER, heavy, lstm) == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9, 10, 11], [12]]
+    assert pieces(LAYER, heavy, lambda k: k == 2) == [list(range(13))]
+
+
 @st.composite
 def dags(draw):
     count = draw(st.integers(1, 14))
     return [sorted(draw(st.sets(st.integers(0, k - 1), max_size=3))) if k else [] for k in range(count)]
 
 
-@given(dags(), st.lists(st.floats(0.5, 20.0), min_size=14, max_size=14))
-def test_the_pieces_cover_the_group_and_every_edge_runs_forward(preds, weights):
-    cut = split_forks([0] * len(preds), preds, lambda k: weights[k])
+@given(dags(), st.lists(st.floats(0.5, 20.0), min_size=14, max_size=14), st.sets(st.integers(0, 13)))
+def test_the_pieces_cover_the_group_and_every_edge_runs_forward(preds, weights, recurrent):
+    cut = split_forks([0] * len(preds), preds, lambda k: weights[k], recurrent.__contains__)
     first = {}
     for k, g in enumerate(cut):
         first.setdefault(g, k)
