@@ -270,6 +270,35 @@ def concurrency_table(section: dict[str, Any]) -> Table:
     return table
 
 
+def concurrency_real_table(section: dict[str, Any]) -> Table:
+    """The real model's runtimes (medians, or why one cannot run it) and the two ratios judged."""
+    ratios = section["ratios"]
+    lines = [
+        f"{section['labels'][kind]}: {plan.get('schedule', '')}" for kind, plan in section["plan"].items()
+    ]
+    conc = ratios.get("conc_vs_turn", {})
+    tuned = ratios.get("tuned_vs_fastest_single", {})
+    table = Table(
+        title=f"concurrency on a real model: {section['model']}, {section['rounds']} rounds, each runtime in its "
+        f"own process; at once / in turn {conc.get('median', float('nan')):.3f} (noise "
+        f"{conc.get('noise', float('nan')):.3f}); tuned ({section['tune'].get('winner')}) / fastest single device "
+        f"({section.get('fastest_single')}) {tuned.get('median', float('nan')):.3f} (noise "
+        f"{tuned.get('noise', float('nan')):.3f})\n" + "\n".join(lines),
+        title_justify="left",
+    )
+    for column in ("runtime", "median ms", "max abs diff"):
+        table.add_column(column, justify="right")
+    for kind, label in section["labels"].items():
+        median = section["median_ms"].get(kind)
+        diff = section["max_abs_diff_vs_first"].get(kind)
+        table.add_row(
+            label,
+            f"{median:.3f}" if median is not None else section["errors"].get(kind, "-")[:80],
+            f"{diff:.1e}" if diff is not None else "-",
+        )
+    return table
+
+
 def phases_table(phases: dict[str, Any]) -> Table:
     """Compile time split into its phases, next to one ORT session's creation."""
     table = Table(title="compile: where the time goes (medians, seconds)", title_justify="left")

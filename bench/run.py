@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 import concurrency
+import concurrency_real
 import crossing
 import graphs
 import measure
@@ -610,11 +611,14 @@ def section_crossing(run: Run) -> None:
 
 
 def section_concurrency(run: Run) -> None:
-    """Two independent recurrent branches, at once and in turn, against one ORT session (concurrency.py)."""
-    if skipped_without_openvino(run, "concurrency"):
+    """Two independent recurrent branches, at once and in turn, against one ORT session (concurrency.py);
+    a real model's recurrent directions at once, in turn and as hetero tune placed them (concurrency_real.py)."""
+    if skipped_without_openvino(run, "concurrency") | skipped_without_openvino(run, "concurrency_real"):
         return
     run.results["concurrency"] = concurrency.section(run)
     run.console.print(report.concurrency_table(run.results["concurrency"]))
+    run.results["concurrency_real"] = concurrency_real.section(run)
+    run.console.print(report.concurrency_real_table(run.results["concurrency_real"]))
 
 
 def section_placement(run: Run, tmp: Path) -> None:

