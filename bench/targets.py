@@ -572,9 +572,7 @@ def _concurrency_real(results: dict[str, Any]) -> Target:
     )
     target = _ratio_target("concurrency_real", title, CONCURRENT_REAL, cases, judged={name: faster})
     errors = section.get("errors", {})
-    target.details += [
-        f"{section.get('labels', {}).get(k, k)} not timed: {why}" for k, why in errors.items()
-    ]
+    target.details += [f"{section.get('labels', {}).get(k, k)} not timed: {why}" for k, why in errors.items()]
     return target
 
 
