@@ -1,6 +1,7 @@
 """Nodes an execution provider is known to fail on (or to abort the process on), by the quirk records in
-force that refuse nodes (openvino-outer-scope-loop, openvino-loop-body-partitioned): the query never hands
-them to the EP's probe, and a compile refuses them with a CompileError before ORT tries."""
+force that refuse nodes (openvino-outer-scope-loop, openvino-loop-body-partitioned, openvino-lstm-peepholes):
+the query never hands them to the EP's probe, and a compile refuses them with a CompileError before ORT
+tries."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def known_failure(node: Node, device: Device) -> Quirk | None:
         (
             q
             for q in KNOWN_FAILURES.get(device.kind.family, ())
-            if q.refuses(proto.op_type, proto.domain, reads_outer)
+            if q.refuses(proto.op_type, proto.domain, reads_outer, proto.input)
         ),
         None,
     )

@@ -49,6 +49,25 @@ LOOP_BODY_PARTITIONED = Quirk(
     ops=frozenset({"Loop"}),
 )
 
+LSTM_PEEPHOLES = Quirk(
+    id="openvino-lstm-peepholes",
+    ep=EP,
+    versions_seen=SEEN + "; native OpenVINO 2026.4.1",
+    fixed_in="",
+    upstream=NOT_REPORTED,
+    summary=(
+        "An LSTM given peephole weights (its input P) runs as if they were zero: silently wrong outputs "
+        "(madmom's beat tracker: its activations off by up to 0.15 of 0.3)"
+    ),
+    repro=_TESTS + "test_openvino_runs_an_lstm_as_if_its_peepholes_were_zero",
+    hook=(
+        "placement.known_failures.known_to_fail: such LSTMs are never probed on the EP (they run on CPU); "
+        "runtime.compiler.refuse_known_failures: a CompileError where affinities put one there"
+    ),
+    ops=frozenset({"LSTM"}),
+    given_input=7,
+)
+
 EMPTY_TENSOR = Quirk(
     id="openvino-empty-tensor",
     ep=EP,
@@ -363,6 +382,7 @@ CPU_BLOB_UNREADABLE = Quirk(
 QUIRKS = (
     OUTER_SCOPE_LOOP,
     LOOP_BODY_PARTITIONED,
+    LSTM_PEEPHOLES,
     EMPTY_TENSOR,
     CEIL_MODE_POOL,
     DECLARED_SHAPE_IN_SPLIT,

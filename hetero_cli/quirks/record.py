@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -20,7 +21,9 @@ class Quirk:
     release is affected, and the fixed behaviour where it is not (so a release that brings it back fails it).
     ``hook``: where hetero-cli acts on it (``module.function: what it does``), or ``none: ...`` where it only
     documents it. ``ops``: the op types the hook refuses to hand to the EP, for a quirk whose hook refuses
-    nodes; ``outer_scope_only``: it refuses them only where their body reads values from outside it.
+    nodes; ``outer_scope_only``: it refuses them only where their body reads values from outside it;
+    ``given_input``: it refuses them only where they are given their input at this position (an LSTM's
+    peepholes, P: 7).
     ``signature``: words the EP's error carries when the defect strikes, for a quirk HETERO_FALLBACK
     moves subgraphs away from (its warning cites the quirk by them); empty otherwise.
     """
@@ -36,12 +39,20 @@ class Quirk:
     ops: frozenset[str] = frozenset()
     outer_scope_only: bool = False
     signature: str = ""
+    given_input: int | None = None
 
-    def refuses(self, op_type: str, domain: str, reads_outer: bool) -> bool:
+    def refuses(self, op_type: str, domain: str, reads_outer: bool, inputs: Sequence[str] = ()) -> bool:
         """Whether the hook refuses a node of ``op_type`` in ``domain`` (ONNX's own ops only) whose body
-        reads values from outside it (``reads_outer``) or not."""
+        reads values from outside it (``reads_outer``) or not, given ``inputs`` (its input names, "" for
+        one left out)."""
+        given = self.given_input is None or (
+            len(inputs) > self.given_input and bool(inputs[self.given_input])
+        )
         return (
-            op_type in self.ops and domain in ("", "ai.onnx") and (reads_outer or not self.outer_scope_only)
+            op_type in self.ops
+            and domain in ("", "ai.onnx")
+            and (reads_outer or not self.outer_scope_only)
+            and given
         )
 
     def affects(self, version: str) -> bool:

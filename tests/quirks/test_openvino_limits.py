@@ -423,3 +423,62 @@ def test_openvino_on_one_thread_answers_inputs_it_cannot_broadcast_with_empty_ou
             one.run(None, feeds)
     right = {"x": seeded((2, 3, 8)), "m": np.ones((2, 3), np.float32)}
     np.testing.assert_allclose(one.run(None, right)[0], right["x"], rtol=1e-6)
+
+
+def peephole_lstm(peepholes: np.ndarray) -> onnx.ModelProto:
+    """x [6,1,3] -> LSTM (hidden 4, initial states h0 and c0 fed through Unsqueeze, peepholes P) -> Squeeze
+    -> Relu: the shape madmom's beat tracker exports (with no initial states the EP leaves the LSTM to the
+    CPU EP)."""
+    rng = np.random.default_rng(0)
+    weights = [
+        numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+        for name, shape in (("W", (1, 16, 3)), ("R", (1, 16, 4)), ("B", (1, 32)))
+    ]
+    weights += [
+        numpy_helper.from_array(peepholes, "P"),
+        numpy_helper.from_array(np.array([0], np.int64), "axis0"),
+        numpy_helper.from_array(np.array([1], np.int64), "axis1"),
+    ]
+    nodes = [
+        h.make_node("Unsqueeze", ["h0", "axis0"], ["h"], name="h"),
+        h.make_node("Unsqueeze", ["c0", "axis0"], ["c"], name="c"),
+        h.make_node("LSTM", ["x", "W", "R", "B", "", "h", "c", "P"], ["y"], name="lstm", hidden_size=4),
+        h.make_node("Squeeze", ["y", "axis1"], ["s"], name="squeeze"),
+        h.make_node("Relu", ["s"], ["out"], name="relu"),
+    ]
+    inputs = [vi("x", [6, 1, 3]), vi("h0", [1, 4]), vi("c0", [1, 4])]
+    return make_model(nodes, inputs, [vi("out", [6, 1, 4])], weights, name="peepholes")
+
+
+@needs_openvino
+def test_openvino_runs_an_lstm_as_if_its_peepholes_were_zero():
+    feeds = {"x": seeded((6, 1, 3)), "h0": np.zeros((1, 4), np.float32), "c0": np.zeros((1, 4), np.float32)}
+    peepholes = 3 * np.random.default_rng(1).standard_normal((1, 12)).astype(np.float32)
+    proto = peephole_lstm(peepholes)
+    want = run(proto, feeds, ["CPUExecutionProvider"])
+    without = run(peephole_lstm(np.zeros_like(peepholes)), feeds, ["CPUExecutionProvider"])
+    assert np.abs(want - without).max() > 0.02  # the peepholes matter here
+    got = run(proto, feeds, OPENVINO)
+    np.testing.assert_allclose(got, expect(quirks.LSTM_PEEPHOLES, without, want), rtol=1e-4, atol=1e-5)
+
+
+@needs_openvino
+def test_hetero_runs_an_lstm_with_peepholes_on_cpu_and_refuses_it_on_openvino_by_hand():
+    """The hook of openvino-lstm-peepholes: automatic mode leaves such an LSTM on CPU (its results are the
+    CPU EP's), affinities that put it on OPENVINO are a CompileError."""
+    import hetero_cli as hc
+
+    feeds = {"x": seeded((6, 1, 3)), "h0": np.zeros((1, 4), np.float32), "c0": np.zeros((1, 4), np.float32)}
+    peepholes = 3 * np.random.default_rng(1).standard_normal((1, 12)).astype(np.float32)
+    proto = peephole_lstm(peepholes)
+    core = hc.Core()
+    compiled = core.compile_model(proto, "HETERO:OPENVINO,CPU")
+    lstm_device = next(s.device for s in compiled.subgraphs if "lstm" in s.nodes)
+    assert lstm_device == ("CPU" if in_force(quirks.LSTM_PEEPHOLES) else "OPENVINO")
+    np.testing.assert_allclose(compiled(feeds)["out"], run(proto, feeds, ["CPUExecutionProvider"]), rtol=1e-5)
+    if in_force(quirks.LSTM_PEEPHOLES):
+        model = core.read_model(proto)
+        for node in model.get_ops():
+            node.get_rt_info()["affinity"] = "OPENVINO" if node.get_friendly_name() == "lstm" else "CPU"
+        with pytest.raises(hc.CompileError, match=r"holds lstm \(LSTM\): An LSTM given peephole weights"):
+            core.compile_model(model, "HETERO:OPENVINO,CPU")

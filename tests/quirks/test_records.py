@@ -54,7 +54,7 @@ def test_each_records_repro_test_exists(record):
 
 def test_the_registry_answers_by_id_and_ep():
     assert quirk("openvino-outer-scope-loop").ops == frozenset({"Loop", "Scan"})
-    refusing = ("openvino-outer-scope-loop", "openvino-loop-body-partitioned")
+    refusing = ("openvino-outer-scope-loop", "openvino-loop-body-partitioned", "openvino-lstm-peepholes")
     assert node_refusals("OpenVINOExecutionProvider") == tuple(quirk(q) for q in refusing)
     assert node_refusals("CPUExecutionProvider") == ()
     assert folds_initializers("OpenVINOExecutionProvider") and folds_initializers("TensorrtExecutionProvider")
@@ -69,6 +69,14 @@ def test_a_refusal_for_outer_reads_only_leaves_a_self_contained_body_alone():
     assert any_loop.refuses("Loop", "ai.onnx", reads_outer=False)
     assert not any_loop.refuses("Scan", "", reads_outer=False)
     assert not any_loop.refuses("Loop", "com.example", reads_outer=False)
+
+
+def test_a_refusal_for_a_given_input_leaves_a_node_without_it_alone():
+    peepholes = quirk("openvino-lstm-peepholes")
+    assert peepholes.refuses("LSTM", "", reads_outer=False, inputs=["x", "W", "R", "B", "", "", "", "P"])
+    assert not peepholes.refuses("LSTM", "", reads_outer=False, inputs=["x", "W", "R", "B", "", "h", "c", ""])
+    assert not peepholes.refuses("LSTM", "", reads_outer=False, inputs=["x", "W", "R"])
+    assert not peepholes.refuses("GRU", "", reads_outer=False, inputs=["x", "W", "R", "B", "", "", "", "P"])
 
 
 HOOK_REFERENCE = re.compile(r"\b((?:graph|placement|runtime|ort|app|cli)\.[a-z_]+\.[A-Za-z_][\w.]*)")
