@@ -53,7 +53,8 @@ HETERO = {
 CONCURRENT = ("hetero_conc", "hetero_cpu_conc")
 
 
-def _session(path: str, kind: str) -> ort.InferenceSession:
+def ort_session(path: str, kind: str) -> ort.InferenceSession:
+    """One ORT CPU session of ``path`` at ``kind``'s thread setting (ort_default, ort_1, ort_parallel)."""
     so = ort.SessionOptions()
     so.log_severity_level = 3
     if kind == "ort_1":
@@ -68,7 +69,7 @@ def _session(path: str, kind: str) -> ort.InferenceSession:
 def prepare(feeds: dict[str, np.ndarray], kind: str, path: str) -> tuple[Any, Any]:
     """Runtime ``kind`` of the model at ``path``: (the callable running one inference, what it holds)."""
     if kind.startswith("ort"):
-        session = _session(path, kind)
+        session = ort_session(path, kind)
         return (lambda: session.run(None, feeds)), session
     device, mode, marked = HETERO[kind]
     source = path if marked else _without_affinities(path)

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import concurrency
 import measure
 import numpy as np
 import onnx
@@ -37,6 +38,7 @@ import placement
 
 import hetero_cli
 from hetero_cli.app.measure import RuntimeSpec
+from hetero_cli.app.tune.costs import one_line
 
 MODEL = "madmom_beats_blstm"
 FRAMES = 3000
@@ -83,12 +85,14 @@ def prepare(feeds: dict[str, np.ndarray], kind: str, path: str, tuned: str) -> t
     """Runtime ``kind``: (the callable running one inference, what it holds). Raises what the runtime
     raises where it cannot run the model."""
     if kind.startswith("ort"):
-        so = ort.SessionOptions()
-        so.log_severity_level = 3
-        if kind == "ort_1":
-            so.intra_op_num_threads = 1
-        providers = ["OpenVINOExecutionProvider", "CPUExecutionProvider"] if kind == "ort_ov" else None
-        session = ort.InferenceSession(path, so, providers=providers or ["CPUExecutionProvider"])
+        if kind == "ort_ov":
+            so = ort.SessionOptions()
+            so.log_severity_level = 3
+            session = ort.InferenceSession(
+                path, so, providers=["OpenVINOExecutionProvider", "CPUExecutionProvider"]
+            )
+        else:  # ort_default, ort_1: as the two-branch model's
+            session = concurrency.ort_session(path, kind)
         return (lambda: session.run(None, feeds)), session
     core = hetero_cli.Core()
     if kind == "tuned":
@@ -153,7 +157,7 @@ def section(run: Any) -> dict[str, Any]:
             infer, held = prepare(feeds, kind, str(static), str(tuned))
             got = _outputs(infer())
         except Exception as exc:  # a runtime that cannot run this model is recorded, not timed
-            errors[kind] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+            errors[kind] = one_line(exc)
             continue
         want = got if want is None else want
         agreement[kind] = max(float(np.max(np.abs(g - w))) for g, w in zip(got, want, strict=True))

@@ -287,11 +287,11 @@ RECURRENT = frozenset({"LSTM", "GRU", "RNN", "Scan", "Loop"})
 
 def _weight(model: Model, active: list[Node]) -> Callable[[int], float]:
     """What node k of ``active`` weighs for forks.split_forks: the elements of the constants it reads
-    (weights: its work per output, roughly), 1 at least."""
+    (weights: its work per output, roughly), 1 at least; each counted once."""
 
-    def weight(k: int) -> float:
+    def weight(node: Node) -> float:
         total = 0
-        for tensor in active[k].inputs:
+        for tensor in node.inputs:
             if tensor and model.is_constant(tensor):
                 value_type = model.value_type(tensor)
                 dims = value_type.tensor_type.shape.dim if value_type is not None else ()
@@ -299,7 +299,7 @@ def _weight(model: Model, active: list[Node]) -> Callable[[int], float]:
                     total += math.prod(d.dim_value for d in dims)
         return float(max(1, total))
 
-    return weight
+    return [weight(node) for node in active].__getitem__
 
 
 def _connect(

@@ -146,14 +146,22 @@ def parse_mode(value: object) -> str:
     return mode
 
 
-def plan_schedule(plan: Plan, devices: Mapping[str, Device], config: SplitConfig) -> Schedule:
+def plan_schedule(
+    plan: Plan,
+    devices: Mapping[str, Device],
+    config: SplitConfig,
+    value_type: Callable[[str], Any] | None = None,
+) -> Schedule:
     """The Schedule of ``plan``, its subgraphs on ``devices`` (by name), under ``config``'s
     HETERO_CONCURRENCY on the cores this process may use, the threads ``config`` sets checked against
-    them (within_cores): what a compile decides, and what ``hetero query`` shows. ConfigError where
-    CONCURRENT was asked and the threads set for sessions that would run at once exceed the cores."""
+    them (within_cores), and in turn where its subgraphs pass strings, sequences or maps (strings_in_turn,
+    with ``value_type``: the model's onnx TypeProto of a tensor; None: not checked): what a compile
+    decides, and what ``hetero query`` shows. ConfigError where CONCURRENT was asked and the threads set
+    for sessions that would run at once exceed the cores."""
     host = [name for name, device in devices.items() if on_host(device)]
     schedule = schedule_of(plan, host, config.concurrency, available_cores())
-    return within_cores(schedule, plan, devices, config)
+    schedule = within_cores(schedule, plan, devices, config)
+    return schedule if value_type is None else strings_in_turn(schedule, plan, value_type)
 
 
 #: why a plan whose subgraphs pass strings, sequences or maps runs in turn (strings_in_turn)

@@ -57,7 +57,7 @@ LSTM_PEEPHOLES = Quirk(
     upstream=NOT_REPORTED,
     summary=(
         "An LSTM given peephole weights (its input P) runs as if they were zero: silently wrong outputs "
-        "(madmom's beat tracker: its activations off by up to 0.15 of 0.3)"
+        "(madmom's beat tracker: bench/concurrency_real.py records them thousands off the CPU EP's)"
     ),
     repro=_TESTS + "test_openvino_runs_an_lstm_as_if_its_peepholes_were_zero",
     hook=(

@@ -37,7 +37,7 @@ from ..placement.known_failures import known_failure
 from ..placement.partition import Plan, Subgraph
 from ..placement.probes import Probe, Probes
 from ..placement.query import known_claims
-from ..placement.schedule import AUTO, Schedule, plan_schedule, strings_in_turn
+from ..placement.schedule import AUTO, Schedule, plan_schedule
 from ..quirks.cpu import FORCE_SPINNING_STOP
 from . import type_repair
 from .compiled import Compiled
@@ -315,7 +315,7 @@ def compile_plan(
             dot_dir=dot_dir,
         )
     shared = len(plan.subgraphs) > 1
-    schedule = strings_in_turn(plan_schedule(plan, devices, config), plan, model.value_type)
+    schedule = plan_schedule(plan, devices, config, model.value_type)
     used = _probes_used(model, plan, devices, config, kept, shared)
     if schedule.concurrent and config.concurrency == AUTO and used:
         # the query's sessions serve as they are (their threads are the EP's defaults): AUTO keeps them

@@ -27,9 +27,9 @@ from hetero_cli.app.serve.options import ServeOptions
 from hetero_cli.placement.config import CONCURRENCY
 
 NAME = "branches"
-#: layers per branch: enough that one branch's run (tens of milliseconds) outlasts Ray's hand-over
-LAYERS = 120
-WIDTH = 256
+#: layers per branch and rows of x: one branch's run (about 0.1 s here) outlasts Ray's hand-over to the
+#: second stage (milliseconds) many times over, on a far faster machine too
+LAYERS, ROWS, WIDTH = 120, 256, 256
 #: how long anything here may take before it counts as a hang, in seconds
 GUARD_S = 300
 
@@ -92,7 +92,7 @@ def _spans(stage: str) -> list[tuple[float, float]]:
 
 def test_two_branch_stages_of_one_request_run_at_the_same_time(served: tuple[str, Path]) -> None:
     url, path = served
-    x = np.random.default_rng(1).standard_normal((64, WIDTH)).astype(np.float32)
+    x = np.random.default_rng(1).standard_normal((ROWS, WIDTH)).astype(np.float32)
     given = httpclient.InferInput("x", list(x.shape), "FP32")
     given.set_data_from_numpy(x)
     wanted = [httpclient.InferRequestedOutput(name) for name in ("a", "b")]

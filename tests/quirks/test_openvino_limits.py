@@ -464,8 +464,8 @@ def test_openvino_runs_an_lstm_as_if_its_peepholes_were_zero():
 
 @needs_openvino
 def test_hetero_runs_an_lstm_with_peepholes_on_cpu_and_refuses_it_on_openvino_by_hand():
-    """The hook of openvino-lstm-peepholes: automatic mode leaves such an LSTM on CPU (its results are the
-    CPU EP's), affinities that put it on OPENVINO are a CompileError."""
+    """The hook of openvino-lstm-peepholes: automatic mode leaves such an LSTM on CPU, affinities that put it
+    on OPENVINO are a CompileError; the results are the CPU EP's on any release."""
     import hetero_cli as hc
 
     feeds = {"x": seeded((6, 1, 3)), "h0": np.zeros((1, 4), np.float32), "c0": np.zeros((1, 4), np.float32)}
@@ -473,10 +473,11 @@ def test_hetero_runs_an_lstm_with_peepholes_on_cpu_and_refuses_it_on_openvino_by
     proto = peephole_lstm(peepholes)
     core = hc.Core()
     compiled = core.compile_model(proto, "HETERO:OPENVINO,CPU")
-    lstm_device = next(s.device for s in compiled.subgraphs if "lstm" in s.nodes)
-    assert lstm_device == ("CPU" if in_force(quirks.LSTM_PEEPHOLES) else "OPENVINO")
     np.testing.assert_allclose(compiled(feeds)["out"], run(proto, feeds, ["CPUExecutionProvider"]), rtol=1e-5)
-    if in_force(quirks.LSTM_PEEPHOLES):
+    if in_force(
+        quirks.LSTM_PEEPHOLES
+    ):  # on a fixed release, where the LSTM goes is the EP's query's business
+        assert next(s.device for s in compiled.subgraphs if "lstm" in s.nodes) == "CPU"
         model = core.read_model(proto)
         for node in model.get_ops():
             node.get_rt_info()["affinity"] = "OPENVINO" if node.get_friendly_name() == "lstm" else "CPU"

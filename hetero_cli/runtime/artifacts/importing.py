@@ -40,7 +40,7 @@ from ...placement import visualize
 from ...placement.devices import Device
 from ...placement.partition import Plan, Subgraph
 from ...placement.query import Probe
-from ...placement.schedule import Schedule, plan_schedule, strings_in_turn
+from ...placement.schedule import Schedule, plan_schedule
 from ..compiled import Compiled
 from ..compiled_subgraph import CompiledSubgraph
 from ..compiler import prepare_subgraph
@@ -218,7 +218,7 @@ def import_compiled(
         result = _one(model, plan, by_name, config, device_name, fallback, draw, dot_dir)
     else:
         shared = len(plan.subgraphs) > 1
-        schedule = strings_in_turn(plan_schedule(plan, by_name, config), plan, model.value_type)
+        schedule = plan_schedule(plan, by_name, config, model.value_type)
         made = in_parallel(
             [
                 _preparer(model, s, by_name[s.device], config, m, shared, schedule)
