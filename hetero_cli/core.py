@@ -254,15 +254,26 @@ class Core:
         merged = _with_saved_mode(model, merged)
         return _plan(model, request, devices, _probes(merged, devices), merged)
 
-    def schedule(self, plan: Plan, device_name: str, config: Mapping[str, Any] | None = None) -> Schedule:
+    def schedule(
+        self,
+        plan: Plan,
+        device_name: str,
+        config: Mapping[str, Any] | None = None,
+        *,
+        model: ModelSource | None = None,
+    ) -> Schedule:
         """Which of ``plan``'s subgraphs (Core.plan's, for ``device_name`` and ``config``) an inference
         would run at the same time, and the intra-op threads its host sessions would share the cores by
-        (HETERO_CONCURRENCY; placement.schedule): plain data, nothing compiles or runs. A compile that runs
-        an automatic split in one session (PERFORMANCE_HINT=LATENCY) leaves that to ONNX Runtime.
+        (HETERO_CONCURRENCY; placement.schedule): plain data, nothing compiles or runs. ``model``: the
+        model ``plan`` splits; with it, a plan whose subgraphs pass strings, sequences or maps is shown in
+        turn, as a compile runs it (without it, that is not checked). A compile that runs an automatic
+        split in one session (PERFORMANCE_HINT=LATENCY) leaves that to ONNX Runtime.
 
-        Raises DeviceError, DeviceUnavailableError and ConfigError as compile_model."""
+        Raises DeviceError, DeviceUnavailableError and ConfigError as compile_model, and as read_model
+        for ``model``."""
         merged, _, devices = self._devices(device_name, config)
-        return plan_schedule(plan, {d.name: d for d in devices}, merged)
+        value_type = None if model is None else self.read_model(model).value_type
+        return plan_schedule(plan, {d.name: d for d in devices}, merged, value_type)
 
     def compile_model(
         self, model: ModelSource, device_name: str | None = None, config: Mapping[str, Any] | None = None

@@ -415,3 +415,22 @@ def test_a_plan_that_passes_strings_runs_in_turn_and_says_why():
     got = compiled({"x": np.array([-1, 2], np.float32), "s": np.array(["a", "b"], dtype=object)})
     assert list(got["t"]) == ["a", "b"]
     assert cpu_split(fork(), ["A", "B", "C"], config("CONCURRENT")).schedule.concurrent
+
+
+@needs_openvino
+def test_core_schedule_of_a_plan_that_passes_strings_is_the_compiles():
+    """Core.schedule given the model (what hetero query and tune show) runs a plan that passes strings in
+    turn, as its compile does."""
+    from onnx import TensorProto
+
+    nodes = [h.make_node("Relu", ["x"], ["y"], name="relu"), h.make_node("Identity", ["s"], ["t"], name="id")]
+    inputs = [vi("x", [2]), h.make_tensor_value_info("s", TensorProto.STRING, [2])]
+    outputs = [vi("y", [2]), h.make_tensor_value_info("t", TensorProto.STRING, [2])]
+    model = Model(make_model(nodes, inputs, outputs, name="strings"))
+    model.set_affinities({"relu": "OPENVINO", "id": "CPU"})
+    core, device, settings = hc.Core(), "HETERO:OPENVINO,CPU", {CONCURRENCY: "CONCURRENT"}
+    plan = core.plan(model, device, settings)
+    shown = core.schedule(plan, device, settings, model=model)
+    compiled = core.compile_model(model, device, settings)
+    assert shown.width == 2 and not shown.concurrent
+    assert shown.describe() == compiled.schedule.describe()

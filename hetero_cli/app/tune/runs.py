@@ -63,7 +63,7 @@ def planned(
     model.set_affinities(dict(affinities))
     try:
         plan = core.plan(model, device, config)
-        return plan, core.schedule(plan, device, config)
+        return plan, core.schedule(plan, device, config, model=model)
     finally:
         clear_affinities(model)
 

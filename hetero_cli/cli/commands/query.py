@@ -118,7 +118,7 @@ def query(
             f"{len(crossing_all)} tensor(s) cross devices{': ' + ', '.join(crossing_all) if crossing_all else ''}"
         )
         if len(plan.subgraphs) > 1:
-            info(f"Schedule: {setup.core.schedule(plan, setup.device).describe()}")
+            info(f"Schedule: {setup.core.schedule(plan, setup.device, model=m).describe()}")
         if plan.folded:
             info(plan.folded_line())
         for name, names in m.index.renamed.items():
@@ -128,7 +128,9 @@ def query(
             )
     if setup.dot_dir is not None:
         written().before_writing(setup.dot_dir, folder=True)
-        together = setup.core.schedule(plan, setup.device).side_by_side if len(plan.subgraphs) > 1 else ()
+        together = (
+            setup.core.schedule(plan, setup.device, model=m).side_by_side if len(plan.subgraphs) > 1 else ()
+        )
         report_dots(visualize.dump(m, plan, setup.dot_dir, together), setup.render, err=as_json)
     if save:
         moved = any(how.startswith("fallback") for how in source.values())
