@@ -462,6 +462,29 @@ def test_openvino_runs_an_lstm_as_if_its_peepholes_were_zero():
     np.testing.assert_allclose(got, expect(quirks.LSTM_PEEPHOLES, without, want), rtol=1e-4, atol=1e-5)
 
 
+#: the native OpenVINO release openvino-lstm-peepholes' record names as seen with the defect
+NATIVE_SEEN = "2026.4.1"
+
+
+def test_native_openvino_of_the_release_seen_runs_an_lstm_as_if_its_peepholes_were_zero(tmp_path):
+    """The record's claim about native OpenVINO (the openvino wheel, no ONNX Runtime): its CPU plugin
+    gives the peephole LSTM the outputs of the same LSTM without peepholes."""
+    ov = pytest.importorskip("openvino")
+    assert NATIVE_SEEN in quirks.LSTM_PEEPHOLES.versions_seen
+    if not ov.__version__.startswith(NATIVE_SEEN + "-"):
+        pytest.skip(f"native OpenVINO {ov.__version__}: the record speaks of {NATIVE_SEEN} only")
+    feeds = {"x": seeded((6, 1, 3)), "h0": np.zeros((1, 4), np.float32), "c0": np.zeros((1, 4), np.float32)}
+    peepholes = 3 * np.random.default_rng(1).standard_normal((1, 12)).astype(np.float32)
+    path = tmp_path / "peepholes.onnx"
+    onnx.save(peephole_lstm(peepholes), path)
+    compiled = ov.Core().compile_model(str(path), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    got = compiled(feeds)[compiled.output(0)]
+    without = run(peephole_lstm(np.zeros_like(peepholes)), feeds, ["CPUExecutionProvider"])
+    want = run(peephole_lstm(peepholes), feeds, ["CPUExecutionProvider"])
+    assert np.abs(want - without).max() > 0.02  # the peepholes matter here
+    np.testing.assert_allclose(got, without, rtol=1e-4, atol=1e-5)
+
+
 @needs_openvino
 def test_hetero_runs_an_lstm_with_peepholes_on_cpu_and_refuses_it_on_openvino_by_hand():
     """The hook of openvino-lstm-peepholes: automatic mode leaves such an LSTM on CPU, affinities that put it
