@@ -101,10 +101,6 @@ class TypeTable:
         """The type correct_type gave ``name``, or None."""
         return self._corrected.get(name)
 
-    def is_corrected(self, name: str) -> bool:
-        """Whether ``name``'s type was replaced by correct_type."""
-        return name in self._corrected
-
     @functools.cached_property
     def without_value_info(self) -> dict[str, onnx.TypeProto]:
         """What onnx's shape inference gives each tensor from the graph's inputs and weights alone, the

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping, Set
+from collections.abc import Callable, Mapping, Set
 from typing import Any
 
 import numpy as np
@@ -220,7 +220,3 @@ def run_session(step: Step, session: Any, feeds: dict[str, Any]) -> list[Any]:
         placement=step.placement if step.on_device else (),
     )
 
-
-def host_only(steps: Collection[Step]) -> bool:
-    """Whether every step hands its outputs over in host memory (none keeps a tensor on a CUDA device)."""
-    return not any(step.on_device for step in steps)
