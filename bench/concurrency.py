@@ -1,5 +1,6 @@
 """Concurrency inside one inference (issue 45): a model of two independent recurrent branches
-(graphs.two_branches: two stacked LSTMs each, hidden 128, 200 steps), its branches on OPENVINO and CPU.
+(graphs.two_branches: two stacked LSTMs each, hidden 128, 200 steps), its branches on OPENVINO and CPU
+(``section``'s ``devices``: bench/gpu.py's are GPU and CPU; its ``branches``: more of them, on the CPU).
 
 Timed each alone in a worker process of its own, in rounds (bench/measure.py per_process), each at its own
 thread setting (not the bench's --threads: the point is how each runtime uses the cores):
@@ -10,7 +11,8 @@ thread setting (not the bench's --threads: the point is how each runtime uses th
   its EP's default threads);
 * ``hetero_conc``: the same split, HETERO_CONCURRENCY=AUTO (the branches at once, the cores shared);
 * ``hetero_cpu_conc``: the model without affinities on HETERO:CPU, HETERO_CONCURRENCY=CONCURRENT (each
-  branch a CPU subgraph of its own, the two at once, one intra-op thread each).
+  branch a CPU subgraph of its own, the two at once, the cores shared between them: one intra-op thread
+  each here, and on a machine of more cores than branches, its share).
 
 Ratios are paired block by block (the processes time their blocks in turns): each concurrent hetero runtime
 against the faster of ort_default and ort_1 and against ort_parallel; hetero_conc against hetero_seq.
@@ -21,6 +23,7 @@ from __future__ import annotations
 import os
 import statistics
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,23 +37,38 @@ import hetero_cli
 from hetero_cli.app.measure import RuntimeSpec
 
 HIDDEN, STEPS, LAYERS = 128, 200, 2
+#: the devices of the split's branches, a then b (graphs.two_branches' affinities): gpu.py's are GPU, CPU
+DEVICES = ("OPENVINO", "CPU")
 KINDS = ("ort_default", "ort_1", "ort_parallel", "hetero_seq", "hetero_conc", "hetero_cpu_conc")
-LABELS = {
-    "ort_default": "ORT [CPU], default threads",
-    "ort_1": "ORT [CPU], 1 thread",
-    "ort_parallel": "ORT [CPU], ORT_PARALLEL",
-    "hetero_seq": "hetero OPENVINO|CPU branches, SEQUENTIAL",
-    "hetero_conc": "hetero OPENVINO|CPU branches, concurrent",
-    "hetero_cpu_conc": "hetero CPU|CPU branches, concurrent",
-}
-#: the hetero runtimes: device, HETERO_CONCURRENCY, and whether the model keeps its affinities
-HETERO = {
-    "hetero_seq": ("HETERO:OPENVINO,CPU", "SEQUENTIAL", True),
-    "hetero_conc": ("HETERO:OPENVINO,CPU", "AUTO", True),
-    "hetero_cpu_conc": ("HETERO:CPU", "CONCURRENT", False),
-}
+#: the runtimes of a model of more branches than two, on the CPU alone (gpu.py's branchy rows)
+CPU_KINDS = ("ort_default", "ort_1", "ort_parallel", "hetero_cpu_conc")
 #: the concurrent hetero runtimes, each judged against ORT
 CONCURRENT = ("hetero_conc", "hetero_cpu_conc")
+
+
+def hetero_kinds(devices: Sequence[str] = DEVICES) -> dict[str, tuple[str, str, bool]]:
+    """The hetero runtimes, the split's branches on ``devices``: device, HETERO_CONCURRENCY, and whether
+    the model keeps its affinities."""
+    split = "HETERO:" + ",".join(dict.fromkeys(devices))
+    return {
+        "hetero_seq": (split, "SEQUENTIAL", True),
+        "hetero_conc": (split, "AUTO", True),
+        "hetero_cpu_conc": ("HETERO:CPU", "CONCURRENT", False),
+    }
+
+
+def labels(devices: Sequence[str] = DEVICES, branches: int = 2) -> dict[str, str]:
+    """Every runtime's label, the split's branches on ``devices``, ``branches`` of them on the CPU."""
+    split = "|".join(devices)
+    cpus = "CPU|CPU" if branches == 2 else f"{branches} CPU"
+    return {
+        "ort_default": "ORT [CPU], default threads",
+        "ort_1": "ORT [CPU], 1 thread",
+        "ort_parallel": "ORT [CPU], ORT_PARALLEL",
+        "hetero_seq": f"hetero {split} branches, SEQUENTIAL",
+        "hetero_conc": f"hetero {split} branches, concurrent",
+        "hetero_cpu_conc": f"hetero {cpus} branches, concurrent",
+    }
 
 
 def ort_session(path: str, kind: str) -> ort.InferenceSession:
@@ -66,12 +84,15 @@ def ort_session(path: str, kind: str) -> ort.InferenceSession:
     return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
 
 
-def prepare(feeds: dict[str, np.ndarray], kind: str, path: str) -> tuple[Any, Any]:
-    """Runtime ``kind`` of the model at ``path``: (the callable running one inference, what it holds)."""
+def prepare(
+    feeds: dict[str, np.ndarray], kind: str, path: str, devices: Sequence[str] = DEVICES
+) -> tuple[Any, Any]:
+    """Runtime ``kind`` of the model at ``path`` (its split's branches on ``devices``): (the callable
+    running one inference, what it holds)."""
     if kind.startswith("ort"):
         session = ort_session(path, kind)
         return (lambda: session.run(None, feeds)), session
-    device, mode, marked = HETERO[kind]
+    device, mode, marked = hetero_kinds(devices)[kind]
     source = path if marked else _without_affinities(path)
     compiled = hetero_cli.Core().compile_model(source, device, {"HETERO_CONCURRENCY": mode})
     request = compiled.create_infer_request()
@@ -89,33 +110,45 @@ def _without_affinities(path: str) -> str:
     return plain
 
 
-def build(feeds: dict[str, np.ndarray], kind: str, path: str) -> Any:
+def build(feeds: dict[str, np.ndarray], kind: str, path: str, devices: Sequence[str] = DEVICES) -> Any:
     """Runtime ``kind`` as a measuring worker builds it (RuntimeSpec "concurrency:build")."""
-    infer, held = prepare(feeds, kind, path)
+    infer, held = prepare(feeds, kind, path, devices)
     infer.__dict__["held"] = held
     return infer
 
 
-def _outputs(result: Any) -> list[np.ndarray]:
+def outputs(result: Any, names: Sequence[str]) -> list[np.ndarray]:
+    """An inference's outputs in the model's order (``names``): a hetero request's dict, or ORT's list."""
     if isinstance(result, dict):
-        return [np.asarray(result[k]) for k in ("ya", "yb")]
+        return [np.asarray(result[k]) for k in names]
     return [np.asarray(v) for v in result]
 
 
-def section(run: Any) -> dict[str, Any]:
-    """Time the six runtimes on the two-branch model; ratios of the concurrent splits."""
+def section(
+    run: Any, devices: Sequence[str] = DEVICES, kinds: Sequence[str] = KINDS, branches: int = 2
+) -> dict[str, Any]:
+    """Time ``kinds`` on the model of ``branches`` branches (its split's on ``devices``); ratios of the
+    concurrent runtimes against ORT's, and of the concurrent split against the same split in sequence.
+    A runtime that cannot be built is recorded under ``errors``, not timed."""
     settings = run.settings
     folder = Path(tempfile.mkdtemp(prefix="hetero_bench_concurrency_"))
-    path = folder / "two_branches.onnx"
-    onnx.save(graphs.two_branches(HIDDEN, STEPS, LAYERS), path)
+    model = graphs.two_branches(HIDDEN, STEPS, LAYERS, devices=tuple(devices), branches=branches)
+    path = folder / f"{model.graph.name}.onnx"
+    onnx.save(model, path)
+    names = [o.name for o in model.graph.output]
     feeds = graphs.random_feeds([("x", [STEPS, 1, HIDDEN])], seed=0)
     guesses: dict[str, float] = {}
     agreement: dict[str, float] = {}
     plan: dict[str, Any] = {}
+    errors: dict[str, str] = {}
     want = None
-    for kind in KINDS:
-        infer, held = prepare(feeds, kind, str(path))
-        got = _outputs(infer())
+    for kind in kinds:
+        try:
+            infer, held = prepare(feeds, kind, str(path), devices)
+        except Exception as exc:  # one runtime failing (an EP that refuses the LSTM) is a result
+            errors[kind] = run.error(f"concurrency {model.graph.name} {kind}", exc)
+            continue
+        got = outputs(infer(), names)
         want = got if want is None else want
         agreement[kind] = max(float(np.max(np.abs(g - w))) for g, w in zip(got, want, strict=True))
         guesses[kind] = measure.guess_ms(infer)
@@ -125,29 +158,36 @@ def section(run: Any) -> dict[str, Any]:
                 "schedule": held.schedule.describe(),
             }
         del infer, held
-    specs = {k: RuntimeSpec("concurrency:build", {"kind": k, "path": str(path)}) for k in KINDS}
-    run.progress(f"concurrency: {len(specs)} runtimes, each in its own process")
+    args = {"path": str(path), "devices": list(devices)}
+    specs = {k: RuntimeSpec("concurrency:build", {"kind": k, **args}) for k in kinds if k in guesses}
+    run.progress(f"concurrency: {model.graph.name}, {len(specs)} runtimes, each in its own process")
     found, wall = measure.per_process(specs, feeds, rounds=settings.rounds, guesses=guesses)
     medians = {k: statistics.median(m.process_ms) for k, m in found.items() if m.process_ms}
-    best_ort = min(("ort_default", "ort_1"), key=lambda k: medians.get(k, float("inf")))
-    ratios = {
-        kind: {
-            "vs_best_ort": measure.block_ratios(found[kind], [found[best_ort]]),
-            "vs_ort_parallel": measure.block_ratios(found[kind], [found["ort_parallel"]]),
+    errors.update({k: m.error for k, m in found.items() if m.error})
+    timed = [k for k in ("ort_default", "ort_1") if k in medians]
+    best_ort = min(timed, key=medians.__getitem__) if timed else "ort_default"
+    ratios: dict[str, dict[str, Any]] = {}
+    for kind in (k for k in CONCURRENT if k in found):
+        ratios[kind] = {
+            name: measure.block_ratios(found[kind], [found[base]])
+            for name, base in (("vs_best_ort", best_ort), ("vs_ort_parallel", "ort_parallel"))
+            if base in found
         }
-        for kind in CONCURRENT
-    }
-    ratios["hetero_conc"]["vs_sequential"] = measure.block_ratios(found["hetero_conc"], [found["hetero_seq"]])
+    if "hetero_conc" in ratios and "hetero_seq" in found:
+        ratios["hetero_conc"]["vs_sequential"] = measure.block_ratios(
+            found["hetero_conc"], [found["hetero_seq"]]
+        )
+    shape = f"hidden {HIDDEN}, steps {STEPS}, layers {LAYERS}"
     return {
-        "model": f"two_branches(hidden {HIDDEN}, steps {STEPS}, layers {LAYERS})",
+        "model": f"two_branches({shape})" if branches == 2 else f"two_branches(branches {branches}, {shape})",
         "rounds": settings.rounds,
         "method": "alone in its process, blocks in turns",
         "wall_s": wall,
         "cores": len(os.sched_getaffinity(0)),
         "plan": plan,
-        "labels": LABELS,
+        "labels": {k: v for k, v in labels(devices, branches).items() if k in kinds},
         "median_ms": medians,
-        "errors": {k: m.error for k, m in found.items() if m.error},
+        "errors": errors,
         "max_abs_diff_vs_ort_default": agreement,
         "best_ort": best_ort,
         "ratios": ratios,

@@ -15,6 +15,15 @@ and mlp_sanitised, every session with its runtime's default threads (a GPU machi
 4. compile: compiling automatic HETERO:GPU,CPU against creating one ORT [CUDA, CPU] session, split into
    query, partition, export and EP compile (bench/phases.py), and how far a Python thread gets while ORT
    initialises a CUDA session (whether this binding lets the GIL go).
+5. concurrency (issue 45, bench/concurrency.py's section, each runtime alone in its process at its own
+   threads): ``split``, the two-branch LSTM model with branch a on GPU and b on CPU, HETERO:GPU,CPU at once
+   (AUTO) against in turn (SEQUENTIAL), beside ORT [CPU] and HETERO:CPU CONCURRENT on it; ``branchy``, a
+   model of one such branch per core (at most 16) on the CPU alone: HETERO:CPU CONCURRENT against one ORT
+   CPU session (the faster of default threads and one thread) and ORT_PARALLEL.
+
+Issue 45's GPU targets (targets.check_gpu, printed and in results.json): automatic HETERO:GPU,CPU at most
+1.02x ORT [CUDA, CPU] (the auto group); the GPU|CPU split at once, and the branchy model on HETERO:CPU
+CONCURRENT against each ORT session, faster by more than the noise. ``--sections`` runs some of the five.
 
 Without a CUDA device it says so and exits 0, writing nothing.
 """
@@ -22,6 +31,7 @@ Without a CUDA device it says so and exits 0, writing nothing.
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import statistics
 import subprocess
@@ -32,10 +42,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import concurrency
 import phases
 import report
 import run as harness
 import runtimes
+import targets
 import throughput
 from rich.table import Table
 
@@ -49,6 +61,11 @@ GROUPS = {
     "splits": ["ort_cuda", "ort_cpu", *(f"gsplit_k{k}" for k in SPLITS)],
 }
 PIPELINED = ("squeezenet", "resnet50")  # cut in two for the throughput rows, when in the run
+SECTIONS = ("latency", "throughput", "compile", "concurrency")
+#: the devices of the two-branch model's branches a and b in the concurrency rows
+BRANCHES = ("GPU", "CPU")
+#: the most branches of the branchy model: one per core, the GPU machine's 16
+MOST_BRANCHES = 16
 
 
 def gpu_description() -> str | None:
@@ -104,10 +121,10 @@ def summary_table(results: dict[str, Any]) -> Table:
         "us per extra boundary",
     ):
         table.add_column(column, justify="left" if column == "model" else "right")
-    for name, entry in results["latency"].items():
+    for name, entry in results.get("latency", {}).items():
         auto = entry.get("groups", {}).get("auto", {}).get("runtimes", {})
         ort, hetero = auto.get("ort_cuda"), auto.get("hetero_gpu")
-        splits = results["splits"].get(name, {})
+        splits = results.get("splits", {}).get(name, {})
         per_k = splits.get("per_k", {})
         table.add_row(
             name,
@@ -123,13 +140,19 @@ def summary_table(results: dict[str, Any]) -> Table:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CUDA rows; 0 also where there is no CUDA device (nothing is measured then)."""
-    args = harness.base_parser(__doc__, "bench/results/gpu").parse_args(argv)
+    parser = harness.base_parser(__doc__, "bench/results/gpu")
+    parser.add_argument(
+        "--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {','.join(SECTIONS)}"
+    )
+    args = parser.parse_args(argv)
+    sections = tuple(s.strip() for s in args.sections.split(",") if s.strip())
+    if set(sections) - set(SECTIONS):
+        parser.error(f"unknown section(s) in {args.sections}: choose from {','.join(SECTIONS)}")
     gpu = registry.lookup("GPU")
     if not registry.is_available(gpu):
         print(f"no CUDA device here, nothing measured: {registry.unavailable_reason(gpu)}")
         return 0
     light = harness.light_models(args)
-    sections = ("latency", "throughput")
     # each runtime timed alone in its own process, in rounds (bench/measure.py per_process), as run.py's
     settings = (harness.Settings.fast if args.quick else harness.Settings.full)(light, sections)
     out = args.out or (HERE / "results" / "gpu" / "tmp" if args.quick else HERE / "results" / "gpu")
@@ -153,28 +176,59 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     with tempfile.TemporaryDirectory(prefix="hetero_bench_gpu_") as tmp:
         models = [s for s in harness.subjects(settings, Path(tmp)) if s.kind != "chain"]
-        run.results["latency"] = {}
-        for subject in models:
-            try:
-                run.results["latency"][subject.name] = harness.latency(run, subject, GROUPS, "ort_cuda")
-            except Exception as exc:  # one model failing is a result, not the end of the run
-                run.results["latency"][subject.name] = {"error": run.error(subject.name, exc)}
-        run.results["splits"] = {
-            name: split_rows(entry) for name, entry in run.results["latency"].items() if "groups" in entry
-        }
-        run.results["throughput"] = pipelining(run, models)
-        run.results["phases"] = compile_rows(run, models)
-    run.console.print(report.throughput_table(run.results["throughput"]))
-    run.console.print(report.phases_table(run.results["phases"]))
-    run.console.print(summary_table(run.results))
+        if "latency" in sections:
+            run.results["latency"] = {}
+            for subject in models:
+                try:
+                    run.results["latency"][subject.name] = harness.latency(run, subject, GROUPS, "ort_cuda")
+                except Exception as exc:  # one model failing is a result, not the end of the run
+                    run.results["latency"][subject.name] = {"error": run.error(subject.name, exc)}
+            run.results["splits"] = {
+                name: split_rows(entry) for name, entry in run.results["latency"].items() if "groups" in entry
+            }
+        if "throughput" in sections:
+            run.results["throughput"] = pipelining(run, models)
+            run.console.print(report.throughput_table(run.results["throughput"]))
+        if "compile" in sections:
+            run.results["phases"] = compile_rows(run, models)
+            run.console.print(report.phases_table(run.results["phases"]))
+    if "concurrency" in sections:
+        run.results["concurrency"] = concurrency_rows(run)
+    if "latency" in sections:
+        run.console.print(summary_table(run.results))
+    checked = targets.check_gpu(run.results)
+    run.results["targets"] = [t.to_dict() for t in checked]
+    report.print_target_lines(run.console, "Targets of issue 45 on the GPU", checked)
     run.results["finished"] = report.now()
     run.results["duration_s"] = time.perf_counter() - run.began
     path = out / "results.json"
     report.write_json(run.results, path)
     run.console.print(
-        f"\n{len(run.results.get('errors', []))} error(s) in {run.results['duration_s']:.0f} s; wrote {path}"
+        f"\n{sum(t.status == 'PASS' for t in checked)} PASS, {sum(t.status == 'FAIL' for t in checked)} FAIL, "
+        f"{sum(t.status == 'SKIP' for t in checked)} SKIP; {len(run.results.get('errors', []))} error(s) in "
+        f"{run.results['duration_s']:.0f} s; wrote {path}"
     )
     return 0
+
+
+def concurrency_rows(run: harness.Run) -> dict[str, Any]:
+    """Issue 45's rows (concurrency.section): ``split``, the two-branch model's branches on GPU and CPU at
+    once and in turn (and the CPU runtimes on it); ``branchy``, one branch per core (at most MOST_BRANCHES)
+    on the CPU alone, HETERO:CPU CONCURRENT against one ORT session. Each printed as a table."""
+    branches = max(2, min(MOST_BRANCHES, len(os.sched_getaffinity(0))))
+    rows = {
+        "split": {"devices": BRANCHES},
+        "branchy": {"kinds": concurrency.CPU_KINDS, "branches": branches},
+    }
+    out: dict[str, Any] = {}
+    for name, arguments in rows.items():
+        try:
+            out[name] = concurrency.section(run, **arguments)
+        except Exception as exc:  # one row failing is a result, not the end of the run
+            out[name] = {"error": run.error(f"concurrency {name}", exc)}
+            continue
+        run.console.print(report.concurrency_table(out[name], "|".join(BRANCHES)))
+    return out
 
 
 def compile_rows(run: harness.Run, models: Sequence[harness.Subject]) -> dict[str, Any]:

@@ -7,9 +7,9 @@ Synthetic graphs (float32, opset 17, IR 9, seeded):
   split) alternate between the two EPs.
 * ``softmax_chain``: a plain chain of Softmax nodes. Softmax is memory-bound and fuses with nothing, so
   cutting the chain into k contiguous chunks changes no kernel: the only cost of a cut is the boundary.
-* ``two_branches``: two independent branches of stacked LSTMs on one input, each with an output of its
-  own: the shape concurrency inside one inference pays on (issue 45); its nodes carry affinities that put
-  each branch on a device of its own (OPENVINO, CPU).
+* ``two_branches``: two (or ``branches``) independent branches of stacked LSTMs on one input, each with
+  an output of its own: the shape concurrency inside one inference pays on (issue 45); its nodes carry
+  affinities that put each branch on a device of its own (OPENVINO and CPU, or ``devices``).
 * ``partition_graph``: a large random DAG of same-shape elementwise nodes (NodeProtos built directly, never
   run) with random affinities over two devices, for the partition scaling test.
 """
@@ -17,6 +17,7 @@ Synthetic graphs (float32, opset 17, IR 9, seeded):
 from __future__ import annotations
 
 import random
+import string
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,17 +108,23 @@ def two_branches(
     batch: int = 1,
     seed: int = 0,
     affinities: bool = True,
+    devices: tuple[str, ...] = ("OPENVINO", "CPU"),
+    branches: int = 2,
 ) -> onnx.ModelProto:
-    """x [steps, batch, hidden] into two branches of ``layers`` stacked LSTMs each (their own weights):
-    ya and yb [steps, batch, hidden]. Recurrent steps are small matrix products that intra-op threads
-    cannot fill, so two branches on two cores at once take about half the time of one session running
-    them in turn. Affinities (rt_info): branch a on OPENVINO, branch b on CPU. No node joins them: a join
-    would be cut into one branch's subgraph, which then waits for the other (subgraphs, not nodes, are
-    what run at once). ``affinities`` False: none set (hetero-cli places every node)."""
+    """x [steps, batch, hidden] into ``branches`` branches (a, b, c, ...; at most 26) of ``layers`` stacked
+    LSTMs each (their own weights): ya, yb, ... [steps, batch, hidden]. Recurrent steps are small matrix
+    products that intra-op threads cannot fill, so two branches on two cores at once take about half the
+    time of one session running them in turn. Affinities (rt_info): branch a on ``devices[0]``, b on
+    ``devices[1]`` (OPENVINO and CPU), and so on round ``devices``. No node joins them: a join would be cut
+    into one branch's subgraph, which then waits for the other (subgraphs, not nodes, are what run at
+    once). ``affinities`` False: none set (hetero-cli places every node)."""
+    if not 1 <= branches <= len(string.ascii_lowercase):
+        raise ValueError(f"branches must be in [1, {len(string.ascii_lowercase)}]")
     rng = np.random.default_rng(seed)
-    nodes, inits = [], []
-    ends = []
-    for branch, device in (("a", "OPENVINO"), ("b", "CPU")):
+    nodes, inits, ends = [], [], []
+    names = string.ascii_lowercase[:branches]
+    placed = [devices[i % len(devices)] for i in range(branches)] if affinities else []
+    for branch, device in zip(names, placed or [None] * branches, strict=True):
         previous = "x"
         for layer in range(layers):
             name = f"{branch}{layer}"
@@ -137,18 +144,19 @@ def two_branches(
             squeeze = helper.make_node(
                 "Squeeze", [f"{name}_y", squeeze_axes], [f"{name}_h"], name=f"{name}_squeeze"
             )
-            for node in (lstm, squeeze) if affinities else ():
+            for node in (lstm, squeeze) if device else ():
                 node.metadata_props.add(key="affinity", value=device)
             nodes += [lstm, squeeze]
             previous = f"{name}_h"
-        ends.append(previous)
-    nodes += [helper.make_node("Identity", [end], [f"y{end[0]}"], name=f"{end[0]}_out") for end in ends]
-    for node, device in zip(nodes[-2:], ("OPENVINO", "CPU") if affinities else (), strict=False):
-        node.metadata_props.add(key="affinity", value=device)
+        out = helper.make_node("Identity", [previous], [f"y{branch}"], name=f"{branch}_out")
+        if device:
+            out.metadata_props.add(key="affinity", value=device)
+        ends.append(out)
+    nodes += ends  # the outputs last, after every branch
     shape = [steps, batch, hidden]
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)]
-    outputs = [helper.make_tensor_value_info(f"y{b}", TensorProto.FLOAT, shape) for b in "ab"]
-    return _model(nodes, "two_branches", inputs, outputs, inits)
+    outputs = [helper.make_tensor_value_info(f"y{b}", TensorProto.FLOAT, shape) for b in names]
+    return _model(nodes, "two_branches" if branches == 2 else f"branches_{branches}", inputs, outputs, inits)
 
 
 def softmax_chain(length: int = 32, shape: tuple[int, ...] = (1, 64)) -> onnx.ModelProto:

@@ -243,18 +243,22 @@ def crossing_table(section: dict[str, Any]) -> Table:
     return table
 
 
-def concurrency_table(section: dict[str, Any]) -> Table:
-    """The two-branch model's runtimes (medians) and the concurrent splits' paired ratios."""
-    ratios = section["ratios"]
+def concurrency_table(section: dict[str, Any], split: str = "OPENVINO|CPU") -> Table:
+    """The branches' model's runtimes (medians) and the concurrent runtimes' paired ratios (``split``: the
+    devices of the split's branches, where the section ran it in sequence too)."""
+    ratios = {kind: section["ratios"].get(kind, {}) for kind in section["plan"]}
     lines = [
-        f"{section['labels'][kind]}: {plan.get('schedule', '')}; / best ORT {ratios[kind]['vs_best_ort']['median']:.3f}, "
-        f"/ ORT_PARALLEL {ratios[kind]['vs_ort_parallel']['median']:.3f}"
+        f"{section['labels'][kind]}: {plan.get('schedule', '')}; / best ORT "
+        f"{ratios[kind].get('vs_best_ort', {}).get('median', math.nan):.3f}, "
+        f"/ ORT_PARALLEL {ratios[kind].get('vs_ort_parallel', {}).get('median', math.nan):.3f}"
         for kind, plan in section["plan"].items()
     ]
-    sequential = ratios["hetero_conc"].get("vs_sequential", {}).get("median", float("nan"))
+    sequential = section["ratios"].get("hetero_conc", {}).get("vs_sequential", {}).get("median")
     table = Table(
         title=f"concurrency: {section['model']}, {section['rounds']} rounds, each runtime in its own process, "
-        f"{section['cores']} cores; OPENVINO|CPU concurrent / sequential {sequential:.3f}\n"
+        f"{section['cores']} cores"
+        + (f"; {split} concurrent / sequential {sequential:.3f}" if sequential is not None else "")
+        + "\n"
         + "\n".join(lines),
         title_justify="left",
     )
@@ -484,10 +488,11 @@ def print_targets(out: Console, targets: list[Target]) -> None:
         ("Targets of issue 21 (hetero tune's placement)", placement),
     ):
         if shown:
-            _print_target_lines(out, header, shown)
+            print_target_lines(out, header, shown)
 
 
-def _print_target_lines(out: Console, header: str, targets: list[Target]) -> None:
+def print_target_lines(out: Console, header: str, targets: list[Target]) -> None:
+    """``header``, then each target's line and its details."""
     out.print(f"\n[bold]{header}[/bold]")
     for target in targets:
         colour = {"PASS": "green", "FAIL": "red"}.get(target.status, "yellow")

@@ -6,6 +6,7 @@ the run did not measure it (a ``--quick`` run, or a section that failed), and on
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -33,6 +34,7 @@ PLACEMENT_WIN = 0.95  # tuned / every single-device runtime on at least one real
 TUNE_OVER_BUDGET = 1.10  # tuning's wall time / its budget
 CONCURRENT_REAL = 0.90  # a real model's split at once / the same split in turn: at least 10 % faster
 CONCURRENT = 0.65  # the two-branch model concurrent / one ORT session (its best threads) and / ORT_PARALLEL
+GPU_AUTO = 1.02  # automatic HETERO:GPU,CPU / one ORT [CUDA, CPU] session (bench/gpu.py, issue 45)
 
 
 @dataclass
@@ -153,6 +155,17 @@ def check(results: dict[str, Any]) -> list[Target]:
         _reuse_split,
         _reuse_real,
     ]
+    return _judged(checks, results)
+
+
+def check_gpu(results: dict[str, Any]) -> list[Target]:
+    """Issue 45's GPU targets against bench/gpu.py's ``results``: automatic HETERO:GPU,CPU against one ORT
+    [CUDA, CPU] session, a GPU|CPU split at once against in turn, a many-branch model on the CPU at once
+    against one ORT session."""
+    return _judged([_gpu_auto, _gpu_split_concurrency, _gpu_branchy], results)
+
+
+def _judged(checks: list[Callable[[dict[str, Any]], Target]], results: dict[str, Any]) -> list[Target]:
     out = []
     for fn in checks:
         try:
@@ -574,6 +587,94 @@ def _concurrency_real(results: dict[str, Any]) -> Target:
     errors = section.get("errors", {})
     target.details += [f"{section.get('labels', {}).get(k, k)} not timed: {why}" for k, why in errors.items()]
     return target
+
+
+def _gpu_auto(results: dict[str, Any]) -> Target:
+    return _ratio_target(
+        "gpu_auto",
+        "automatic HETERO:GPU,CPU / one ORT [CUDA, CPU] session, median of the paired latency ratios",
+        GPU_AUTO,
+        _latency_ratio(results.get("latency", {}), "hetero_gpu", ("light", "synthetic")),
+    )
+
+
+def _faster_target(
+    key: str, title: str, section: dict[str, Any], cases: list[tuple[str, str, str]]
+) -> Target:
+    """Met where every case, (name, runtime, comparison) of ``section`` (concurrency.section's), is faster
+    than its baseline by more than the noise: the paired ratio's median, raised by its noise (a fraction of
+    it), still under 1. SKIP where the section did not run; a section that failed, or a case it did not
+    measure, fails the target."""
+    limit = "< 1.00x by more than the noise, on each"
+    if not section:
+        return Target(key, title, limit, SKIP, "not measured")
+    if "error" in section:
+        return Target(key, title, limit, FAIL, f"error: {section['error']}")
+    medians = section.get("median_ms", {})
+    details: list[str] = []
+    measured: list[tuple[str, float, bool]] = []
+    for name, kind, comparison in cases:
+        ratio = section.get("ratios", {}).get(kind, {}).get(comparison, {})
+        value, noise = ratio.get("median", math.nan), ratio.get("noise", math.nan)
+        if value != value:
+            details.append(f"{name}: not measured")
+            continue
+        faster = value * (1 + noise) < 1.0
+        measured.append((name, value, faster))
+        times = " vs ".join(
+            f"{medians[k]:.3f}" for k in (kind, _baseline(section, comparison)) if k in medians
+        )
+        details.append(
+            f"{name}: {value:.3f}x (noise {noise:.3f}, faster by more than it: {'yes' if faster else 'no'}; "
+            f"medians {times} ms)"
+        )
+    labels = section.get("labels", {})
+    details += [f"{labels.get(k, k)} not timed: {why}" for k, why in section.get("errors", {}).items()]
+    if not measured:
+        return Target(key, title, limit, FAIL, "not measured", details)
+    worst = max(measured, key=lambda c: c[1])
+    slower = sum(not faster for *_, faster in measured)
+    missing = len(cases) - len(measured)
+    figure = f"worst {worst[1]:.3f}x ({worst[0]}), {slower}/{len(cases)} not faster by more than the noise"
+    figure += f", {missing} not measured" if missing else ""
+    return Target(key, title, limit, FAIL if slower or missing else PASS, figure, details)
+
+
+def _baseline(section: dict[str, Any], comparison: str) -> str:
+    """The runtime a concurrency section's ``comparison`` (vs_best_ort, ...) is against."""
+    return {"vs_best_ort": section.get("best_ort", ""), "vs_ort_parallel": "ort_parallel"}.get(
+        comparison, "hetero_seq"
+    )
+
+
+def _gpu_split_concurrency(results: dict[str, Any]) -> Target:
+    section = results.get("concurrency", {}).get("split", {})
+    return _faster_target(
+        "gpu_concurrency_split",
+        "a split of a CPU branch beside a GPU branch run at once inside one inference / the same split in "
+        "turn (HETERO:GPU,CPU, two-branch model)",
+        section,
+        [("GPU|CPU at once / in turn", "hetero_conc", "vs_sequential")],
+    )
+
+
+def _gpu_branchy(results: dict[str, Any]) -> Target:
+    section = results.get("concurrency", {}).get("branchy", {})
+    best = section.get("best_ort", "ORT")
+    return _faster_target(
+        "gpu_concurrency_branchy",
+        "a model of as many recurrent branches as cores (at most 16) on HETERO:CPU, CONCURRENT / one ORT CPU "
+        "session",
+        section,
+        [
+            (
+                f"HETERO:CPU CONCURRENT / {best} (the faster of default threads and 1)",
+                "hetero_cpu_conc",
+                "vs_best_ort",
+            ),
+            ("HETERO:CPU CONCURRENT / ORT_PARALLEL", "hetero_cpu_conc", "vs_ort_parallel"),
+        ],
+    )
 
 
 def _placement_models(results: dict[str, Any]) -> dict[str, Any]:

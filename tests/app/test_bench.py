@@ -13,7 +13,10 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 from support import pypi_models
@@ -283,6 +286,157 @@ def test_cuda_rows_measure_the_automatic_split_the_forced_splits_and_pipelining(
         assert measured["subgraphs"] == 1 and measured["probe_reused"] == 1.0, measured
         assert measured["sessions_created"] == 1 and measured["compile_ratio"] > 0
     assert results["gil"]["CUDA,CPU"]["python_pace_share"] >= 0
+    # issue 45's rows: the two-branch model split GPU|CPU, at once and in turn, and one recurrent branch per
+    # core (at most 16) on HETERO:CPU CONCURRENT against ORT; every runtime agrees with ORT [CPU]
+    split, branchy = results["concurrency"]["split"], results["concurrency"]["branchy"]
+    assert set(split["median_ms"]) == set(split["labels"]) and not split["errors"], split["errors"]
+    assert [d for d, _ in split["plan"]["hetero_conc"]["subgraphs"]] == ["GPU", "CPU"]
+    assert "at the same time" in split["plan"]["hetero_conc"]["schedule"]
+    assert split["ratios"]["hetero_conc"]["vs_sequential"]["median"] > 0
+    assert max(split["max_abs_diff_vs_ort_default"].values()) < 1e-2  # an LSTM on CUDA
+    cores = results["machine"]["usable_cpus"]
+    assert len(branchy["plan"]["hetero_cpu_conc"]["subgraphs"]) == max(2, min(16, cores))
+    assert set(branchy["ratios"]["hetero_cpu_conc"]) == {"vs_best_ort", "vs_ort_parallel"}
+    assert max(branchy["max_abs_diff_vs_ort_default"].values()) < 1e-6
+    assert {t["key"] for t in results["targets"]} == GPU_TARGET_KEYS
+    assert all(t["status"] in ("PASS", "FAIL") for t in results["targets"]), results["targets"]
+
+
+GPU_TARGET_KEYS = {"gpu_auto", "gpu_concurrency_split", "gpu_concurrency_branchy"}
+
+
+def _ratio(median, noise=0.02):
+    return {"median": median, "noise": noise, "p25": median, "p75": median, "rounds": [median], "blocks": 12}
+
+
+def _gpu_results(auto=1.01, at_once=0.6, vs_best=0.5, vs_parallel=0.8, noise=0.02):
+    """bench/gpu.py's results, written by hand: one light/ model's auto group, and the concurrency rows."""
+    hetero = {
+        "stats": {"median_ms": 1.0 * auto, "n": 3},
+        "baseline_median_ms": 1.0,
+        "ratio": auto,
+        "subgraphs": 1,
+        "paired_ratio": _ratio(auto),
+    }
+    latency = {"squeezenet": {"kind": "light", "groups": {"auto": {"runtimes": {"hetero_gpu": hetero}}}}}
+    split = {
+        "median_ms": {"hetero_seq": 5.0, "hetero_conc": 5.0 * at_once},
+        "errors": {},
+        "ratios": {"hetero_conc": {"vs_sequential": _ratio(at_once, noise)}},
+    }
+    branchy = {
+        "best_ort": "ort_1",
+        "median_ms": {"ort_1": 30.0, "ort_parallel": 10.0, "hetero_cpu_conc": 15.0},
+        "errors": {},
+        "ratios": {
+            "hetero_cpu_conc": {
+                "vs_best_ort": _ratio(vs_best, noise),
+                "vs_ort_parallel": _ratio(vs_parallel, noise),
+            }
+        },
+    }
+    return {"latency": latency, "concurrency": {"split": split, "branchy": branchy}}
+
+
+@pytest.mark.parametrize(
+    ("changes", "statuses"),
+    [
+        ({}, ("PASS", "PASS", "PASS")),
+        ({"auto": 1.03}, ("FAIL", "PASS", "PASS")),  # hetero-cli 3 % over ORT's own [CUDA, CPU] session
+        ({"at_once": 0.99}, ("PASS", "FAIL", "PASS")),  # faster, but by less than the noise (2 %)
+        ({"at_once": 1.1}, ("PASS", "FAIL", "PASS")),
+        ({"vs_parallel": 1.05}, ("PASS", "PASS", "FAIL")),  # slower than ORT_PARALLEL
+        ({"vs_best": 0.9, "noise": 0.2}, ("PASS", "PASS", "FAIL")),  # 0.9 give or take 20 %
+    ],
+)
+def test_the_gpu_targets_judge_the_auto_ratio_and_the_concurrency_rows(changes, statuses):
+    """targets.check_gpu (bench/gpu.py's verdicts): automatic HETERO:GPU,CPU at most 1.02x ORT [CUDA, CPU];
+    the GPU|CPU split at once, and HETERO:CPU CONCURRENT on the branchy model against each ORT session,
+    faster by more than the noise."""
+    targets = _bench_module("targets")
+    judged = {t.key: t for t in targets.check_gpu(_gpu_results(**changes))}
+    assert set(judged) == GPU_TARGET_KEYS
+    got = tuple(judged[k].status for k in ("gpu_auto", "gpu_concurrency_split", "gpu_concurrency_branchy"))
+    assert got == statuses, judged
+
+
+def test_the_gpu_targets_skip_what_was_not_run_and_fail_a_row_that_failed():
+    targets = _bench_module("targets")
+    judged = {t.key: t for t in targets.check_gpu({})}
+    assert {k: t.status for k, t in judged.items()} == dict.fromkeys(GPU_TARGET_KEYS, "SKIP")
+    results = _gpu_results()
+    results["concurrency"]["split"] = {"error": "RuntimeError: no LSTM on CUDA"}
+    del results["concurrency"]["branchy"]["ratios"]["hetero_cpu_conc"]["vs_ort_parallel"]
+    judged = {t.key: t for t in targets.check_gpu(results)}
+    assert judged["gpu_concurrency_split"].status == "FAIL"
+    assert "no LSTM on CUDA" in judged["gpu_concurrency_split"].figure
+    assert judged["gpu_concurrency_branchy"].status == "FAIL"
+    assert "1 not measured" in judged["gpu_concurrency_branchy"].figure
+
+
+def test_a_branchy_model_on_hetero_cpu_concurrent_computes_what_one_ort_session_does(tmp_path):
+    """graphs.two_branches of 5 branches: HETERO:CPU CONCURRENT cuts each recurrent branch into a subgraph
+    of its own and runs them at once; its outputs are one ORT session's (ORT's LSTM kernel, one branch at a
+    time in either)."""
+    graphs, concurrency = _bench_module("graphs"), _bench_module("concurrency")
+    model = graphs.two_branches(hidden=16, steps=12, branches=5, devices=("GPU", "CPU"))
+    assert [o.name for o in model.graph.output] == ["ya", "yb", "yc", "yd", "ye"]
+    # the branches' affinities round the devices given: a GPU, b CPU, c GPU, ...
+    placed = {n.name: n.metadata_props[0].value for n in model.graph.node if n.name.endswith("_out")}
+    assert placed == {"a_out": "GPU", "b_out": "CPU", "c_out": "GPU", "d_out": "CPU", "e_out": "GPU"}
+    assert concurrency.hetero_kinds(("GPU", "CPU"))["hetero_conc"] == ("HETERO:GPU,CPU", "AUTO", True)
+    path = tmp_path / "branches_5.onnx"
+    onnx.save(model, path)
+    feeds = graphs.random_feeds([("x", [12, 1, 16])], seed=1)
+    names = [o.name for o in model.graph.output]
+    ort_run, _ = concurrency.prepare(feeds, "ort_default", str(path))
+    want = concurrency.outputs(ort_run(), names)
+    hetero_run, compiled = concurrency.prepare(feeds, "hetero_cpu_conc", str(path))
+    got = concurrency.outputs(hetero_run(), names)
+    assert [s.device for s in compiled.subgraphs] == ["CPU"] * 5
+    assert "at the same time" in compiled.schedule.describe()
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=0, atol=1e-6)
+
+
+def test_the_two_branch_model_is_unchanged_by_its_new_parameters():
+    """two_branches() with its defaults: two branches a (OPENVINO) and b (CPU), outputs ya and yb, the same
+    model as with the defaults spelled out (the CPU bench's concurrency section times it)."""
+    graphs = _bench_module("graphs")
+    model = graphs.two_branches()
+    spelled = graphs.two_branches(devices=("OPENVINO", "CPU"), branches=2)
+    assert model.SerializeToString() == spelled.SerializeToString()
+    assert [o.name for o in model.graph.output] == ["ya", "yb"] and model.graph.name == "two_branches"
+    placed = {n.name: n.metadata_props[0].value for n in model.graph.node}
+    assert (
+        placed["a0_lstm"] == placed["a_out"] == "OPENVINO" and placed["b1_lstm"] == placed["b_out"] == "CPU"
+    )
+
+
+@pytest.mark.slow
+def test_the_concurrency_section_times_a_branchy_model_on_the_cpu_alone():
+    """concurrency.section as bench/gpu.py's branchy row calls it (CPU runtimes, 3 branches), one round:
+    the section's keys as the CPU bench writes them, one CPU subgraph per branch, the ratios judged."""
+    concurrency, report = _bench_module("concurrency"), _bench_module("report")
+    failures = []
+    run = SimpleNamespace(
+        settings=SimpleNamespace(rounds=1), progress=print, error=lambda where, exc: failures.append(exc)
+    )
+    section = concurrency.section(run, kinds=concurrency.CPU_KINDS, branches=3)
+    assert not failures
+    assert set(section) == {
+        "model", "rounds", "method", "wall_s", "cores", "plan", "labels", "median_ms", "errors",
+        "max_abs_diff_vs_ort_default", "best_ort", "ratios",
+    }  # fmt: skip
+    assert set(section["median_ms"]) == set(section["labels"]) == set(concurrency.CPU_KINDS), section[
+        "errors"
+    ]
+    assert [d for d, _ in section["plan"]["hetero_cpu_conc"]["subgraphs"]] == ["CPU"] * 3
+    assert max(section["max_abs_diff_vs_ort_default"].values()) < 1e-6
+    assert section["best_ort"] in ("ort_default", "ort_1")
+    assert all(r["median"] > 0 for r in section["ratios"]["hetero_cpu_conc"].values())
+    assert set(section["ratios"]) == {"hetero_cpu_conc"}
+    report.concurrency_table(section)  # the table gpu.py prints, without the split's rows
 
 
 def test_paired_cpu_times_a_given_copy_of_hetero_cli():
