@@ -140,7 +140,7 @@ class Core:
         key = str(name).upper()
         device_name = registry.check_name(device_name)
         if device_string.is_hetero_name(device_name):
-            return self._hetero_property(name, key)
+            return _hetero_property(self._properties, name, key)
         device = registry.lookup(device_name)
         if key == FULL_DEVICE_NAME:
             return device.kind.full_name
@@ -156,32 +156,6 @@ class Core:
         raise ConfigError(
             f"unknown property {name!r} for {device.name}: it knows {', '.join(cfg.known_keys(device))}"
         )
-
-    def _hetero_property(self, name: str, key: str) -> Any:
-        props = self._properties
-        if key == SUPPORTED_PROPERTIES:
-            return list(HETERO_READABLE)
-        if key == FULL_DEVICE_NAME:
-            return device_string.HETERO
-        if key == cfg.PRIORITIES:
-            return props.priorities or ""
-        if key == cfg.DEVICE_PROPERTIES:
-            return {device: dict(values) for device, values in props.devices.items()}
-        if key == cfg.PERFORMANCE_HINT:
-            return props.performance_mode
-        if key == cfg.DISTRIBUTION_POLICY:
-            return set(cfg.parse_distribution_policy(props.hetero.get(key, "")))
-        if key in (cfg.PERF_COUNT, cfg.DUMP_GRAPH_DOT):
-            return cfg.parse_bool(key, props.hetero.get(key, False))
-        if key == cfg.FALLBACK:  # unset: automatic mode's default (manual mode's is False)
-            return props.fallback(manual=False)
-        if key == cfg.DOT_DIR:
-            return props.dot_dir or ""
-        if key == cfg.CACHE_DIR:
-            return props.cache_dir or ""
-        if key == cfg.CONCURRENCY:
-            return props.concurrency
-        raise ConfigError(f"unknown HETERO property {name!r}: HETERO knows {', '.join(HETERO_READABLE)}")
 
     def configured(self, device_name: str, name: str) -> Any:
         """The value set_property (or a compile config file read into it) gave ``name`` for
@@ -350,6 +324,33 @@ class Core:
         devices = device_string.available_priorities(request)
         compiled = importing.import_compiled(unpacked, where, devices, merged, str(request), request.hetero)
         return CompiledModel(compiled)
+
+
+def _hetero_property(settings: cfg.SplitConfig, name: str, key: str) -> Any:
+    """HETERO's property ``key`` (asked for as ``name``) from what set_property gave (``settings``)."""
+    if key == SUPPORTED_PROPERTIES:
+        return list(HETERO_READABLE)
+    if key == FULL_DEVICE_NAME:
+        return device_string.HETERO
+    if key == cfg.PRIORITIES:
+        return settings.priorities or ""
+    if key == cfg.DEVICE_PROPERTIES:
+        return {device: dict(values) for device, values in settings.devices.items()}
+    if key == cfg.PERFORMANCE_HINT:
+        return settings.performance_mode
+    if key == cfg.DISTRIBUTION_POLICY:
+        return set(cfg.parse_distribution_policy(settings.hetero.get(key, "")))
+    if key in (cfg.PERF_COUNT, cfg.DUMP_GRAPH_DOT):
+        return cfg.parse_bool(key, settings.hetero.get(key, False))
+    if key == cfg.FALLBACK:  # unset: automatic mode's default (manual mode's is False)
+        return settings.fallback(manual=False)
+    if key == cfg.DOT_DIR:
+        return settings.dot_dir or ""
+    if key == cfg.CACHE_DIR:
+        return settings.cache_dir or ""
+    if key == cfg.CONCURRENCY:
+        return settings.concurrency
+    raise ConfigError(f"unknown HETERO property {name!r}: HETERO knows {', '.join(HETERO_READABLE)}")
 
 
 def _compile(

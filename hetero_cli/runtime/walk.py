@@ -219,4 +219,3 @@ def run_session(step: Step, session: Any, feeds: dict[str, Any]) -> list[Any]:
         plain=step.plain,
         placement=step.placement if step.on_device else (),
     )
-
