@@ -561,3 +561,21 @@ def test_rejudge_prints_a_committed_runs_verdicts_by_the_targets_of_today():
     assert re.search(r"\d+ of \d+ met; changed from the run's own verdicts: ", done.stdout), done.stdout[
         -500:
     ]
+
+
+def test_a_placement_runtime_whose_outputs_are_wrong_is_recorded_and_not_timed(monkeypatch, tmp_path):
+    """A runtime whose outputs differ from ORT [CPU]'s by more than AGREE is no contender, however fast
+    (OpenVINO's LSTMs with peepholes on madmom's beat tracker)."""
+    placement = _bench_module("placement")
+    runtimes = _bench_module("runtimes")
+    outputs = {"ort_cpu": 1.0, "tuned": 1.0 + placement.AGREE / 2, "ort_ov": 1.0 + 10 * placement.AGREE}
+
+    def prepare(rid, path, tuned, feeds):
+        y = {"y": np.full(3, outputs[rid], np.float32)}
+        return runtimes.Prepared(rid, lambda: None, lambda: y, 0.0)
+
+    monkeypatch.setattr(placement, "prepare", prepare)
+    monkeypatch.setattr(placement.measure, "guess_ms", lambda infer: 1.0)
+    shapes, errors = placement._compiled_once(["tuned", "ort_ov", "ort_cpu"], tmp_path, tmp_path, {})
+    assert set(shapes) == {"ort_cpu", "tuned"} and shapes["tuned"]["max_abs_diff_vs_ort_cpu"] > 0
+    assert list(errors) == ["ort_ov"] and errors["ort_ov"].startswith("wrong results")
