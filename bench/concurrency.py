@@ -12,17 +12,23 @@ thread setting (not the bench's --threads: the point is how each runtime uses th
 * ``hetero_conc``: the same split, HETERO_CONCURRENCY=AUTO (the branches at once, the cores shared);
 * ``hetero_cpu_conc``: the model without affinities on HETERO:CPU, HETERO_CONCURRENCY=CONCURRENT (each
   branch a CPU subgraph of its own, the two at once, the cores shared between them: one intra-op thread
-  each here, and on a machine of more cores than branches, its share).
+  each here, and on a machine of more cores than branches, its share);
+* ``ort_branches``: the floor of that cut, shown and not judged: each branch its own ORT CPU session of
+  one intra-op thread, all run at once from Python threads pinned to a core each (the caller's while it
+  runs its branch), as hetero-cli's branch workers run them, with none of hetero-cli's own work.
 
 Ratios are paired block by block (the processes time their blocks in turns): each concurrent hetero runtime
-against the faster of ort_default and ort_1 and against ort_parallel; hetero_conc against hetero_seq.
+against the faster of ort_default and ort_1 and against ort_parallel; hetero_conc against hetero_seq;
+hetero_cpu_conc against ort_branches (hetero-cli's own cost of running the branches at once).
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import statistics
 import tempfile
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,6 +37,7 @@ import graphs
 import measure
 import numpy as np
 import onnx
+import onnx.utils
 import onnxruntime as ort
 
 import hetero_cli
@@ -39,9 +46,17 @@ from hetero_cli.app.measure import RuntimeSpec
 HIDDEN, STEPS, LAYERS = 128, 200, 2
 #: the devices of the split's branches, a then b (graphs.two_branches' affinities): gpu.py's are GPU, CPU
 DEVICES = ("OPENVINO", "CPU")
-KINDS = ("ort_default", "ort_1", "ort_parallel", "hetero_seq", "hetero_conc", "hetero_cpu_conc")
+KINDS = (
+    "ort_default",
+    "ort_1",
+    "ort_parallel",
+    "hetero_seq",
+    "hetero_conc",
+    "hetero_cpu_conc",
+    "ort_branches",
+)
 #: the runtimes of a model of more branches than two, on the CPU alone (gpu.py's branchy rows)
-CPU_KINDS = ("ort_default", "ort_1", "ort_parallel", "hetero_cpu_conc")
+CPU_KINDS = ("ort_default", "ort_1", "ort_parallel", "hetero_cpu_conc", "ort_branches")
 #: the concurrent hetero runtimes, each judged against ORT
 CONCURRENT = ("hetero_conc", "hetero_cpu_conc")
 
@@ -68,6 +83,7 @@ def labels(devices: Sequence[str] = DEVICES, branches: int = 2) -> dict[str, str
         "hetero_seq": f"hetero {split} branches, SEQUENTIAL",
         "hetero_conc": f"hetero {split} branches, concurrent",
         "hetero_cpu_conc": f"hetero {cpus} branches, concurrent",
+        "ort_branches": f"ORT [CPU], a session per branch ({cpus}), at once (the floor)",
     }
 
 
@@ -89,6 +105,9 @@ def prepare(
 ) -> tuple[Any, Any]:
     """Runtime ``kind`` of the model at ``path`` (its split's branches on ``devices``): (the callable
     running one inference, what it holds)."""
+    if kind == "ort_branches":
+        floor = _AtOnce(path, feeds)
+        return floor, floor
     if kind.startswith("ort"):
         session = ort_session(path, kind)
         return (lambda: session.run(None, feeds)), session
@@ -97,6 +116,60 @@ def prepare(
     compiled = hetero_cli.Core().compile_model(source, device, {"HETERO_CONCURRENCY": mode})
     request = compiled.create_infer_request()
     return (lambda: request.infer(feeds)), compiled
+
+
+class _AtOnce:
+    """The model at ``path``'s branches (one per output, each cut out with onnx.utils.extract_model) as ORT
+    CPU sessions of one intra-op thread, run at once on ``feeds``: the caller runs the first, pinned to the
+    first core while it does, a daemon thread pinned to a core of its own each of the others (they end
+    with it). Calling it returns the outputs in the model's order."""
+
+    def __init__(self, path: str, feeds: dict[str, np.ndarray]) -> None:
+        model = onnx.load(path)
+        inputs = [i.name for i in model.graph.input]
+        self.feeds = feeds
+        self.sessions = []
+        for output in model.graph.output:
+            branch = str(Path(path).with_name(f"branch_{output.name}_{Path(path).name}"))
+            onnx.utils.extract_model(path, branch, inputs, [output.name])
+            self.sessions.append(ort_session(branch, "ort_1"))
+        cores = sorted(os.sched_getaffinity(0))
+        self._core = cores[0]
+        self._done: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()
+        self._inboxes: list[queue.SimpleQueue[bool]] = []
+        for i, session in enumerate(self.sessions[1:], 1):
+            inbox: queue.SimpleQueue[bool] = queue.SimpleQueue()
+            args = (i, session, feeds, inbox, self._done, cores[i % len(cores)])
+            threading.Thread(target=_serve_branch, args=args, daemon=True).start()
+            self._inboxes.append(inbox)
+
+    def __call__(self) -> list[Any]:
+        for inbox in self._inboxes:
+            inbox.put(True)
+        kept = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {self._core})
+        try:
+            got = {0: self.sessions[0].run(None, self.feeds)[0]}
+        finally:
+            os.sched_setaffinity(0, kept)
+        for _ in self._inboxes:
+            i, value = self._done.get()
+            got[i] = value
+        return [got[i] for i in range(len(self.sessions))]
+
+    def __del__(self) -> None:
+        for inbox in self._inboxes:
+            inbox.put(False)
+
+
+def _serve_branch(
+    i: int, session: ort.InferenceSession, feeds: dict[str, np.ndarray], inbox: Any, done: Any, core: int
+) -> None:
+    """An _AtOnce thread: pinned to ``core``, run branch ``i``'s ``session`` each time ``inbox`` says so,
+    until it says stop."""
+    os.sched_setaffinity(0, {core})
+    while inbox.get():
+        done.put((i, session.run(None, feeds)[0]))
 
 
 def _without_affinities(path: str) -> str:
@@ -173,6 +246,10 @@ def section(
             for name, base in (("vs_best_ort", best_ort), ("vs_ort_parallel", "ort_parallel"))
             if base in found
         }
+    if "hetero_cpu_conc" in ratios and "ort_branches" in found:
+        ratios["hetero_cpu_conc"]["vs_floor"] = measure.block_ratios(
+            found["hetero_cpu_conc"], [found["ort_branches"]]
+        )
     if "hetero_conc" in ratios and "hetero_seq" in found:
         ratios["hetero_conc"]["vs_sequential"] = measure.block_ratios(
             found["hetero_conc"], [found["hetero_seq"]]

@@ -251,6 +251,7 @@ def concurrency_table(section: dict[str, Any], split: str = "OPENVINO|CPU") -> T
         f"{section['labels'][kind]}: {plan.get('schedule', '')}; / best ORT "
         f"{ratios[kind].get('vs_best_ort', {}).get('median', math.nan):.3f}, "
         f"/ ORT_PARALLEL {ratios[kind].get('vs_ort_parallel', {}).get('median', math.nan):.3f}"
+        + (f", / the floor {ratios[kind]['vs_floor']['median']:.3f}" if "vs_floor" in ratios[kind] else "")
         for kind, plan in section["plan"].items()
     ]
     sequential = section["ratios"].get("hetero_conc", {}).get("vs_sequential", {}).get("median")

@@ -546,6 +546,12 @@ def _concurrency(results: dict[str, Any]) -> Target:
     for kind, others in by_plan.items():
         if kind != best:
             target.details += [f"{n}: {v:.3f}x {note} (not judged)" for n, v, note in others if v is not None]
+    floor = section.get("ratios", {}).get("hetero_cpu_conc", {}).get("vs_floor", {})
+    if floor.get("median") is not None:
+        target.details.append(
+            f"CPU|CPU concurrent / a session per branch at once, run bare (the floor): {floor['median']:.3f}x "
+            f"(noise {floor.get('noise', float('nan')):.3f}; not judged)"
+        )
     sequential = section.get("ratios", {}).get("hetero_conc", {}).get("vs_sequential", {})
     if sequential.get("median") is not None:
         target.details.append(

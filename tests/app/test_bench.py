@@ -296,7 +296,7 @@ def test_cuda_rows_measure_the_automatic_split_the_forced_splits_and_pipelining(
     assert max(split["max_abs_diff_vs_ort_default"].values()) < 1e-2  # an LSTM on CUDA
     cores = results["machine"]["usable_cpus"]
     assert len(branchy["plan"]["hetero_cpu_conc"]["subgraphs"]) == max(2, min(16, cores))
-    assert set(branchy["ratios"]["hetero_cpu_conc"]) == {"vs_best_ort", "vs_ort_parallel"}
+    assert set(branchy["ratios"]["hetero_cpu_conc"]) == {"vs_best_ort", "vs_ort_parallel", "vs_floor"}
     assert max(branchy["max_abs_diff_vs_ort_default"].values()) < 1e-6
     assert {t["key"] for t in results["targets"]} == GPU_TARGET_KEYS
     assert all(t["status"] in ("PASS", "FAIL") for t in results["targets"]), results["targets"]
