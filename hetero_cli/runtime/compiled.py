@@ -12,19 +12,24 @@ compiled model shares it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
 
+from ..graph import Model
+from ..placement import visualize
 from ..placement.config import SplitConfig
+from ..placement.partition import Plan
+from ..placement.schedule import Schedule
 from ..quirks import in_force
 from ..quirks.openvino import ONE_THREAD_EMPTY_OUTPUTS
 from .compiled_subgraph import CompiledSubgraph
+from .constants import constant_outputs
 from .fallback import Fallback
-from .revision import Revision
+from .revision import Move, Revision
 
 
 # one compiled model is one object: hashed by identity (weakref.finalize), shown as object shows one
@@ -121,3 +126,49 @@ class Compiled:
                 self._unrenewed.pop(where, None)
             else:
                 self._unrenewed[where] = reason
+
+
+def first_compiled(
+    model: Model,
+    plan: Plan,
+    subgraphs: Sequence[CompiledSubgraph],
+    config: SplitConfig,
+    device_name: str,
+    *,
+    fallback: Fallback,
+    runs: Sequence[CompiledSubgraph] | None = None,
+    moves: Sequence[Move] = (),
+    schedule: Schedule | None = None,
+    draw: bool = False,
+    dot_dir: str | None = None,
+    loaded_from_cache: bool = False,
+    profile_dir: Path | None = None,
+) -> Compiled:
+    """A compile's Compiled, at revision 0: ``subgraphs`` for ``plan`` compiled from ``model``, ``runs`` what
+    an inference runs of them (None: the subgraphs themselves), the compile's HETERO_FALLBACK ``moves`` and
+    its ``schedule`` (None: one after another); ``config``, ``device_name``, ``fallback``,
+    ``loaded_from_cache`` and ``profile_dir`` as Compiled holds them. The constant outputs are computed
+    first (CompileError where they cannot be), then, where ``draw``, the .dot files of ``plan`` are drawn
+    into ``dot_dir`` (None: the current directory; HeteroError where they cannot be written)."""
+    constants = constant_outputs(model, plan)  # may fail: before any .dot file is drawn
+    together = schedule.side_by_side if schedule is not None else ()
+    dots = visualize.dump(model, plan, dot_dir, together) if draw else ()
+    revision = Revision(
+        0,
+        model,
+        plan,
+        tuple(subgraphs),
+        tuple(subgraphs) if runs is None else tuple(runs),
+        tuple(moves),
+        dot_files=tuple(dots),
+        schedule=schedule,
+    )
+    return Compiled(
+        revision,
+        config,
+        device_name,
+        constants=constants,
+        fallback=fallback,
+        loaded_from_cache=loaded_from_cache,
+        profile_dir=profile_dir,
+    )

@@ -29,7 +29,6 @@ from ..ort.session import (
     record_assignment,
     session_options,
 )
-from ..placement import visualize
 from ..placement.config import SplitConfig
 from ..placement.devices import Device
 from ..placement.export import fed_initializers, subgraph_model
@@ -40,14 +39,13 @@ from ..placement.query import known_claims
 from ..placement.schedule import AUTO, Schedule, plan_schedule
 from ..quirks.cpu import FORCE_SPINNING_STOP
 from . import type_repair
-from .compiled import Compiled
+from .compiled import Compiled, first_compiled
 from .compiled_subgraph import CompiledSubgraph
-from .constants import constant_outputs
 from .fallback import Fallback, move_at_compile
 from .one_session import one_session, whole_plan_probe
 from .parallel import in_parallel
 from .profiling import SessionProfile
-from .revision import Move, first_revision
+from .revision import Move
 
 log = logging.getLogger("hetero_cli")
 
@@ -339,14 +337,17 @@ def compile_plan(
             )()
 
         compiled = type_repair.correct_contradicted(model, plan, compiled, recompile)
-        constants = constant_outputs(model, plan)  # may fail
-        dots = visualize.dump(model, plan, dot_dir, schedule.side_by_side) if draw else ()
-        result = Compiled(
-            first_revision(model, plan, compiled, moves=moves, dot_files=dots, schedule=schedule),
+        result = first_compiled(
+            model,
+            plan,
+            compiled,
             config,
             device_name,
-            constants=constants,
             fallback=fallback,
+            moves=moves,
+            schedule=schedule,
+            draw=draw,
+            dot_dir=dot_dir,
             profile_dir=profile_dir,
         )
     except BaseException:

@@ -9,17 +9,15 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from ..graph import Model
-from ..placement import visualize
 from ..placement.config import LATENCY, SplitConfig
 from ..placement.devices import Device
 from ..placement.partition import CONSTANT, INPUT, Plan, Subgraph
 from ..placement.probes import Probe
 from . import type_repair
-from .compiled import Compiled
+from .compiled import Compiled, first_compiled
 from .compiled_subgraph import CompiledSubgraph
-from .constants import constant_outputs
 from .fallback import Fallback
-from .revision import Move, first_revision
+from .revision import Move
 
 log = logging.getLogger("hetero_cli")
 
@@ -126,13 +124,16 @@ def one_session(
         "(PERFORMANCE_HINT=THROUGHPUT gives each subgraph its own)",
         len(subgraphs),
     )
-    constants = constant_outputs(model, plan)
-    dots = visualize.dump(model, plan, dot_dir) if draw else ()
-    return Compiled(
-        first_revision(model, plan, subgraphs, runs, moves=moves, dot_files=dots),
+    return first_compiled(
+        model,
+        plan,
+        subgraphs,
         config,
         device_name,
-        constants=constants,
         fallback=fallback,
+        runs=runs,
+        moves=moves,
+        draw=draw,
+        dot_dir=dot_dir,
         loaded_from_cache=loaded,
     )

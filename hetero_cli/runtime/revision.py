@@ -146,32 +146,6 @@ class Revision:
         return replace(self, number=self.number + 1, unbound=self.unbound | {position})
 
 
-def first_revision(
-    model: Model,
-    plan: Plan,
-    subgraphs: Sequence[CompiledSubgraph],
-    runs: Sequence[CompiledSubgraph] | None = None,
-    *,
-    moves: Sequence[Move] = (),
-    dot_files: Sequence[Path] = (),
-    schedule: Schedule | None = None,
-) -> Revision:
-    """A compile's revision 0: ``subgraphs`` for ``plan`` compiled from ``model``, ``runs`` what an
-    inference runs of them (None: the subgraphs themselves), the compile's HETERO_FALLBACK ``moves``, the
-    ``dot_files`` drawn of ``plan`` and its ``schedule`` (None: one after another)."""
-    return Revision(
-        0,
-        model,
-        plan,
-        tuple(subgraphs),
-        tuple(subgraphs) if runs is None else tuple(runs),
-        tuple(moves),
-        frozenset(),
-        tuple(dot_files),
-        schedule,
-    )
-
-
 def corrections(model: Model, plan: Plan) -> Mapping[str, onnx.TypeProto]:
     """{tensor ``plan`` passes between subgraphs: the type ``model`` corrected it to}, read-only."""
     return MappingProxyType(

@@ -36,20 +36,17 @@ from ...ort.session import (
     session_options,
 )
 from ...placement import config as cfg
-from ...placement import visualize
 from ...placement.devices import Device
 from ...placement.partition import Plan, Subgraph
 from ...placement.query import Probe
 from ...placement.schedule import Schedule, plan_schedule
-from ..compiled import Compiled
+from ..compiled import Compiled, first_compiled
 from ..compiled_subgraph import CompiledSubgraph
 from ..compiler import prepare_subgraph
-from ..constants import constant_outputs
 from ..environment import check_loadable
 from ..fallback import Fallback
 from ..one_session import one_session
 from ..parallel import in_parallel
-from ..revision import first_revision
 from . import artifact, import_checks, weight_pool
 from .exporting import LOCAL_KEYS, external, hetero_cli_version
 
@@ -225,14 +222,16 @@ def import_compiled(
                 for s, m in zip(plan.subgraphs, subgraph_models, strict=True)
             ]
         )
-        constants = constant_outputs(model, plan)
-        dots = visualize.dump(model, plan, dot_dir, schedule.side_by_side) if draw else ()
-        result = Compiled(
-            first_revision(model, plan, made, dot_files=dots, schedule=schedule),
+        result = first_compiled(
+            model,
+            plan,
+            made,
             config,
             device_name,
-            constants=constants,
             fallback=fallback,
+            schedule=schedule,
+            draw=draw,
+            dot_dir=dot_dir,
             loaded_from_cache=True,
         )
     _check_unchanged(unpacked, where)
