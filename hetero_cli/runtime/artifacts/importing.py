@@ -14,7 +14,7 @@ import dataclasses
 import functools
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +39,8 @@ from ...placement import config as cfg
 from ...placement.devices import Device
 from ...placement.partition import Plan, Subgraph
 from ...placement.query import Probe
-from ...placement.schedule import Schedule, plan_schedule
+from ...placement.schedule import plan_schedule
 from ..compiled import Compiled, first_compiled
-from ..compiled_subgraph import CompiledSubgraph
 from ..compiler import prepare_subgraph
 from ..environment import check_loadable
 from ..fallback import Fallback
@@ -216,10 +215,24 @@ def import_compiled(
     else:
         shared = len(plan.subgraphs) > 1
         schedule = plan_schedule(plan, by_name, config, model.value_type)
+        # the jobs in_parallel runs: prepare_subgraph with the exported model (no export; serialised as the
+        # job is made) and the folder its weights' references are found in
         made = in_parallel(
             [
-                _preparer(model, s, by_name[s.device], config, m, shared, schedule)
-                for s, m in zip(plan.subgraphs, subgraph_models, strict=True)
+                functools.partial(
+                    prepare_subgraph,
+                    model,
+                    s,
+                    by_name[s.device],
+                    config,
+                    None,
+                    None,
+                    shared=shared,
+                    schedule=schedule,
+                    exported=proto.SerializeToString(),
+                    exported_dir=folder,
+                )
+                for s, (proto, folder) in zip(plan.subgraphs, subgraph_models, strict=True)
             ]
         )
         result = first_compiled(
@@ -299,33 +312,6 @@ def _changed(where: str) -> ArtifactError:
     return ArtifactError(
         f"{where} changed while it was imported (its sessions read weights from it): import it again once "
         "nothing writes it"
-    )
-
-
-def _preparer(
-    model: Model,
-    subgraph: Subgraph,
-    device: Device,
-    config: cfg.SplitConfig,
-    exported: tuple[onnx.ModelProto, Path | None],
-    shared: bool,
-    schedule: Schedule,
-) -> Callable[[], Callable[[], CompiledSubgraph]]:
-    """The job in_parallel runs: prepare_subgraph with the exported model (no export) and the folder its
-    weights' references are found in."""
-    proto, folder = exported
-    return functools.partial(
-        prepare_subgraph,
-        model,
-        subgraph,
-        device,
-        config,
-        None,
-        None,
-        shared=shared,
-        schedule=schedule,
-        exported=proto.SerializeToString(),
-        exported_dir=folder,
     )
 
 
