@@ -19,6 +19,7 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from ..errors import HeteroError
+from ..graph import Model
 from ..placement import visualize
 from ..placement.devices import Device
 from ..placement.partition import Subgraph
@@ -56,19 +57,9 @@ def relaxed(
     model = current.model.typed_copy()  # this revision's own: the current one's stays as it was
     type_repair.correct(model, relaxed_types)
     type_repair.warn_relaxed(relaxed_types, refused)
-    shared = len(current.subgraphs) > 1
     try:
         fresh = [
-            prepare_subgraph(
-                model,
-                c.subgraph,
-                c.target,
-                compiled.config,
-                compiled.profile_dir,
-                None,
-                shared=shared,
-                schedule=current.schedule,
-            )()
+            session_for(compiled, current, c.subgraph, c.target, model)
             if relaxed_types.keys() & {*c.inputs, *c.outputs}
             else c
             for c in current.subgraphs
@@ -80,13 +71,19 @@ def relaxed(
 
 
 def session_for(
-    compiled: Compiled, revision: Revision, subgraph: Subgraph, device: Device
+    compiled: Compiled,
+    revision: Revision,
+    subgraph: Subgraph,
+    device: Device,
+    model: Model | None = None,
 ) -> CompiledSubgraph:
-    """A session of ``subgraph`` (of ``revision``'s plan) on ``device``, with the compile's config: a
-    HETERO_FALLBACK move's. Raises CompileError (or ModelError) where none can be made."""
+    """A session of ``subgraph`` (of ``revision``'s plan) on ``device``, with the compile's config and
+    ``revision``'s schedule, compiled from ``model`` (``revision``'s by default; ``relaxed``'s copy with the
+    relaxed types): a HETERO_FALLBACK move's, or a relax's. Raises CompileError (or ModelError) where none
+    can be made."""
     shared = len(revision.plan.subgraphs) > 1
     return prepare_subgraph(
-        revision.model,
+        revision.model if model is None else model,
         subgraph,
         device,
         compiled.config,
