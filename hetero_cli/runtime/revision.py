@@ -97,7 +97,13 @@ class Revision:
     def types(self) -> Mapping[str, onnx.TypeProto]:
         """{tensor passed between subgraphs: the type its sessions were compiled with, where the model's
         was corrected} (read-only)."""
-        return corrections(self.model, self.plan)
+        return MappingProxyType(
+            {
+                name: corrected
+                for name in sorted(self.plan.passed_tensors())
+                if (corrected := self.model.correction(name)) is not None
+            }
+        )
 
     def holds(self, compiled: CompiledSubgraph) -> bool:
         """Whether ``compiled`` (that very object) is one of this revision's subgraphs or runs."""
@@ -118,16 +124,17 @@ class Revision:
         made on the way (after this one's), ``dot_files`` (this one's by default: the caller draws the
         new plan where they were drawn) and ``schedule`` (this one's by default). Its outputs are bound
         again (new sessions, new shapes)."""
-        return Revision(
-            self.number + 1,
-            self.model if model is None else model,
-            self.plan if plan is None else plan,
-            tuple(subgraphs),
-            tuple(subgraphs),
-            (*self.moves, *moves),
-            frozenset(),
-            self.dot_files if dot_files is None else tuple(dot_files),
-            self.schedule if schedule is None else schedule,
+        return replace(
+            self,
+            number=self.number + 1,
+            model=self.model if model is None else model,
+            plan=self.plan if plan is None else plan,
+            subgraphs=tuple(subgraphs),
+            runs=tuple(subgraphs),
+            moves=(*self.moves, *moves),
+            unbound=frozenset(),
+            dot_files=self.dot_files if dot_files is None else tuple(dot_files),
+            schedule=self.schedule if schedule is None else schedule,
         )
 
     def renewed(self, fresh: Mapping[CompiledSubgraph, CompiledSubgraph]) -> Revision:
@@ -144,14 +151,3 @@ class Revision:
         """The revision after this one whose run at ``position`` has its outputs made per inference (its
         session made them in other shapes than it declares); the same sessions."""
         return replace(self, number=self.number + 1, unbound=self.unbound | {position})
-
-
-def corrections(model: Model, plan: Plan) -> Mapping[str, onnx.TypeProto]:
-    """{tensor ``plan`` passes between subgraphs: the type ``model`` corrected it to}, read-only."""
-    return MappingProxyType(
-        {
-            name: corrected
-            for name in sorted(plan.passed_tensors())
-            if (corrected := model.correction(name)) is not None
-        }
-    )
