@@ -9,11 +9,17 @@ from .compiled import Compiled
 from .compiled_model import CompiledModel
 from .compiled_subgraph import CompiledSubgraph
 from .compiler import compile_plan, compile_with_fallback
-from .environment import check_loadable, runtime_versions, set_log_level
+from .environment import (
+    Creating,
+    check_loadable,
+    interrupt_ends_process,
+    runtime_versions,
+    sessions_in_creation,
+    set_log_level,
+)
 from .fallback import Fallback
 from .infer_request import InferRequest
 from .inputs import unfeedable
-from .native import Creating, interrupt_ends_process, sessions_in_creation
 from .pipeline import Pipeline
 from .profiling import (
     NOT_RUN,

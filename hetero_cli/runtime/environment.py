@@ -1,5 +1,12 @@
 """What the installed ONNX Runtime offers the layers above the runtime, which never import it: its version,
-its log level, and the models it can load."""
+its log level, the models it can load, and Ctrl-C while it compiles: the sessions being created now (a
+spinner names a long one), and, for a command line, Ctrl-C ending the process at once while one is
+(ort.session: some ORT releases hold Python's GIL for a whole compile).
+
+    interrupt_ends_process(True)      # the command line, at its start
+    for creating in sessions_in_creation():
+        print(f"still {creating.doing} ({creating.seconds:.0f} s)")
+"""
 
 from __future__ import annotations
 
@@ -7,10 +14,17 @@ import onnx
 
 from ..errors import ModelError
 from ..graph.operators import older_than, since_version
-from ..ort.session import QUIET, ort, unloadable
+from ..ort.session import QUIET, Creating, in_creation, interrupt_ends_process, ort, unloadable
 from ..ort.versions import OLDEST_OPSET, runtime_versions
 
-__all__ = ["check_loadable", "runtime_versions", "set_log_level"]
+__all__ = [
+    "Creating",
+    "check_loadable",
+    "interrupt_ends_process",
+    "runtime_versions",
+    "sessions_in_creation",
+    "set_log_level",
+]
 
 
 def set_log_level(debug: bool) -> None:
@@ -43,3 +57,9 @@ def check_loadable(proto: onnx.ModelProto, where: str) -> None:
             f"{op}-{since_version(use, OLDEST_OPSET)}): convert the model to opset {OLDEST_OPSET} or later "
             "(onnx.version_converter.convert_version), or re-export it"
         )
+
+
+def sessions_in_creation() -> list[Creating]:
+    """The sessions ONNX Runtime is creating now (compiles, probes), on any thread, the longest-running
+    first: each says what it is (``doing``) and for how many ``seconds``."""
+    return in_creation()
