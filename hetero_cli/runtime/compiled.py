@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
@@ -32,34 +31,68 @@ from .fallback import Fallback
 from .revision import Move, Revision
 
 
-# one compiled model is one object: hashed by identity (weakref.finalize), shown as object shows one
-@dataclass(frozen=True, eq=False, repr=False)
 class Compiled:
     """A compiled model's state: ``revision`` (the first: what runs now, until a later one replaces it),
-    ``config`` (the compile's configuration: HETERO's keys and each device's), ``device_name`` (the device
-    string compiled for: "HETERO:OPENVINO,CPU", "CPU"), ``constants`` ({model output: its value} of the
-    outputs that are constants, computed once at compile time), ``fallback`` (the HETERO_FALLBACK policy:
-    whether it is on, whether affinities were set by hand, the priority list; the moves it made are the
-    current revision's, ``moves``), ``loaded_from_cache`` (whether it was made from an export: CACHE_DIR's
-    or Core.import_model's) and ``profile_dir`` (where profiled sessions write their traces, or None
-    without profiling). Read-only (assigning a field raises FrozenInstanceError): a compile makes a new
-    one."""
+    ``config``, ``device_name`` (the device string compiled for), ``constants`` (the values of model
+    outputs that are constants, computed once), ``fallback`` (the HETERO_FALLBACK policy: on or off,
+    manual or automatic, the priority list), ``loaded_from_cache`` (made from an export: CACHE_DIR's or
+    Core.import_model's) and ``profile_dir`` (where profiled sessions write their traces, or None).
+    Read-only: a compile makes a new one."""
 
-    _revision: Revision
-    config: SplitConfig
-    device_name: str
-    _: KW_ONLY
-    constants: Mapping[str, np.ndarray]
-    fallback: Fallback
-    loaded_from_cache: bool = False
-    profile_dir: Path | None = None
-    # one revision built at a time; inference never takes it
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
-    _proven: set[CompiledSubgraph] = field(default_factory=set, init=False)
-    _unrenewed: dict[str, str] = field(default_factory=dict, init=False)
+    def __init__(
+        self,
+        revision: Revision,
+        config: SplitConfig,
+        device_name: str,
+        *,
+        constants: Mapping[str, np.ndarray],
+        fallback: Fallback,
+        loaded_from_cache: bool = False,
+        profile_dir: Path | None = None,
+    ) -> None:
+        self._revision = revision
+        self._config = config
+        self._device_name = device_name
+        self._constants = MappingProxyType(dict(constants))
+        self._fallback = fallback
+        self._loaded_from_cache = loaded_from_cache
+        self._profile_dir = profile_dir
+        self._lock = threading.Lock()  # one revision built at a time; inference never takes it
+        self._proven: set[CompiledSubgraph] = set()
+        self._unrenewed: dict[str, str] = {}
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "constants", MappingProxyType(dict(self.constants)))
+    # --- what the compile decided -------------------------------------------------------------------
+
+    @property
+    def config(self) -> SplitConfig:
+        """The compile's configuration (HETERO's keys and each device's)."""
+        return self._config
+
+    @property
+    def device_name(self) -> str:
+        """The device string compiled for ("HETERO:OPENVINO,CPU", "CPU")."""
+        return self._device_name
+
+    @property
+    def constants(self) -> Mapping[str, np.ndarray]:
+        """{model output: its value} of the outputs that are constants, computed at compile time."""
+        return self._constants
+
+    @property
+    def fallback(self) -> Fallback:
+        """The HETERO_FALLBACK policy: whether it is on, whether affinities were set by hand, the
+        priority list. The moves it made are the current revision's (``moves``)."""
+        return self._fallback
+
+    @property
+    def loaded_from_cache(self) -> bool:
+        """Whether it was made from an export (CACHE_DIR's, or Core.import_model's)."""
+        return self._loaded_from_cache
+
+    @property
+    def profile_dir(self) -> Path | None:
+        """Where profiled sessions write their traces (None without profiling)."""
+        return self._profile_dir
 
     # --- the revision that runs now -----------------------------------------------------------------
 
@@ -79,7 +112,7 @@ class Compiled:
             following = build(current)
             if following is None:
                 return False
-            object.__setattr__(self, "_revision", following)  # the one field that changes
+            self._revision = following
             return True
 
     @property
@@ -93,9 +126,9 @@ class Compiled:
         for c in self._revision.subgraphs:
             if c.target.ep == ONE_THREAD_EMPTY_OUTPUTS.ep:
                 settings = (
-                    self.config.settings(c.target)
+                    self._config.settings(c.target)
                     if schedule is None
-                    else schedule.settings(self.config, c.target)
+                    else schedule.settings(self._config, c.target)
                 )
                 if settings.provider_options.get("num_of_threads") == "1":
                     return True

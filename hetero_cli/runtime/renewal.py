@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..ort.failures import ep_cause
 from ..ort.session import ORT_ERRORS, fresh_session
@@ -48,13 +47,15 @@ def renewed(current: Revision, failed: CompiledSubgraph, cause: BaseException) -
     where hetero-cli has no record of how it was made. Raises ORT_ERRORS where the device will not make
     it now (the caller records why: the next inference meets the old session)."""
     session = failed.profiler.session if failed.profiler is not None else failed.session
-    # a profiled one profiles its runs anew, into a trace of its own
-    fresh = _made_again(
-        current, lambda c: session if c.session is failed.session or c.session is session else None
-    )
-    if fresh is None:  # a session hetero-cli did not create (a test's): nothing to make it from
+    made = fresh_session(session)  # a profiled one profiles its runs anew, into a trace of its own
+    if made is None:  # a session hetero-cli did not create (a test's): nothing to make it from
         log.debug("%s: no record of how its session was made; it is not made again", failed.where)
         return None
+    fresh = {}
+    for compiled in (*current.subgraphs, *current.runs):
+        if compiled.session is failed.session or compiled.session is session:
+            profiler = None if compiled.profiler is None else SessionProfile(made)
+            fresh[compiled] = dataclasses.replace(compiled, session=made, profiler=profiler)
     log.warning(
         "%s failed a run (%s); its session is made again, so that the next inference does not meet the "
         "state the failed one left (known EP defect %s, docs/limits.md)",
@@ -70,32 +71,17 @@ def profiled_again(current: Revision) -> Revision | None:
     were read, and ONNX Runtime cannot start a session's profiling again) is made again with a trace of
     its own, so that later inferences have counters too; None where none was ended, or hetero-cli has no
     record of how one was made. Raises ORT_ERRORS where a device will not make one now."""
-    fresh = _made_again(
-        current, lambda c: c.profiler.session if c.profiler is not None and c.profiler.ended else None
-    )
-    return current.renewed(fresh) if fresh else None
-
-
-def _made_again(
-    current: Revision, old: Callable[[CompiledSubgraph], Any]
-) -> dict[CompiledSubgraph, CompiledSubgraph] | None:
-    """{subgraph or run of ``current``: the same in a fresh session} for each one ``old`` names a session
-    to make again for (None: it stays as it is); each such session made once (ort.session.fresh_session),
-    and one profiler of it, with a trace of its own, shared by the profiled ones it is made for. None where
-    hetero-cli has no record of how one was made (a session it did not create: a test's). Raises
-    ORT_ERRORS where a device will not make one now."""
-    made: dict[int, tuple[Any, SessionProfile]] = {}
+    made: dict[int, SessionProfile] = {}
     fresh = {}
     for compiled in (*current.subgraphs, *current.runs):
-        session = old(compiled)
-        if session is None or compiled in fresh:
+        profiler = compiled.profiler
+        if profiler is None or not profiler.ended or compiled in fresh:
             continue
-        if id(session) not in made:
-            again = fresh_session(session)
-            if again is None:
+        if id(profiler.session) not in made:
+            session = fresh_session(profiler.session)
+            if session is None:  # a session hetero-cli did not create (a test's)
                 return None
-            made[id(session)] = (again, SessionProfile(again))
-        again, profile = made[id(session)]
-        profiler = None if compiled.profiler is None else profile
-        fresh[compiled] = dataclasses.replace(compiled, session=again, profiler=profiler)
-    return fresh
+            made[id(profiler.session)] = SessionProfile(session)
+        again = made[id(profiler.session)]
+        fresh[compiled] = dataclasses.replace(compiled, session=again.session, profiler=again)
+    return current.renewed(fresh) if fresh else None
