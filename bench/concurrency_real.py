@@ -68,9 +68,8 @@ LABELS = {
 #: the single-device runtimes the tuned placement is judged against (the fastest of those that run)
 SINGLE = ("ort_default", "ort_1", "ort_ov", "hetero_cpu", "hetero_openvino")
 CONCURRENT = {"HETERO_CONCURRENCY": "CONCURRENT"}
-#: the largest absolute difference from ort_default's outputs (activations and LSTM states) of a runtime
-#: that is timed: one beyond it computes something else
-AGREE = 1e-3
+#: the largest absolute difference from ort_default's outputs of a runtime that is timed (placement's)
+AGREE = placement.AGREE
 
 
 def feeds_for(path: Path, frames: int) -> dict[str, np.ndarray]:

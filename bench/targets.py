@@ -648,9 +648,12 @@ def _faster_target(
 
 def _baseline(section: dict[str, Any], comparison: str) -> str:
     """The runtime a concurrency section's ``comparison`` (vs_best_ort, ...) is against."""
-    return {"vs_best_ort": section.get("best_ort", ""), "vs_ort_parallel": "ort_parallel"}.get(
-        comparison, "hetero_seq"
-    )
+    return {
+        "vs_best_ort": section.get("best_ort", ""),
+        "vs_ort_parallel": "ort_parallel",
+        "vs_sequential": "hetero_seq",
+        "vs_floor": "ort_branches",
+    }[comparison]
 
 
 def _gpu_split_concurrency(results: dict[str, Any]) -> Target:

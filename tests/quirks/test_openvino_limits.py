@@ -450,10 +450,15 @@ def peephole_lstm(peepholes: np.ndarray) -> onnx.ModelProto:
     return make_model(nodes, inputs, [vi("out", [6, 1, 4])], weights, name="peepholes")
 
 
+def peephole_case() -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The peephole LSTM's inputs (zero initial states) and peepholes large enough to matter."""
+    feeds = {"x": seeded((6, 1, 3)), "h0": np.zeros((1, 4), np.float32), "c0": np.zeros((1, 4), np.float32)}
+    return feeds, 3 * np.random.default_rng(1).standard_normal((1, 12)).astype(np.float32)
+
+
 @needs_openvino
 def test_openvino_runs_an_lstm_as_if_its_peepholes_were_zero():
-    feeds = {"x": seeded((6, 1, 3)), "h0": np.zeros((1, 4), np.float32), "c0": np.zeros((1, 4), np.float32)}
-    peepholes = 3 * np.random.default_rng(1).standard_normal((1, 12)).astype(np.float32)
+    feeds, peepholes = peephole_case()
     proto = peephole_lstm(peepholes)
     want = run(proto, feeds, ["CPUExecutionProvider"])
     without = run(peephole_lstm(np.zeros_like(peepholes)), feeds, ["CPUExecutionProvider"])
@@ -473,8 +478,7 @@ def test_native_openvino_of_the_release_seen_runs_an_lstm_as_if_its_peepholes_we
     assert NATIVE_SEEN in quirks.LSTM_PEEPHOLES.versions_seen
     if not ov.__version__.startswith(NATIVE_SEEN + "-"):
         pytest.skip(f"native OpenVINO {ov.__version__}: the record speaks of {NATIVE_SEEN} only")
-    feeds = {"x": seeded((6, 1, 3)), "h0": np.zeros((1, 4), np.float32), "c0": np.zeros((1, 4), np.float32)}
-    peepholes = 3 * np.random.default_rng(1).standard_normal((1, 12)).astype(np.float32)
+    feeds, peepholes = peephole_case()
     path = tmp_path / "peepholes.onnx"
     onnx.save(peephole_lstm(peepholes), path)
     compiled = ov.Core().compile_model(str(path), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
@@ -491,15 +495,13 @@ def test_hetero_runs_an_lstm_with_peepholes_on_cpu_and_refuses_it_on_openvino_by
     on OPENVINO are a CompileError; the results are the CPU EP's on any release."""
     import hetero_cli as hc
 
-    feeds = {"x": seeded((6, 1, 3)), "h0": np.zeros((1, 4), np.float32), "c0": np.zeros((1, 4), np.float32)}
-    peepholes = 3 * np.random.default_rng(1).standard_normal((1, 12)).astype(np.float32)
+    feeds, peepholes = peephole_case()
     proto = peephole_lstm(peepholes)
     core = hc.Core()
     compiled = core.compile_model(proto, "HETERO:OPENVINO,CPU")
     np.testing.assert_allclose(compiled(feeds)["out"], run(proto, feeds, ["CPUExecutionProvider"]), rtol=1e-5)
-    if in_force(
-        quirks.LSTM_PEEPHOLES
-    ):  # on a fixed release, where the LSTM goes is the EP's query's business
+    # on a fixed release, where the LSTM goes is the EP's query's business
+    if in_force(quirks.LSTM_PEEPHOLES):
         assert next(s.device for s in compiled.subgraphs if "lstm" in s.nodes) == "CPU"
         model = core.read_model(proto)
         for node in model.get_ops():
