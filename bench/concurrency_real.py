@@ -41,7 +41,8 @@ from hetero_cli.app.measure import RuntimeSpec
 from hetero_cli.app.tune.costs import one_line
 
 MODEL = "madmom_beats_blstm"
-FRAMES = 3000
+#: frames of 10 ms and their features: 30 s of audio, the input the placement section times too
+FRAMES, FEATURES = placement.REAL[MODEL]["input"]
 TUNE_BUDGET_S = 40.0
 #: a --quick run's (tests/app/test_bench.py): 5 s of audio, a short tune
 QUICK_FRAMES, QUICK_TUNE_BUDGET_S = 500, 8.0
@@ -76,7 +77,7 @@ def feeds_for(path: Path, frames: int) -> dict[str, np.ndarray]:
     """``frames`` (100 a second) of seeded features and zero LSTM states."""
     proto = onnx.load(str(path), load_external_data=False)
     feeds = {i.name: np.zeros((25,), np.float32) for i in proto.graph.input if i.name != "input"}
-    feeds["input"] = np.random.default_rng(0).standard_normal((frames, 266)).astype(np.float32)
+    feeds["input"] = np.random.default_rng(0).standard_normal((frames, FEATURES)).astype(np.float32)
     return feeds
 
 
@@ -143,7 +144,7 @@ def section(run: Any) -> dict[str, Any]:
     feeds = feeds_for(path, frames)
     folder = Path(tempfile.mkdtemp(prefix="hetero_bench_concurrency_real_"))
     tuned = folder / "tuned.onnx"
-    static = placement.static_copy(path, {"input": (frames, 266)}, folder)
+    static = placement.static_copy(path, {"input": (frames, FEATURES)}, folder)
     run.progress(f"concurrency: hetero tune on {MODEL}, {budget:g} s")
     tune = _tune(static, feeds, tuned, budget)
     guesses: dict[str, float] = {}

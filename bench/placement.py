@@ -73,8 +73,8 @@ REAL: dict[str, dict[str, tuple[int, ...]]] = {
     "smart_turn_qdq": {"input_features": (1, 80, 800)},
     "ddddocr_crnn": {"input1": (1, 1, 64, 256)},
     "ppocr_v6_rec": {"x": (1, 3, 48, 320)},
-    # issue 45's real model: madmom's BLSTM beat tracker on 30 s of audio (bench/concurrency_real.py's), whose
-    # recurrent directions a split runs at once
+    # issue 45's real model: madmom's BLSTM beat tracker on 30 s of audio, whose recurrent directions a split
+    # runs at once (bench/concurrency_real.py reads its input shape here)
     "madmom_beats_blstm": {"input": (3000, 266)},
 }
 #: inputs a real model needs a set value in (the rest are seeded uniform [0, 1) floats): RVM's
