@@ -4,12 +4,14 @@ run in turn"): with that rule taken out, an OpenVINO EP session's run segfaults 
     PYTHONMALLOC=malloc MALLOC_PERTURB_=165 .venv/bin/python tools/repro_strings_beside_openvino.py off
     .venv/bin/python tools/repro_strings_beside_openvino.py on      # the rule in force: no crash
 
-Steps (the tests' own models): compile tests/runtime/test_dynamic_shapes.py's sequence model on
-HETERO:OPENVINO,CPU with PERFORMANCE_HINT=THROUGHPUT, give it one inference its input check refuses, drop it;
-then run tests/runtime/test_non_tensor_values.py's alternating strings split under LATENCY, then THROUGHPUT.
-With ``off``, the last one's first inference crashes (exit status 139) in seven runs of eight with glibc's
-MALLOC_PERTURB_ (about one in three without); with ``on``, in none of five. Not a quirk record: the crash has not been
-reproduced in plain ONNX Runtime yet (see docs/limits.md for what was tried).
+Steps (the tests' own models, in the test suite's order): compile tests/runtime/test_dynamic_shapes.py's
+sequence model on HETERO:OPENVINO,CPU with PERFORMANCE_HINT=THROUGHPUT (its subgraphs at once, OpenVINO's on
+one thread), give it one inference whose inputs give dimension S two sizes (the one-thread OpenVINO session
+runs them and answers with empty outputs, quirk openvino-one-thread-empty-outputs; the InferenceError comes
+after), drop it; then run tests/runtime/test_non_tensor_values.py's alternating strings split under LATENCY,
+then THROUGHPUT. With ``off``, the last one's first inference crashes (exit status 139) in seven runs of eight
+with glibc's MALLOC_PERTURB_ (about one in three without); with ``on``, in none of five; with the disagreeing
+inputs refused before any session runs, in none of six. docs/limits.md says what else was tried.
 """
 
 from __future__ import annotations
@@ -36,8 +38,8 @@ def main(rule: str) -> None:
         shapes.sequence_model(), "HETERO:OPENVINO,CPU", {"PERFORMANCE_HINT": "THROUGHPUT"}
     )
     feeds = shapes.feeds(2, 3)
-    feeds["m"] = np.zeros((2, 4), np.float32)  # S disagrees with x's: refused before any session runs
-    with contextlib.suppress(hc.InferenceError):  # the refusal is the step that matters
+    feeds["m"] = np.zeros((2, 4), np.float32)  # S disagrees with x's: OpenVINO runs it, then the error
+    with contextlib.suppress(hc.InferenceError):  # the run before the error is what matters
         compiled.create_infer_request().infer(feeds)
     del compiled
     for hint in ("LATENCY", "THROUGHPUT"):
