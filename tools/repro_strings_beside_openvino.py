@@ -1,8 +1,11 @@
 """Reproduce the crash behind placement.schedule.strings_in_turn (docs/limits.md, "Strings, sequences and maps
-run in turn"): with that rule taken out, an OpenVINO EP session's run segfaults in OpenVINO's CPU plugin.
+run in turn"): with that rule and the check before a run of quirk openvino-one-thread-empty-outputs
+(runtime.inputs.Inputs.refuse_conflicts) taken out, an OpenVINO EP session's run segfaults in OpenVINO's CPU
+plugin.
 
     PYTHONMALLOC=malloc MALLOC_PERTURB_=165 .venv/bin/python tools/repro_strings_beside_openvino.py off
-    .venv/bin/python tools/repro_strings_beside_openvino.py on      # the rule in force: no crash
+    PYTHONMALLOC=malloc MALLOC_PERTURB_=165 .venv/bin/python tools/repro_strings_beside_openvino.py checked
+    .venv/bin/python tools/repro_strings_beside_openvino.py on      # both in force, as hetero-cli runs
 
 Steps (the tests' own models, in the test suite's order): compile tests/runtime/test_dynamic_shapes.py's
 sequence model on HETERO:OPENVINO,CPU with PERFORMANCE_HINT=THROUGHPUT (its subgraphs at once, OpenVINO's on
@@ -10,8 +13,9 @@ one thread), give it one inference whose inputs give dimension S two sizes (the 
 runs them and answers with empty outputs, quirk openvino-one-thread-empty-outputs; the InferenceError comes
 after), drop it; then run tests/runtime/test_non_tensor_values.py's alternating strings split under LATENCY,
 then THROUGHPUT. With ``off``, the last one's first inference crashes (exit status 139) in seven runs of eight
-with glibc's MALLOC_PERTURB_ (about one in three without); with ``on``, in none of five; with the disagreeing
-inputs refused before any session runs, in none of six. docs/limits.md says what else was tried.
+with glibc's MALLOC_PERTURB_ (about one in three without); with ``on``, in none of five; with ``checked`` (the
+strings rule out, the disagreeing inputs refused before any session runs), in none of six.
+docs/limits.md says what else was tried.
 """
 
 from __future__ import annotations
@@ -28,18 +32,22 @@ from runtime import test_non_tensor_values as strings
 
 import hetero_cli as hc
 from hetero_cli.placement import schedule
+from hetero_cli.runtime.inputs import Inputs
 
 
-def main(rule: str) -> None:
-    """Run the steps above with the strings rule ``on`` or ``off``."""
-    if rule == "off":
+def main(mode: str) -> None:
+    """Run the steps above in ``mode``: ``on`` (as hetero-cli runs), ``checked`` (the strings rule taken
+    out) or ``off`` (the strings rule and the check before a run taken out)."""
+    if mode in ("off", "checked"):
         schedule.strings_in_turn = lambda plan_schedule, plan, value_type: plan_schedule
+    if mode == "off":
+        Inputs.refuse_conflicts = lambda self, feeds: None
     compiled = hc.Core().compile_model(
         shapes.sequence_model(), "HETERO:OPENVINO,CPU", {"PERFORMANCE_HINT": "THROUGHPUT"}
     )
     feeds = shapes.feeds(2, 3)
-    feeds["m"] = np.zeros((2, 4), np.float32)  # S disagrees with x's: OpenVINO runs it, then the error
-    with contextlib.suppress(hc.InferenceError):  # the run before the error is what matters
+    feeds["m"] = np.zeros((2, 4), np.float32)  # S disagrees with x's (off: OpenVINO runs it)
+    with contextlib.suppress(hc.InferenceError):  # off: the run before the error matters
         compiled.create_infer_request().infer(feeds)
     del compiled
     for hint in ("LATENCY", "THROUGHPUT"):
@@ -48,6 +56,6 @@ def main(rule: str) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or sys.argv[1] not in ("on", "off"):
-        sys.exit("usage: repro_strings_beside_openvino.py on|off (the strings_in_turn rule)")
+    if len(sys.argv) != 2 or sys.argv[1] not in ("on", "checked", "off"):
+        sys.exit("usage: repro_strings_beside_openvino.py on|checked|off (see the module's docstring)")
     main(sys.argv[1])

@@ -144,6 +144,36 @@ class TypeTable:
         outputs declare (the outputs' types are inferred too); with ``size``, every dynamic input dimension
         set to it first; with ``shapes``, the inputs it names given those shapes (data propagated in both
         cases)."""
+        copy = self._copy_at(size, shapes)
+        try:
+            result = onnx.shape_inference.infer_shapes(
+                copy, check_type=False, strict_mode=False, data_prop=size is not None or shapes is not None
+            )
+        except INFERENCE_ERRORS as exc:  # onnx cannot infer this model: its declared types stand alone
+            log.debug("onnx's shape inference failed on %s (%s): no inferred types", self._graph.name, exc)
+            return {}
+        # the weightless copy holds large Constant nodes as inputs of their type and shape
+        constants = {n.output[0] for n in self._graph.node if n.op_type == "Constant" and n.output}
+        moved = [vi for vi in result.graph.input if vi.name in constants]
+        return {vi.name: vi.type for vi in (*moved, *result.graph.value_info, *result.graph.output)}
+
+    def conflicts_at(self, shapes: Mapping[str, Sequence[int]]) -> bool:
+        """Whether onnx's strict shape inference (data propagated), the inputs named in ``shapes`` at those
+        concrete shapes and the model's value_info left out, fails: some node cannot take what they make
+        (a Mul of [2,3,8] by [2,4,1]), or onnx cannot infer the model at all (compare with shapes known to
+        agree to tell the two apart)."""
+        try:
+            onnx.shape_inference.infer_shapes(
+                self._copy_at(None, shapes), check_type=False, strict_mode=True, data_prop=True
+            )
+        except INFERENCE_ERRORS:  # the answer asked for, not an error: what onnx said is not needed
+            return True
+        return False
+
+    def _copy_at(self, size: int | None, shapes: Mapping[str, Sequence[int]] | None) -> onnx.ModelProto:
+        """The weightless copy for onnx's inference, without the model's value_info and the shapes its
+        outputs declare; with ``size``, every dynamic input dimension set to it; with ``shapes``, the
+        inputs it names given those shapes."""
         copy = _negative_dims_unknown(self._weightless_copy())
         del copy.graph.value_info[:]
         for vi in copy.graph.output:
@@ -159,17 +189,7 @@ class TypeTable:
             for d in vi.type.tensor_type.shape.dim if size is not None else ():
                 if not d.HasField("dim_value"):
                     d.dim_value = size
-        try:
-            result = onnx.shape_inference.infer_shapes(
-                copy, check_type=False, strict_mode=False, data_prop=size is not None or shapes is not None
-            )
-        except INFERENCE_ERRORS as exc:  # onnx cannot infer this model: its declared types stand alone
-            log.debug("onnx's shape inference failed on %s (%s): no inferred types", self._graph.name, exc)
-            return {}
-        # the weightless copy holds large Constant nodes as inputs of their type and shape
-        constants = {n.output[0] for n in self._graph.node if n.op_type == "Constant" and n.output}
-        moved = [vi for vi in result.graph.input if vi.name in constants]
-        return {vi.name: vi.type for vi in (*moved, *result.graph.value_info, *result.graph.output)}
+        return copy
 
     def _inference_ignores_declarations(self) -> bool:
         """Whether onnx's inference with the model's declarations gives every tensor the type it gives

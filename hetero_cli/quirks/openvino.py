@@ -328,9 +328,12 @@ ONE_THREAD_EMPTY_OUTPUTS = Quirk(
     ),
     repro=_TESTS + "test_openvino_on_one_thread_answers_inputs_it_cannot_broadcast_with_empty_outputs",
     hook=(
-        "runtime.inputs.Inputs.explain_empty: where a compiled model runs an OpenVINO session on one thread "
-        "(a concurrent schedule's share of two cores gives it one), an inference whose outputs come out "
-        "empty and whose inputs give one named dimension two sizes is an InferenceError"
+        "runtime.inputs.Inputs.refuse_conflicts: where a compiled model runs an OpenVINO session on one "
+        "thread (a concurrent schedule's share of two cores gives it one), inputs that give one named "
+        "dimension two sizes are an InferenceError before any session runs where onnx's shape inference "
+        "fails at their shapes and not with the sizes agreeing (such a run left the process to crash "
+        "later); runtime.inputs.Inputs.explain_empty: an inference whose outputs come out empty from "
+        "inputs that disagree so is one too"
     ),
 )
 

@@ -19,11 +19,15 @@ from .results import port_name
 class Inputs:
     """A compiled model's ``inputs`` (TensorInfo, in order), and the checks a caller's values pass before
     an inference runs; ``model``: the model compiled (its overridable initializers and types);
-    ``symbols``: empty outputs are explained by the inputs' named dimensions (explain_empty)."""
+    ``symbols``: inputs whose named dimensions disagree where no node can take them are refused before
+    a run (refuse_conflicts), and empty outputs are explained by them (explain_empty)."""
 
     def __init__(self, inputs: Sequence[TensorInfo], model: Model, *, symbols: bool = False):
         self.tensors: dict[str, TensorInfo] = {i.name: i for i in inputs}
         self.symbols = symbols
+        self._model = model
+        # refuse_conflicts' verdicts: sorted (input, shape) pairs -> whether such inputs are refused
+        self._conflicts: dict[tuple[tuple[str, Shape], ...], bool] = {}
         # what a value fed for an overridable initializer must be: the initializer's own type and shape
         self.overridable: dict[str, TensorInfo] = {
             t: model.tensor_info(t) for t in model.overridable_initializers
@@ -140,34 +144,67 @@ class Inputs:
             if info is not None:
                 _check_tensor(name, arr, info.dtype, info.shape)
             out[name] = arr
+        if self.symbols:
+            self.refuse_conflicts(out)
         return out
 
     def explain_empty(self, feeds: Mapping[str, Any], results: Mapping[str, Any]) -> None:
-        """Where ``symbols``: InferenceError (check_symbols) where an inference's outputs came out empty
-        and its ``feeds`` give one named dimension two sizes: OpenVINO's one-thread CPU runs answer inputs
-        they cannot broadcast so instead of failing (quirk openvino-one-thread-empty-outputs). Inputs
-        whose named dimensions disagree with outputs that are not empty pass (models reuse names
-        loosely: a recurrent state's "height" a quarter of the image's)."""
+        """Where ``symbols``: InferenceError where an inference's outputs came out empty and its ``feeds``
+        give one named dimension two sizes: OpenVINO's one-thread CPU runs answer inputs they cannot
+        broadcast so instead of failing (quirk openvino-one-thread-empty-outputs), where refuse_conflicts
+        could not tell beforehand. Inputs whose named dimensions disagree with outputs that are not empty
+        pass (models reuse names loosely: a recurrent state's "height" a quarter of the image's)."""
         if self.symbols and any(isinstance(v, np.ndarray) and v.size == 0 for v in results.values()):
-            self.check_symbols(feeds)
+            disagreement = self._disagreement(feeds)
+            if disagreement is not None:
+                raise InferenceError(disagreement[0])
 
-    def check_symbols(self, feeds: Mapping[str, Any]) -> None:
-        """InferenceError where two inputs give one named dimension (a symbol the model declares for both,
-        as ``N`` in x [N,S,8] and m [N,S]) two sizes."""
+    def refuse_conflicts(self, feeds: Mapping[str, Any]) -> None:
+        """Where ``symbols``, before any session runs: InferenceError where ``feeds`` give one named
+        dimension two sizes and onnx's strict shape inference fails at their shapes but passes with the
+        sizes made to agree (a node cannot take them). Such a run of a one-thread OpenVINO session answers
+        with empty outputs (quirk openvino-one-thread-empty-outputs) and left the process to crash in a
+        later inference (docs/limits.md); loosely named models pass (their shapes infer). One verdict per
+        set of input shapes."""
+        disagreement = self._disagreement(feeds)
+        if disagreement is None:
+            return
+        message, agreeing = disagreement
+        given = {
+            n: tuple(v.shape) for n, v in feeds.items() if n in self.tensors and isinstance(v, np.ndarray)
+        }
+        key = tuple(sorted(given.items()))
+        refused = self._conflicts.get(key)
+        if refused is None:
+            types = self._model.types
+            refused = self._conflicts[key] = types.conflicts_at(given) and not types.conflicts_at(agreeing)
+        if refused:
+            raise InferenceError(message)
+
+    def _disagreement(self, feeds: Mapping[str, Any]) -> tuple[str, dict[str, Shape]] | None:
+        """Where two inputs in ``feeds`` give one named dimension (a symbol the model declares for both, as
+        ``N`` in x [N,S,8] and m [N,S]) two sizes: what to tell the caller, and every input's shape with
+        each named dimension at the first size given for it; None where they agree."""
         seen: dict[str, tuple[str, int]] = {}
+        message = None
+        agreeing: dict[str, Shape] = {}
         for name, info in self.tensors.items():
             value = feeds.get(name)
             if info.shape is None or not isinstance(value, np.ndarray) or value.ndim != len(info.shape):
                 continue
-            for dim, size in zip(info.shape, value.shape, strict=True):
+            shape = list(value.shape)
+            for k, (dim, size) in enumerate(zip(info.shape, value.shape, strict=True)):
                 if not isinstance(dim, str) or not dim:
                     continue
                 first = seen.setdefault(dim, (name, size))
-                if first[1] != size:
-                    raise InferenceError(
+                shape[k] = first[1]
+                if first[1] != size and message is None:
+                    message = (
                         f"inputs {first[0]!r} and {name!r} give dimension {dim!r} the sizes {first[1]} and "
                         f"{size}: the model declares it one size in both; give them agreeing shapes"
                     )
+            agreeing[name] = tuple(shape)
+        return None if message is None else (message, agreeing)
 
     def owned(self, inputs: Any, share: bool) -> dict[str, Any]:
         """start_async's feeds: checked as ``feeds`` does and, unless ``share``, copies the caller can no

@@ -10,8 +10,9 @@ import threading
 import numpy as np
 import pytest
 from hypothesis import given
+from onnx import TensorProto, numpy_helper
 from onnx import helper as h
-from support.faults import failing_runs, meeting_runs
+from support.faults import counting_runs, failing_runs, meeting_runs
 from support.graphs import WITH_SESSIONS, Case, cases
 from support.helpers import (
     assert_same,
@@ -32,6 +33,8 @@ from hetero_cli.ort.session import observe_sessions
 from hetero_cli.placement import devices as registry
 from hetero_cli.placement.config import CONCURRENCY, NUM_THREADS, SplitConfig
 from hetero_cli.placement.schedule import Schedule, parse_mode, schedule_of
+from hetero_cli.quirks import in_force
+from hetero_cli.quirks.openvino import ONE_THREAD_EMPTY_OUTPUTS
 from hetero_cli.runtime.inputs import Inputs
 
 ONE_THREAD = {"CPU": {NUM_THREADS: 1}}  # the made-up devices' sessions: the same threads in both modes
@@ -301,6 +304,67 @@ def test_empty_outputs_are_explained_by_inputs_that_disagree_on_a_named_dimensio
     with pytest.raises(hc.InferenceError, match="'N' the sizes 2 and 3"):
         inputs.explain_empty(feeds, {"y": np.zeros((0, 4), np.float32), "z": feeds["m"]})
     Inputs(model.inputs, model).explain_empty(feeds, {"y": np.zeros((0, 4), np.float32)})  # not asked
+
+
+def test_inputs_no_node_can_take_are_refused_before_a_run_and_loosely_named_ones_pass():
+    """The check before a run of quirk openvino-one-thread-empty-outputs: x [N,S,8] masked by m [N,S],
+    with S 3 and 4, is refused (onnx's shape inference fails at those shapes, passes with S agreeing);
+    a model that names N for inputs of other sizes, whose shapes infer, is not."""
+    mask = [
+        h.make_node("Unsqueeze", ["m", "axis2"], ["m3"], name="unsqueeze"),
+        h.make_node("Mul", ["x", "m3"], ["masked"], name="mask"),
+    ]
+    axis = [h.make_tensor("axis2", TensorProto.INT64, [1], [2])]
+    masked = Model(
+        make_model(mask, [vi("x", ["N", "S", 8]), vi("m", ["N", "S"])], [vi("masked", None)], axis)
+    )
+    bad = {"x": seeded((2, 3, 8)), "m": np.zeros((2, 4), np.float32)}
+    with pytest.raises(hc.InferenceError, match="'S' the sizes 3 and 4"):
+        Inputs(masked.inputs, masked, symbols=True).check(bad)
+    Inputs(masked.inputs, masked).check(bad)  # not asked: the check is the quirk's alone
+    Inputs(masked.inputs, masked, symbols=True).check(
+        {"x": seeded((2, 3, 8)), "m": np.ones((2, 3), np.float32)}
+    )
+    nodes = [h.make_node("Relu", ["x"], ["y"], name="relu"), h.make_node("Neg", ["m"], ["z"], name="neg")]
+    loose = Model(
+        make_model(nodes, [vi("x", ["N", 4]), vi("m", ["N", 2])], [vi("y", ["N", 4]), vi("z", ["N", 2])])
+    )
+    Inputs(loose.inputs, loose, symbols=True).check({"x": seeded((2, 4)), "m": seeded((3, 2))})
+
+
+@needs_openvino
+def test_a_one_thread_openvino_session_never_runs_inputs_no_node_can_take():
+    """x -> MatMul -> Relu -> Hardmax (which OpenVINO refuses: CPU) -> Mul, masked by m [N,S] unsqueezed
+    on a branch of its own: the automatic split runs that branch beside the others, OpenVINO's sessions
+    on one thread. Inputs giving S two sizes: one InferenceError, and where quirk
+    openvino-one-thread-empty-outputs is in force, no OpenVINO run at all (such a run left the process to
+    crash in a later inference, docs/limits.md); right inputs run as one ORT session does."""
+    nodes = [
+        h.make_node("MatMul", ["x", "w"], ["a"], name="mm"),
+        h.make_node("Relu", ["a"], ["r"], name="relu"),
+        h.make_node("Hardmax", ["r"], ["onehot"], name="hardmax", axis=-1),
+        h.make_node("Mul", ["r", "onehot"], ["hh"], name="pick"),
+        h.make_node("Unsqueeze", ["m", "axis2"], ["m3"], name="unsqueeze"),
+        h.make_node("Mul", ["hh", "m3"], ["masked"], name="mask"),
+    ]
+    inits = [
+        h.make_tensor("axis2", TensorProto.INT64, [1], [2]),
+        numpy_helper.from_array(seeded((8, 8)), "w"),
+    ]
+    proto = make_model(nodes, [vi("x", ["N", "S", 8]), vi("m", ["N", "S"])], [vi("masked", None)], inits)
+    model = hc.Core().read_model(proto)
+    hooks = counting_runs("OPENVINO")
+    with observe_sessions(*hooks):
+        compiled = hc.Core().compile_model(model, "HETERO:OPENVINO,CPU", {"PERFORMANCE_HINT": "THROUGHPUT"})
+    assert compiled.get_property(CONCURRENCY) == "CONCURRENT"
+    request = compiled.create_infer_request()
+    with pytest.raises(hc.InferenceError):
+        request.infer({"x": seeded((2, 3, 8)), "m": np.zeros((2, 4), np.float32)})
+    if in_force(ONE_THREAD_EMPTY_OUTPUTS):
+        assert hooks[1].runs == []
+    right = {"x": seeded((2, 3, 8)), "m": np.ones((2, 3), np.float32)}
+    np.testing.assert_allclose(request.infer(right)["masked"], ort_run(proto, right)["masked"], rtol=1e-6)
+    assert hooks[1].runs
 
 
 def test_a_schedule_run_in_turn_says_why():

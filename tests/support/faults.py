@@ -4,6 +4,7 @@ HETERO_FALLBACK and the re-placement paths are tested in every flavour, the CPU-
 
     with observe_sessions(*refusing_device("A")):          # every subgraph session on A: a compile failure
     with observe_sessions(*failing_runs("A", times=1)):    # A's sessions fail their next run, once in all
+    with observe_sessions(*(hooks := counting_runs("A"))):  # hooks[1].runs: A's runs so far
 
 The devices are made-up names for the CPU EP (``cpu_devices``): two real sessions each, bit-exact.
 """
@@ -116,4 +117,38 @@ def meeting_runs(subjects: set[str], timeout_s: float = 30.0) -> tuple[Any, Any]
             request.session._sess = _MeetingRuns(request.session._sess, barrier)
 
     made.barrier = barrier  # type: ignore[attr-defined]
+    return (lambda request: None), made
+
+
+class _CountingRuns:
+    """A C session that adds one item to ``runs`` (shared by every session of the device) per run, then
+    runs as the real one does; anything else is the real session's."""
+
+    def __init__(self, real: Any, runs: list[str]) -> None:
+        self._real = real
+        self._runs = runs
+
+    def run_with_ort_values(self, *args: Any) -> Any:
+        self._runs.append("run_with_ort_values")
+        return self._real.run_with_ort_values(*args)
+
+    def run(self, *args: Any) -> Any:
+        self._runs.append("run")
+        return self._real.run(*args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def counting_runs(device: str) -> tuple[Any, Any]:
+    """observe_sessions' arguments that count the runs of ``device``'s subgraph sessions (the runs ORT
+    makes without pre-bound outputs: give the model dynamic shapes): ``runs`` on the made-hook, one item
+    a run."""
+    runs: list[str] = []
+
+    def made(request: SessionRequest) -> None:
+        if request.purpose == SUBGRAPH and request.device == device:
+            request.session._sess = _CountingRuns(request.session._sess, runs)
+
+    made.runs = runs  # type: ignore[attr-defined]
     return (lambda request: None), made
