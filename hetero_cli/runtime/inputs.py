@@ -5,6 +5,7 @@ ONNX Runtime takes another form (numpy strings as str objects)."""
 from __future__ import annotations
 
 import copy
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -14,6 +15,9 @@ from ..errors import InferenceError
 from ..graph import Model, TensorInfo, shape_text
 from ..ort.values import Shape
 from .results import port_name
+
+# refuse_conflicts' verdicts an Inputs keeps (each one took onnx's shape inference, tens of ms on big models)
+VERDICTS = 256
 
 
 class Inputs:
@@ -26,8 +30,9 @@ class Inputs:
         self.tensors: dict[str, TensorInfo] = {i.name: i for i in inputs}
         self.symbols = symbols
         self._model = model
-        # refuse_conflicts' verdicts: sorted (input, shape) pairs -> whether such inputs are refused
-        self._conflicts: dict[tuple[tuple[str, Shape], ...], bool] = {}
+        # refuse_conflicts' verdicts: sorted (input, shape) pairs -> whether such inputs are refused; the
+        # oldest goes past VERDICTS (a model served at ever-new disagreeing shapes)
+        self._conflicts: OrderedDict[tuple[tuple[str, Shape], ...], bool] = OrderedDict()
         # what a value fed for an overridable initializer must be: the initializer's own type and shape
         self.overridable: dict[str, TensorInfo] = {
             t: model.tensor_info(t) for t in model.overridable_initializers
@@ -165,7 +170,7 @@ class Inputs:
         sizes made to agree (a node cannot take them). Such a run of a one-thread OpenVINO session answers
         with empty outputs (quirk openvino-one-thread-empty-outputs) and left the process to crash in a
         later inference (docs/limits.md); loosely named models pass (their shapes infer). One verdict per
-        set of input shapes."""
+        set of input shapes, for the latest VERDICTS sets."""
         disagreement = self._disagreement(feeds)
         if disagreement is None:
             return
@@ -177,7 +182,10 @@ class Inputs:
         refused = self._conflicts.get(key)
         if refused is None:
             types = self._model.types
-            refused = self._conflicts[key] = types.conflicts_at(given) and not types.conflicts_at(agreeing)
+            refused = types.conflicts_at(given) and not types.conflicts_at(agreeing)
+            if len(self._conflicts) >= VERDICTS:
+                self._conflicts.popitem(last=False)  # one at a time: atomic, requests share it
+            self._conflicts[key] = refused
         if refused:
             raise InferenceError(message)
 

@@ -306,18 +306,22 @@ def test_empty_outputs_are_explained_by_inputs_that_disagree_on_a_named_dimensio
     Inputs(model.inputs, model).explain_empty(feeds, {"y": np.zeros((0, 4), np.float32)})  # not asked
 
 
-def test_inputs_no_node_can_take_are_refused_before_a_run_and_loosely_named_ones_pass():
-    """The check before a run of quirk openvino-one-thread-empty-outputs: x [N,S,8] masked by m [N,S],
-    with S 3 and 4, is refused (onnx's shape inference fails at those shapes, passes with S agreeing);
-    a model that names N for inputs of other sizes, whose shapes infer, is not."""
-    mask = [
+def masked_by_m() -> Model:
+    """x [N,S,8] masked by m [N,S] unsqueezed: S must agree, which only shape inference can tell."""
+    nodes = [
         h.make_node("Unsqueeze", ["m", "axis2"], ["m3"], name="unsqueeze"),
         h.make_node("Mul", ["x", "m3"], ["masked"], name="mask"),
     ]
     axis = [h.make_tensor("axis2", TensorProto.INT64, [1], [2])]
-    masked = Model(
-        make_model(mask, [vi("x", ["N", "S", 8]), vi("m", ["N", "S"])], [vi("masked", None)], axis)
-    )
+    inputs = [vi("x", ["N", "S", 8]), vi("m", ["N", "S"])]
+    return Model(make_model(nodes, inputs, [vi("masked", None)], axis))
+
+
+def test_inputs_no_node_can_take_are_refused_before_a_run_and_loosely_named_ones_pass():
+    """The check before a run of quirk openvino-one-thread-empty-outputs: x [N,S,8] masked by m [N,S],
+    with S 3 and 4, is refused (onnx's shape inference fails at those shapes, passes with S agreeing);
+    a model that names N for inputs of other sizes, whose shapes infer, is not."""
+    masked = masked_by_m()
     bad = {"x": seeded((2, 3, 8)), "m": np.zeros((2, 4), np.float32)}
     with pytest.raises(hc.InferenceError, match="'S' the sizes 3 and 4"):
         Inputs(masked.inputs, masked, symbols=True).check(bad)
@@ -330,6 +334,35 @@ def test_inputs_no_node_can_take_are_refused_before_a_run_and_loosely_named_ones
         make_model(nodes, [vi("x", ["N", 4]), vi("m", ["N", 2])], [vi("y", ["N", 4]), vi("z", ["N", 2])])
     )
     Inputs(loose.inputs, loose, symbols=True).check({"x": seeded((2, 4)), "m": seeded((3, 2))})
+
+
+def test_refuse_conflicts_judges_each_set_of_shapes_once_and_keeps_the_latest(monkeypatch):
+    """One onnx shape inference per new set of disagreeing input shapes, none for a set seen lately, and
+    the oldest set's verdict dropped past runtime.inputs.VERDICTS (2 here), its inputs judged again and
+    refused again: a model served at ever-new shapes does not grow the process."""
+    from hetero_cli.graph.types import TypeTable
+    from hetero_cli.runtime import inputs as inputs_module
+
+    monkeypatch.setattr(inputs_module, "VERDICTS", 2)
+    judged: list[dict] = []
+    real = TypeTable.conflicts_at
+    monkeypatch.setattr(
+        TypeTable, "conflicts_at", lambda self, shapes: judged.append(shapes) or real(self, shapes)
+    )
+    masked = masked_by_m()
+    inputs = Inputs(masked.inputs, masked, symbols=True)
+
+    def refused(s: int) -> int:
+        """Inferences the check took to refuse x with S 3 beside m with S s."""
+        before = len(judged)
+        with pytest.raises(hc.InferenceError, match=f"'S' the sizes 3 and {s}"):
+            inputs.check({"x": seeded((2, 3, 8)), "m": np.zeros((2, s), np.float32)})
+        return len(judged) - before
+
+    assert refused(4) == 2  # at the given shapes, and with S agreeing
+    assert refused(4) == 0
+    assert (refused(5), refused(6)) == (2, 2)
+    assert refused(4) == 2  # S 4's verdict was the oldest of three
 
 
 @needs_openvino
