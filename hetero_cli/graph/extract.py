@@ -27,6 +27,7 @@ def extract_model(
     types: Mapping[str, onnx.TypeProto],
     fed: frozenset[str] = frozenset(),
     values: Mapping[str, np.ndarray] | None = None,
+    unfolded: frozenset[str] = frozenset(),
 ) -> onnx.ModelProto:
     """A model of ``nodes`` (topologically sorted here) reading ``inputs`` and producing ``outputs``.
 
@@ -34,7 +35,8 @@ def extract_model(
     Runtime's for contrib ops); ``embed``: weights copied in rather than referenced in the model's file;
     ``fed``: overridable initializers made plain inputs, fed at every run; ``values``: tensors the nodes
     read that come in as constants of the model's own ({name: value}: static shape values made outside
-    ``nodes``). Returns a model that keeps the source's IR version, opsets, functions and metadata, its
+    ``nodes``); ``unfolded``: those of ``values`` declared as inputs too (overridable initializers, which
+    ORT's optimizer does not fold). Returns a model that keeps the source's IR version, opsets, functions and metadata, its
     nodes named by their friendly names.
     """
     chosen = sorted(nodes, key=lambda n: n.index)
@@ -74,7 +76,10 @@ def extract_model(
             new.sparse_initializer.append(sparse[t])
     for t, value in (values or {}).items():
         if t in read and t not in produced:
-            new.initializer.append(numpy_helper.from_array(np.asarray(value), t))
+            constant = numpy_helper.from_array(np.asarray(value), t)
+            new.initializer.append(constant)
+            if t in unfolded:
+                new.input.append(helper.make_tensor_value_info(t, constant.data_type, constant.dims))
     for t in outputs:
         new.output.append(helper.make_value_info(t, types[t]))
     boundary = set(inputs) | set(outputs)

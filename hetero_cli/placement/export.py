@@ -16,6 +16,8 @@ from ..errors import ModelError
 from ..graph import Model, Node
 from ..graph.extract import extract_model
 from ..ort.types import arg_type, ort_types
+from ..quirks import in_force
+from ..quirks.cpu import FOLDED_IF_RANGE_SCALARS
 from .partition import Subgraph
 
 
@@ -69,12 +71,46 @@ def extract(
     declared untyped (ORT then infers its type from the node that makes it, as a typing session would):
     a probe's model, whose session answers those outputs' types (record_output_types).
 
+    ``values`` from which an If's condition follows come in as overridable initializers where quirk
+    cpu-folded-if-range-scalars is in force: ORT would fold the If as the whole model's session does not.
+
     Raises ModelError where neither can tell a boundary tensor's type.
     """
+    nodes = list(nodes)
     types = _types_for(model, [*inputs, *outputs], () if typed_outputs else outputs)
-    return extract_model(
-        model, nodes, inputs, outputs, name=name, types=types, embed=embed, fed=fed, values=values
+    unfolded = (
+        _conditions_from(nodes, values) if values and in_force(FOLDED_IF_RANGE_SCALARS) else frozenset()
     )
+    return extract_model(
+        model,
+        nodes,
+        inputs,
+        outputs,
+        name=name,
+        types=types,
+        embed=embed,
+        fed=fed,
+        values=values,
+        unfolded=unfolded,
+    )
+
+
+def _conditions_from(nodes: Sequence[Node], values: Mapping[str, Any]) -> frozenset[str]:
+    """Those of ``values`` from which the condition of an If among ``nodes`` follows, through ``nodes``."""
+    made = {t: n for n in nodes for t in n.outputs if t}
+    todo = [n.inputs[0] for n in nodes if n.proto.op_type == "If" and n.inputs]
+    seen: set[str] = set()
+    found = set()
+    while todo:
+        t = todo.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        if t in values:
+            found.add(t)
+        elif t in made:
+            todo.extend(i for i in made[t].inputs if i)
+    return frozenset(found)
 
 
 def _types_for(model: Model, names: Sequence[str], loose: Sequence[str] = ()) -> dict[str, onnx.TypeProto]:

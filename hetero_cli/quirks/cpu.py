@@ -40,7 +40,27 @@ SPINNING_THREAD_POOLS = Quirk(
     hook="runtime.compiler.prepare_subgraph: split sessions set session.force_spinning_stop",
 )
 
-QUIRKS = (HALF_FLOAT_CASTS_UNRECORDED, SPINNING_THREAD_POOLS)
+FOLDED_IF_RANGE_SCALARS = Quirk(
+    id="cpu-folded-if-range-scalars",
+    ep=EP,
+    versions_seen="onnxruntime 1.24.1 and 1.32.0, onnxruntime-openvino 1.24.1",
+    fixed_in="",
+    upstream=NOT_REPORTED,
+    summary=(
+        "ORT's constant folding inlines the branch of an If whose condition is a constant "
+        "(microsoft/onnxruntime#18105); where that branch hands a Range a one-element vector, as ONNX's own "
+        "AffineGrid function body does, Range's shape inference then refuses the session ('Input to Range op "
+        "should be scalars'), though its kernel runs such a vector and the same model runs where the "
+        "condition is not known before a run"
+    ),
+    repro="tests/quirks/test_cpu_limits.py::test_a_constant_if_condition_breaks_a_range_of_one_element_vectors",
+    hook=(
+        "placement.export.extract: a static shape value a subgraph holds (placement.partition) from which an "
+        "If's condition follows comes in as an overridable initializer, which ORT does not fold"
+    ),
+)
+
+QUIRKS = (HALF_FLOAT_CASTS_UNRECORDED, SPINNING_THREAD_POOLS, FOLDED_IF_RANGE_SCALARS)
 
 # ORT session config entry: the intra-op pool stops spinning the moment a Run returns (on again at the next
 # Run); cpu-spinning-thread-pools

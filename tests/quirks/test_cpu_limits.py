@@ -4,16 +4,18 @@ fixed one (its ``fixed_in``); if one starts failing, ORT changed and the record 
 
 from __future__ import annotations
 
+import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto
 from onnx import helper as h
 from support.helpers import make_model, needs_openvino, vi
-from support.quirk_sides import expect
+from support.quirk_sides import defect_raises, expect
 
 import hetero_cli as hc
 from hetero_cli.ort.session import PROBE, observe_sessions
-from hetero_cli.quirks.cpu import HALF_FLOAT_CASTS_UNRECORDED
+from hetero_cli.quirks.cpu import FOLDED_IF_RANGE_SCALARS, HALF_FLOAT_CASTS_UNRECORDED
 
 
 def test_a_float16_node_run_through_casts_is_recorded_only_where_fixed():
@@ -66,3 +68,41 @@ def test_the_half_float_workaround_acts_only_on_an_affected_release(monkeypatch)
         with observe_sessions(seen):
             hc.Core().query_model(half_float_hardmax_model(), "HETERO:OPENVINO,CPU")
         assert (ort.GraphOptimizationLevel.ORT_DISABLE_ALL in levels) is exact, version
+
+
+def if_range_model(condition: onnx.TensorProto | None):
+    """If (both branches a one-element vector: 5 or 2) -> Range(0, it, 1), as ONNX's AffineGrid function
+    body hands Range its sizes; the condition a constant (``condition``) or the model's input."""
+
+    def branch(name: str, value: int) -> onnx.GraphProto:
+        made = h.make_node("Constant", [], [name], value=h.make_tensor(name, TensorProto.INT64, [1], [value]))
+        return h.make_graph([made], name, [], [vi(name, [1], TensorProto.INT64)])
+
+    nodes = [
+        h.make_node("If", ["cond"], ["w"], then_branch=branch("then", 5), else_branch=branch("else", 2)),
+        h.make_node("Range", ["zero", "w", "one"], ["r"], name="range"),
+    ]
+    inits = [
+        h.make_tensor("zero", TensorProto.INT64, [], [0]),
+        h.make_tensor("one", TensorProto.INT64, [], [1]),
+    ]
+    inputs = [] if condition is not None else [vi("cond", [], TensorProto.BOOL)]
+    return make_model(
+        nodes, inputs, [vi("r", None, TensorProto.INT64)], inits + ([condition] if condition else [])
+    )
+
+
+def test_a_constant_if_condition_breaks_a_range_of_one_element_vectors():
+    """Range's kernel takes a one-element vector: with the If's condition an input, ORT runs the model; with
+    it a constant, ORT's optimizer inlines the branch and Range's shape inference refuses the session
+    (with graph optimizations off, it loads and runs)."""
+    given = ort.InferenceSession(if_range_model(None).SerializeToString(), providers=["CPUExecutionProvider"])
+    assert given.run(None, {"cond": np.array(True)})[0].tolist() == [0, 1, 2, 3, 4]
+    constant = if_range_model(h.make_tensor("cond", TensorProto.BOOL, [], [True])).SerializeToString()
+    plain = ort.SessionOptions()
+    plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(constant, plain, providers=["CPUExecutionProvider"])
+    assert session.run(None, {})[0].tolist() == [0, 1, 2, 3, 4]
+    with defect_raises(FOLDED_IF_RANGE_SCALARS, "should be scalars"):
+        session = ort.InferenceSession(constant, providers=["CPUExecutionProvider"])
+        assert session.run(None, {})[0].tolist() == [0, 1, 2, 3, 4]

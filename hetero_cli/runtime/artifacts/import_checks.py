@@ -80,14 +80,18 @@ def check_subgraph_model(proto: onnx.ModelProto, subgraph: Subgraph, model: Mode
     """ArtifactError unless the exported ONNX model of ``subgraph`` (parsed, weights given back) runs the
     plan's nodes for it, reads its inputs and makes its outputs: the names its session is fed and asked
     for. Its other inputs may only be initializers ``model`` lists among its inputs too, as extract copies
-    them (overridable ones, and under IR version 3 every initializer: placement.export.extract)."""
+    them (overridable ones, and under IR version 3 every initializer: placement.export.extract), or static
+    shape values the subgraph holds, which extract may declare so."""
     graph = proto.graph
     name = subgraph.name
     if sorted(n.name for n in graph.node) != sorted({*subgraph.nodes, *subgraph.constant_nodes}):
         _mismatch(where, f"{name}'s model does not run the nodes its plan gives it")
     inputs = [i.name for i in graph.input]
     listed = set(model.declared_inputs) - set(model.input_names)  # initializers listed as inputs
-    if not set(subgraph.inputs) <= set(inputs) or not set(inputs) - set(subgraph.inputs) <= listed:
+    listed |= set(subgraph.fixed)  # held static shape values extract declares (cpu-folded-if-range-scalars)
+    initializers = {i.name for i in graph.initializer}
+    extra = set(inputs) - set(subgraph.inputs)
+    if not set(subgraph.inputs) <= set(inputs) or not extra <= listed or not extra <= initializers:
         _mismatch(where, f"{name}'s model reads {inputs}, where its plan gives it {list(subgraph.inputs)}")
     outputs = [o.name for o in graph.output]
     if sorted(outputs) != sorted(subgraph.outputs):
