@@ -23,7 +23,7 @@ class Quirk:
     documents it. ``ops``: the op types the hook refuses to hand to the EP, for a quirk whose hook refuses
     nodes; ``outer_scope_only``: it refuses them only where their body reads values from outside it;
     ``given_input``: it refuses them only where they are given their input at this position (an LSTM's
-    peepholes, P: 7).
+    peepholes, P: 7); ``lone_input``: only where they are given one input (a variadic Max of one).
     ``signature``: words the EP's error carries when the defect strikes, for a quirk HETERO_FALLBACK
     moves subgraphs away from (its warning cites the quirk by them); empty otherwise.
     """
@@ -40,6 +40,7 @@ class Quirk:
     outer_scope_only: bool = False
     signature: str = ""
     given_input: int | None = None
+    lone_input: bool = False
 
     def refuses(self, op_type: str, domain: str, reads_outer: bool, inputs: Sequence[str] = ()) -> bool:
         """Whether the hook refuses a node of ``op_type`` in ``domain`` (ONNX's own ops only) whose body
@@ -48,6 +49,7 @@ class Quirk:
         given = self.given_input is None or (
             len(inputs) > self.given_input and bool(inputs[self.given_input])
         )
+        given = given and (not self.lone_input or sum(1 for i in inputs if i) == 1)
         return (
             op_type in self.ops
             and domain in ("", "ai.onnx")

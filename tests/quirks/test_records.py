@@ -54,7 +54,12 @@ def test_each_records_repro_test_exists(record):
 
 def test_the_registry_answers_by_id_and_ep():
     assert quirk("openvino-outer-scope-loop").ops == frozenset({"Loop", "Scan"})
-    refusing = ("openvino-outer-scope-loop", "openvino-loop-body-partitioned", "openvino-lstm-peepholes")
+    refusing = (
+        "openvino-outer-scope-loop",
+        "openvino-loop-body-partitioned",
+        "openvino-lstm-peepholes",
+        "openvino-lone-input-variadic",
+    )
     assert node_refusals("OpenVINOExecutionProvider") == tuple(quirk(q) for q in refusing)
     assert node_refusals("CPUExecutionProvider") == ()
     assert folds_initializers("OpenVINOExecutionProvider") and folds_initializers("TensorrtExecutionProvider")
@@ -77,6 +82,10 @@ def test_a_refusal_for_a_given_input_leaves_a_node_without_it_alone():
     assert not peepholes.refuses("LSTM", "", reads_outer=False, inputs=["x", "W", "R", "B", "", "h", "c", ""])
     assert not peepholes.refuses("LSTM", "", reads_outer=False, inputs=["x", "W", "R"])
     assert not peepholes.refuses("GRU", "", reads_outer=False, inputs=["x", "W", "R", "B", "", "", "", "P"])
+    lone = quirk("openvino-lone-input-variadic")
+    assert lone.refuses("Max", "", reads_outer=False, inputs=["x"])
+    assert not lone.refuses("Max", "", reads_outer=False, inputs=["x", "y"])
+    assert not lone.refuses("Mean", "", reads_outer=False, inputs=["x"])
 
 
 HOOK_REFERENCE = re.compile(r"\b((?:graph|placement|runtime|ort|app|cli)\.[a-z_]+\.[A-Za-z_][\w.]*)")
