@@ -12,16 +12,22 @@ from typing import Any
 
 import click
 
+from ..app.paths import file_problem
 from ..errors import HeteroError
 from .runner import written
 
 
-def check_writable(path: str | None, option: str, *, folder: bool) -> None:
+def check_writable(path: str | None, option: str, *, folder: bool, in_place: bool = False) -> None:
     """Refuse now an output the command could only fail to write at its end, after the whole run: a usage
     error (click.BadParameter for ``option``) when ``path`` (a file, or with ``folder`` a folder to write
-    into) cannot be written; nothing for no path."""
+    into) cannot be written; nothing for no path. A file is written beside ``path`` and moved over it,
+    unless ``in_place`` (written into ``path`` itself): so only then may ``path`` be a device or a pipe
+    (/dev/stdout), which a move would replace with a file."""
     fix = f"give a {'folder' if folder else 'file path'} this user can write to"
     problem = unwritable(Path(path), folder=folder, fix=fix) if path else None
+    if not problem and path and not folder and not in_place:
+        problem = file_problem(path) if os.path.exists(path) else None
+        problem = problem and f"{problem}, which writing {path} would replace with a file: give a file path"
     if problem:
         raise click.BadParameter(problem, param_hint=option)
 

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -40,6 +41,20 @@ class Setup:
     affinities: dict[str, str]
     dot_dir: Path | None
     render: str | None
+
+    def check_not_read(self, path: str | os.PathLike[str] | None, option: str) -> None:
+        """Refuse (a usage error for ``option``) an output ``path`` that names a file the command reads:
+        the model given with -m, or a file its weights are read from (external data): writing it would
+        destroy the model. Nothing for no path."""
+        if not path:
+            return
+        target = Path(os.path.realpath(path))
+        given = self.model_path.resolve()
+        if target == given or target in self.model.data_files:
+            what = "the model" if target == given else f"a file the weights of {self.model_path} are in"
+            raise click.BadParameter(
+                f"{path} is {what}, which writing it would destroy: give another path", param_hint=option
+            )
 
 
 def prepare(

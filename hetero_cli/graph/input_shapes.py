@@ -29,4 +29,5 @@ def with_input_shapes(model: Model, shapes: Mapping[str, Sequence[int | str | No
                     dim.dim_value = value
                 elif isinstance(value, str):
                     dim.dim_param = value
-    return Model(proto, model.path, own_file=False)  # made from the file's model: never load that file
+    # made from the file's model: never load that file
+    return Model(proto, model.path, own_file=False, data_files=model.data_files)

@@ -51,14 +51,21 @@ class Model:
     """An ONNX model with ops in topological order, friendly names, rt_info and inferred tensor types, made
     by ``Core().read_model(...)``. ``path``: the file ``proto`` was read from, whose large weights stay there
     until needed (None: given in memory); ``own_file=False``: ``proto`` was made from the model in that file
-    (its weights are references into it, or its own). ModelError for a graph with a cycle. It holds ``index``
-    (GraphIndex), ``weights`` (Weights: where the data lies), ``types`` (TypeTable: tensor types)."""
+    (its weights are references into it, or its own); ``data_files``: the external data files read (never
+    to be written over). ModelError for a graph with a cycle. It holds ``index`` (GraphIndex), ``weights``
+    (Weights: where the data lies), ``types`` (TypeTable: tensor types)."""
 
     def __init__(
-        self, proto: onnx.ModelProto, path: str | os.PathLike[str] | None = None, *, own_file: bool = True
+        self,
+        proto: onnx.ModelProto,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        own_file: bool = True,
+        data_files: frozenset[Path] = frozenset(),
     ) -> None:
         self.path = Path(path).absolute() if path is not None else None
         self.own_file = own_file
+        self.data_files = data_files
         self.weights = Weights(proto, self.path, own_file=own_file)
         self._proto = self.weights.skeleton
         self.index = GraphIndex(self._proto)
@@ -126,9 +133,7 @@ class Model:
     @property
     def name(self) -> str:
         """The ONNX graph's name, falling back to the file's stem, then "model"."""
-        if self._proto.graph.name:
-            return self._proto.graph.name
-        return self.path.stem if self.path is not None else "model"
+        return self._proto.graph.name or (self.path.stem if self.path is not None else "model")
 
     @property
     def inputs(self) -> list[TensorInfo]:
@@ -311,8 +316,7 @@ class Model:
 
     @functools.cached_property
     def has_half_floats(self) -> bool:
-        """Whether float16 or bfloat16 tensors appear where they show without shape inference (for the
-        CPU EP's Casts around 16-bit nodes: types.has_half_floats)."""
+        """Whether float16 or bfloat16 tensors show without shape inference (types.has_half_floats)."""
         return has_half_floats(self._proto)
 
     # --- copies for sessions -------------------------------------------------------------------------

@@ -129,6 +129,7 @@ def _checked(
     if check is not None:
         check(proto, where)
     external = [t for t in all_tensors(proto) if is_external(t)]
+    data_files: set[Path] = set()
     if external:
         if path is None:
             raise ModelError(
@@ -137,11 +138,11 @@ def _checked(
             )
         folder = path.absolute().parent.resolve()
         for tensor in external:
-            check_external(tensor, folder, path)
+            data_files.add(check_external(tensor, folder, path).resolve())
         for tensor in external:
             inline_if_small(tensor, folder)
     try:
-        return Model(proto, path, own_file=own_file)
+        return Model(proto, path, own_file=own_file, data_files=frozenset(data_files))
     except HeteroError:
         raise
     except Exception as exc:  # a structure onnx parsed but that makes no sense as a graph

@@ -753,3 +753,45 @@ def test_an_int4_initializer_output_read_from_its_file(tmp_path):
     )
     got = hc.Core().compile_model(tmp_path / "q.onnx", "HETERO:CPU")({"x": np.ones(2, np.float32)})
     np.testing.assert_array_equal(got["Q"].astype(np.int8), values.astype(np.int8))
+
+
+def test_no_output_replaces_the_model_or_its_weights(tmp_path):
+    """-o, --save, --save-inputs/--save-outputs and -dump_config naming the model read, its external data
+    file (through a symlink too) or a pipe: one usage error each before any work, the files as they were."""
+    model = external_model(tmp_path / "m")
+    data = tmp_path / "m" / "m.data"
+    (tmp_path / "link.data").symlink_to(data)
+    device = tmp_path / "pipe"  # no regular file, as /dev/null (which a regression here would replace)
+    os.mkfifo(device)
+    before = {p: p.read_bytes() for p in (model, data)}
+    for command, args, option, words in [
+        ("compile", ["-d", "CPU", "-o", data], "-o", "weights of"),
+        ("compile", ["-d", "CPU", "-o", model], "-o", "is the model"),
+        ("compile", ["-d", "CPU", "-o", device], "-o", "not a regular file"),
+        ("query", ["-d", "CPU", "--save", tmp_path / "link.data"], "--save", "weights of"),
+        ("validate", ["-d", "CPU", "--save-outputs", model], "--save-outputs", "is the model"),
+        ("validate", ["-d", "CPU", "--save-inputs", device], "--save-inputs", "not a regular file"),
+        ("benchmark", ["-d", "CPU", "-niter", 1, "-dump_config", data], "-dump_config", "weights of"),
+    ]:
+        with nothing_left_behind(tmp_path):
+            result = invoke(cli.hetero, command, "-m", model, *args)
+        assert result.exit_code == 2, (option, result.stderr)
+        line = one_error_line(result)
+        assert option in line and words in line, line
+        assert "Wrote" not in result.stdout and "Step 4/11" not in result.stdout
+    assert {p: p.read_bytes() for p in (model, data)} == before
+    assert device.is_fifo()
+
+
+def test_compile_creates_the_folders_of_its_output(tmp_path):
+    out = tmp_path / "new" / "deeper" / "digits.hetero"
+    result = invoke(cli.hetero, "compile", "-m", DIGITS, "-d", "CPU", "-o", out)
+    assert result.exit_code == 0, result.stderr
+    assert hc.Core().read_model(out).inputs[0].name == "image"
+
+
+@pytest.mark.parametrize("command", ["validate", "tune"])
+def test_a_negative_seed_is_a_usage_error(command):
+    result = invoke(cli.hetero, command, "-m", DIGITS, "-d", "CPU", "--seed", -1)
+    assert result.exit_code == 2
+    assert "--seed" in one_error_line(result)

@@ -86,8 +86,8 @@ def _run(o: SimpleNamespace) -> dict[str, Any]:
     report_type = o.report_type or ("no_counters" if o.json_stats or o.report_folder else None)
     step(1, "Parsing and validating input arguments")
     check_report_folder(o.report_folder, report_type)
-    check_writable(o.dump_config, "-dump_config", folder=False)
-    check_writable(o.exec_graph_path, "-exec_graph_path", folder=False)
+    check_writable(o.dump_config, "-dump_config", folder=False, in_place=True)
+    check_writable(o.exec_graph_path, "-exec_graph_path", folder=False, in_place=True)
     if o.inference_only is False:
         raise click.BadParameter(
             "hetero-cli fills the inputs once, before the measured loop (benchmark_app's mode for static "
@@ -102,6 +102,8 @@ def _run(o: SimpleNamespace) -> dict[str, Any]:
     step(3, "Setting device configuration")
     t0 = time.perf_counter()
     setup = prepare(o.model, o.device, announce=False, **shared(vars(o)))
+    setup.check_not_read(o.dump_config, "-dump_config")
+    setup.check_not_read(o.exec_graph_path, "-exec_graph_path")
     read_ms = (time.perf_counter() - t0) * 1000.0
     _device_options(setup, o)
     mode = bench.run_mode(

@@ -58,6 +58,7 @@ def compile_command(
     out = Path(output) if output else Path(Path(model).stem + ".hetero")
     check_writable(str(out), "-o", folder=False)
     setup = prepare(model, device, feeds=False, **shared(options))
+    setup.check_not_read(out, "-o")
     if shape or data_shape:
         fixed = input_dims(setup.model, shape, data_shape)
         setup.model = with_input_shapes(setup.model, fixed)
@@ -66,6 +67,9 @@ def compile_command(
     with busy("Compiling the model (and querying the devices for the automatic placement)"):
         compiled = compile_setup(setup)
     written().before_writing(out, folder=False)
+    out.absolute().parent.mkdir(
+        parents=True, exist_ok=True
+    )  # as every other output: a later failure removes it
     compiled.export_model(out)
     written().wrote(out)
     info(

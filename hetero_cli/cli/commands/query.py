@@ -80,6 +80,7 @@ def query(
     """
     check_writable(save, "--save", folder=False)
     setup = prepare(model, device, announce=not as_json, feeds=False, **shared(options))
+    setup.check_not_read(save, "--save")
     running()
     m = setup.model
     if not as_json:

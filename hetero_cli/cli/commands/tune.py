@@ -82,7 +82,11 @@ REPORT_CHART = "tune_chart.png"
     help=f"Write {REPORT_JSON} (every candidate, the machine) and {REPORT_CHART} into DIR.",
 )
 @click.option(
-    "--seed", type=int, default=0, show_default=True, help="Seed of the random inputs and the search."
+    "--seed",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Seed of the random inputs and the search.",
 )
 @int_range_option
 @click.option(
@@ -160,6 +164,7 @@ def tune(
         dot_dir=None,
         render=None,
     )
+    setup.check_not_read(save, "--save")
     unknown = tolerances.unknown_outputs(o.name for o in setup.model.outputs)
     if unknown:
         raise click.BadParameter(

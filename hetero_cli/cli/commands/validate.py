@@ -107,7 +107,9 @@ SHOWN_NODES = 12
     metavar="DEVICE",
     help="The one device that runs the whole model in one session.",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@click.option(
+    "--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the random inputs."
+)
 @int_range_option
 @click.option("--bisect", is_flag=True, help="On FAILED, narrow the first differing subgraph down to a node.")
 @shared_options
@@ -151,6 +153,8 @@ def validate(
         atol, rtol, check_error_stat, error_quantile, infinities_compare_equal=infinities_compare_equal
     )
     setup = prepare(model, device, **shared(options))  # refuses inputs no data can be fed to first
+    setup.check_not_read(save_inputs, "--save-inputs")
+    setup.check_not_read(save_outputs, "--save-outputs")
     loaded = polygraphy_json.load_inputs(load_inputs) if load_inputs else None
     m = setup.model
     unknown = tolerances.unknown_outputs(o.name for o in m.outputs)
