@@ -217,6 +217,17 @@ def _reshape(proto: onnx.NodeProto, args: list[Value | None]) -> Value:
     return data.reshape(shape)
 
 
+def _constant_of_shape(proto: onnx.NodeProto, args: list[Value | None]) -> Value | None:
+    """ConstantOfShape's output where it is small (a shape's suffix of ones, say); None where it is not: a
+    large one is data, and never made here."""
+    dims = [int(d) for d in np.asarray(args[0]).ravel()]
+    if any(d < 0 for d in dims) or int(np.prod(dims)) > MAX_ELEMENTS:
+        return None
+    value = _attributes(proto).get("value")
+    fill = numpy_helper.to_array(value).ravel() if value is not None else np.zeros(1, np.float32)
+    return np.full(dims, fill[0], dtype=fill.dtype)
+
+
 def _reduce_prod(proto: onnx.NodeProto, args: list[Value | None]) -> Value:
     axes = _axes(proto, args, 1)
     keep = bool(_attributes(proto).get("keepdims", 1))
@@ -265,6 +276,7 @@ EVALUATED: dict[str, Evaluate] = {
     "Max": _same_type(lambda *a: np.maximum.reduce(np.broadcast_arrays(*a))),
     "Min": _same_type(lambda *a: np.minimum.reduce(np.broadcast_arrays(*a))),
     "ReduceProd": _reduce_prod,
+    "ConstantOfShape": _constant_of_shape,
     "Equal": _bool(np.equal),
     "Less": _bool(np.less),
     "Greater": _bool(np.greater),

@@ -6,21 +6,18 @@ least one output should be requested"), which HETERO_FALLBACK blamed on every de
 
 from __future__ import annotations
 
-import functools
 import os
 import subprocess
-import warnings
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from onnx import helper as h
-from onnx.backend.test.case.node import collect_testcases
-from onnx.backend.test.case.test_case import TestCase
 from placement.test_visualize import needs_dot
 from support.graphs import PLAN_ONLY, WITH_SESSIONS, check_plan
 from support.helpers import assert_same, const, cpu_split, make_model, needs_openvino, ort_run, seeded, vi
+from support.onnx_cases import node_case
 from support.shape_chains import cuts, shape_chains, zero_out_model
 
 import hetero_cli as hc
@@ -187,16 +184,6 @@ def test_async_requests_run_the_plan_without_the_folded_nodes():
         assert_same(got[k], ort_run(proto, {"x": x}))
 
 
-@functools.cache
-def affine_grid_cases() -> dict[str, TestCase]:
-    """onnx's own test cases of AffineGrid's function body, expanded into plain ops (If, Range...): {name:
-    case}."""
-    with warnings.catch_warnings():  # numpy's, from making every op's cases (casts that overflow...)
-        warnings.simplefilter("ignore")
-        cases = collect_testcases("AffineGrid")
-    return {c.name: c for c in cases if c.name.endswith("_expanded")}
-
-
 @pytest.mark.parametrize(
     "name",
     [
@@ -210,11 +197,7 @@ def test_an_if_whose_condition_a_subgraph_holds_still_runs_as_in_one_session(nam
     node by node, the subgraphs hold the folded condition; ORT would inline the If on a constant one and then
     refuse the Range (quirk cpu-folded-if-range-scalars): the split compiles and gives onnx's expected grid,
     as one ORT session does."""
-    case = affine_grid_cases()[name]
-    proto = case.model
-    proto.ir_version = min(proto.ir_version, 10)
-    (feeds, (expected,)) = case.data_sets[0]
-    feeds = {i.name: a for i, a in zip(proto.graph.input, feeds, strict=True)}
+    proto, feeds, (expected,) = node_case(name)
     compiled = cpu_split(proto)
     assert any(s.fixed for s in compiled.plan.subgraphs)  # the split holds a folded value
     got = dict(compiled.create_infer_request().infer(feeds))

@@ -14,6 +14,7 @@ import onnx
 import pytest
 from onnx import helper as h
 from support.helpers import assert_same, const, cpu_split, make_model, needs_openvino, ort_run, seeded, vi
+from support.onnx_cases import node_case
 from support.pypi_models import OCR_MODELS, RVM_DOWNSAMPLE_RATIO, RVM_FRAME, VIDEO_MODELS, fetch
 
 import hetero_cli as hc
@@ -130,3 +131,40 @@ def test_every_shape_value_of_a_real_model_is_what_onnx_runtime_computes(name, t
     for tensor, value in values.items():
         np.testing.assert_array_equal(got[tensor], value, err_msg=tensor)
         assert got[tensor].dtype == value.dtype, tensor
+
+
+def layer_norm_expanded() -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[np.ndarray]]:
+    """onnx's own LayerNormalization body over x [2,3,4,5] from axis 1 (its test case): the shape of its
+    Mean and InvStdDev outputs is Concat(Shape(x)[:1], ConstantOfShape(Size(Shape(x)) - 1)) = [2,1,1,1].
+    (model, feeds, expected outputs)."""
+    return node_case("test_layer_normalization_4d_axis1_expanded")
+
+
+def test_a_shape_made_by_constant_of_shape_is_a_shape_value_no_cut_carries():
+    """ConstantOfShape of a shape value (a suffix of ones) is one too, and so is the shape made with it: split
+    node by node, no cut carries either, and the split gives onnx's expected outputs."""
+    proto, feeds, expected = layer_norm_expanded()
+    values = hc.Core().read_model(proto).shape_values()
+    reduced = next(t for t in values if t.endswith("_ReducedShape"))
+    assert values[reduced].tolist() == [2, 1, 1, 1]
+    compiled = cpu_split(proto)
+    crossing = {t for s in compiled.plan.subgraphs for t in (*s.inputs, *s.outputs)}
+    assert not crossing & set(values)
+    got = dict(compiled.create_infer_request().infer(feeds))
+    assert_same(got, ort_run(proto, feeds))
+    for output, want in zip(proto.graph.output, expected, strict=True):
+        np.testing.assert_allclose(got[output.name], want, rtol=1e-5, atol=1e-6)
+
+
+@needs_openvino
+def test_openvino_reshapes_to_a_shape_made_by_constant_of_shape_across_a_split():
+    """The LayerNormalization body split node by node over OPENVINO and CPU: a Reshape on OPENVINO to that
+    shape held as a constant, where a shape handed over as an input of unknown length was refused ("CPU
+    plug-in doesn't support Reshape operation with dynamic rank")."""
+    proto, feeds, expected = layer_norm_expanded()
+    model = hc.Core().read_model(proto)
+    for i, node in enumerate(model.get_ops()):
+        node.get_rt_info()["affinity"] = ("OPENVINO", "CPU")[i % 2]
+    got = hc.Core().compile_model(model, "HETERO:OPENVINO,CPU").create_infer_request().infer(feeds)
+    for output, want in zip(proto.graph.output, expected, strict=True):
+        np.testing.assert_allclose(got[output.name], want, rtol=1e-4, atol=1e-5)
