@@ -143,9 +143,8 @@ class Inputs:
                     "numpy array of the input's shape"
                 ) from None
             info = self.tensors.get(name) or self.overridable.get(name)
-            if info is not None and info.dtype == np.dtype(object) and arr.dtype.kind in "US":
-                # numpy's fixed-width str or bytes: ORT takes str objects
-                arr = (np.char.decode(arr, "utf-8") if arr.dtype.kind == "S" else arr).astype(object)
+            if info is not None and info.dtype == np.dtype(object) and arr.dtype.kind in "USO":
+                arr = _as_text(name, arr)
             if info is not None:
                 _check_tensor(name, arr, info.dtype, info.shape)
             out[name] = arr
@@ -223,6 +222,34 @@ class Inputs:
         if share:
             return feeds
         return {name: _own(value, given.get(name)) for name, value in feeds.items()}
+
+
+def _as_text(name: str, arr: np.ndarray) -> np.ndarray:
+    """A string input's array as ORT takes it: an object array of str. Bytes (numpy's fixed-width ones, or
+    bytes objects, as KServe's BYTES arrive) are decoded as UTF-8, since ORT would feed a bytes object's
+    repr ("b'...'"); InferenceError for bytes that are no UTF-8 and for str that UTF-8 cannot hold (a lone
+    surrogate, which ORT fails on). Other objects are left to ORT, which takes their str()."""
+    if arr.dtype.kind == "O" and not any(isinstance(v, bytes | str) for v in arr.flat):
+        return arr
+    texts = np.empty(arr.shape, object)
+    for index, value in np.ndenumerate(arr):
+        texts[index] = _text(name, value)
+    return texts
+
+
+def _text(name: str, value: Any) -> Any:
+    """One element of string input ``name`` as ORT takes it (_as_text)."""
+    try:
+        if isinstance(value, bytes):
+            return value.decode("utf-8")
+        if isinstance(value, str):
+            value.encode("utf-8")
+    except UnicodeError as exc:
+        raise InferenceError(
+            f"input {name!r} holds a string that is no UTF-8 text ({exc.reason} at position {exc.start}): ONNX "
+            "strings are UTF-8, give text"
+        ) from None
+    return value
 
 
 def _input_name(key: Any, names: Sequence[str]) -> str:

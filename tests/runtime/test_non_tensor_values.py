@@ -157,7 +157,8 @@ def test_sequence_and_map_inputs_are_handed_over_as_given(device):
 @pytest.mark.parametrize("hint", ["LATENCY", "THROUGHPUT"])
 def test_a_string_input_only_passed_through_and_bytes_strings(hint):
     """A string input that is also an output and nothing else reads (every other subgraph pre-bound: the
-    fast paths bind inputs themselves), and numpy bytes arrays, which ORT reads as UTF-8 text."""
+    fast paths bind inputs themselves), and bytes strings (numpy's, or bytes objects, as KServe's BYTES come:
+    ORT would read those as "b'1.5'"), read as UTF-8 text; text UTF-8 cannot hold is an InferenceError."""
     proto = _ml_model(
         [
             h.make_node("Relu", ["x"], ["y"], name="relu"),
@@ -175,16 +176,19 @@ def test_a_string_input_only_passed_through_and_bytes_strings(hint):
         ],
     )
     request = hc.Core().compile_model(proto, "HETERO:CPU", {"PERFORMANCE_HINT": hint}).create_infer_request()
-    for _ in range(2):
+    for dtype in (None, object):
         feeds = {
             "x": np.array([1, -1], np.float32),
             "s": np.array(["a", "b"], dtype=object),
-            "n": np.array([b"1.5", b"-2"]),
+            "n": np.array([b"1.5", b"-2"], dtype=dtype),
         }
         got = request.infer(feeds)
         assert list(got["s"]) == ["a", "b"]
         np.testing.assert_array_equal(got["m"], np.array([1.5, -2], np.float32))
         np.testing.assert_array_equal(got["y"], np.array([1, 0], np.float32))
+    for bad in (np.array(["\ud800", "b"], dtype=object), np.array([b"\xff", b"b"], dtype=object)):
+        with pytest.raises(hc.InferenceError, match="'s' holds a string that is no UTF-8 text"):
+            request.infer({**feeds, "s": bad})
 
 
 def test_a_sequence_input_only_passed_through_beside_a_bound_subgraph():

@@ -309,7 +309,7 @@ def _from_json(data: Any, spec: TensorSpec, shape: tuple[int, ...]) -> np.ndarra
     if spec.datatype == "BYTES":
         try:
             flat = np.array([_bytes_item(v) for v in _flatten(data)], dtype=object)
-        except TypeError as exc:
+        except (TypeError, UnicodeError) as exc:  # no string, or one UTF-8 cannot hold (a lone surrogate)
             raise RequestError(f"input {spec.name!r}: data are no BYTES values ({exc})") from None
     else:
         flat = _numbers(data, spec)
