@@ -68,7 +68,8 @@ def read_json(data: bytes) -> Any:
             continue
         key = f"{tag}:{len(found)}"
         found[key] = values
-        pieces += [text[at:start], f'"{key}"'.encode()]
+        # a placeholder only a value can be (a string would pass for an object's key): ["<key>"]
+        pieces += [text[at:start], f'["{key}"]'.encode()]
         at = end
     doc = _loads(b"".join([*pieces, text[at:]]) if found else text)
     return _put_back(doc, found) if found else doc
@@ -251,17 +252,20 @@ def _not_numbers(start: int, why: str) -> RequestError:
 
 
 def _put_back(doc: Any, found: dict[str, np.ndarray]) -> Any:
-    """``doc`` with each placeholder string (a key of ``found``) replaced by its array; walked without
-    recursion."""
-    if isinstance(doc, str):
-        return found.get(doc, doc)
+    """``doc`` with each placeholder (a list of one string, a key of ``found``) replaced by its array;
+    walked without recursion."""
+    if _placeholder(doc, found):
+        return found[doc[0]]
     stack = [doc] if isinstance(doc, (dict, list)) else []
     while stack:
         node = stack.pop()
         for key, value in list(node.items() if isinstance(node, dict) else enumerate(node)):
-            if isinstance(value, str):
-                if value in found:
-                    node[key] = found[value]
+            if _placeholder(value, found):
+                node[key] = found[value[0]]
             elif isinstance(value, (dict, list)):
                 stack.append(value)
     return doc
+
+
+def _placeholder(value: Any, found: dict[str, np.ndarray]) -> bool:
+    return isinstance(value, list) and len(value) == 1 and isinstance(value[0], str) and value[0] in found
