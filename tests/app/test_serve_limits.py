@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 import numpy as np
 import pytest
 
-from hetero_cli.app.serve import Metrics, TensorSpec
+from hetero_cli.app.serve import Metrics, TensorSpec, head_guard
 from hetero_cli.app.serve.http import make_app
 from hetero_cli.app.serve.server import serving
 
@@ -130,4 +130,35 @@ def test_an_empty_batch_is_a_400_before_the_backend(stuck):
     body = json.dumps({"inputs": [{"name": "x", "shape": [0, 4], "datatype": "FP32", "data": []}]})
     status, doc = _post(url, body.encode())
     assert status == 400 and "has no element (dimension 0 is 0)" in doc["error"], doc
+    assert _post(url, json.dumps(GOOD).encode())[0] == 200
+
+
+def _raw(url: str, sent: bytes) -> bytes:
+    """What the server answers a client that sends ``sent`` and then nothing, until it closes."""
+    parts = urlparse(url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=GUARD_S) as sock:
+        sock.sendall(sent)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+        return answer
+
+
+@pytest.mark.parametrize("sent", [b"", b"P", b"POST /v2/models/double/infer HTTP/1.1\r\nHost: x\r\n"])
+def test_a_head_that_never_comes_in_is_a_408_and_the_connection_closed(stuck, monkeypatch, sent):
+    """No head, or part of one: answered 408 once HEAD_TIMEOUT_S is past (uvicorn alone held it forever);
+    the server keeps serving."""
+    url, _ = stuck
+    monkeypatch.setattr(head_guard, "HEAD_TIMEOUT_S", DEADLINE_S)
+    assert _raw(url, sent).startswith(b"HTTP/1.1 408 ")
+    assert _post(url, json.dumps(GOOD).encode())[0] == 200
+
+
+def test_a_head_over_its_limit_is_a_431_and_the_connection_closed(stuck, monkeypatch):
+    """A header line that keeps growing (held in memory by uvicorn alone, hundreds of MiB): 431 past
+    HEAD_BYTES."""
+    url, _ = stuck
+    monkeypatch.setattr(head_guard, "HEAD_BYTES", 4096)
+    head = b"GET /v2/health/ready HTTP/1.1\r\nHost: x\r\nX-Long: " + b"a" * 8192
+    assert _raw(url, head).startswith(b"HTTP/1.1 431 ")
     assert _post(url, json.dumps(GOOD).encode())[0] == 200

@@ -20,6 +20,7 @@ from typing import Any
 import uvicorn
 
 from ...errors import ServeError
+from .head_guard import head_guarded
 
 #: how long ``serving`` waits for its server to start or stop, in seconds
 THREAD_WAIT_S = 30.0
@@ -127,6 +128,7 @@ def make_server(
         access_log=False,
         timeout_graceful_shutdown=graceful_s,
         lifespan="off",
+        http=head_guarded(),  # each request's head bounded in time and size
     )
     return _Server(config, on_stop, on_started)
 
