@@ -8,7 +8,7 @@ inside.
 """
 
 from .footprint import activation_peak
-from .input_shapes import with_input_shapes
+from .input_shapes import disagreement, refused_shapes, with_input_shapes
 from .model import Model, Node, TensorInfo
 from .reading import ModelCheck, read_model
 from .types import shape_text, type_shape
@@ -19,7 +19,9 @@ __all__ = [
     "Node",
     "TensorInfo",
     "activation_peak",
+    "disagreement",
     "read_model",
+    "refused_shapes",
     "shape_text",
     "type_shape",
     "with_input_shapes",

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InferenceError
-from ..graph import Model, TensorInfo, shape_text
+from ..graph import Model, TensorInfo, disagreement, refused_shapes, shape_text
 from ..ort.values import Shape
 from .results import port_name
 
@@ -30,9 +30,9 @@ class Inputs:
         self.tensors: dict[str, TensorInfo] = {i.name: i for i in inputs}
         self.symbols = symbols
         self._model = model
-        # refuse_conflicts' verdicts: sorted (input, shape) pairs -> whether such inputs are refused; the
-        # oldest goes past VERDICTS (a model served at ever-new disagreeing shapes)
-        self._conflicts: OrderedDict[tuple[tuple[str, Shape], ...], bool] = OrderedDict()
+        # refuse_conflicts' verdicts: sorted (input, shape) pairs -> why such inputs are refused (None: they
+        # are not); the oldest goes past VERDICTS (a model served at ever-new disagreeing shapes)
+        self._conflicts: OrderedDict[tuple[tuple[str, Shape], ...], str | None] = OrderedDict()
         # what a value fed for an overridable initializer must be: the initializer's own type and shape
         self.overridable: dict[str, TensorInfo] = {
             t: model.tensor_info(t) for t in model.overridable_initializers
@@ -159,9 +159,9 @@ class Inputs:
         could not tell beforehand. Inputs whose named dimensions disagree with outputs that are not empty
         pass (models reuse names loosely: a recurrent state's "height" a quarter of the image's)."""
         if self.symbols and any(isinstance(v, np.ndarray) and v.size == 0 for v in results.values()):
-            disagreement = self._disagreement(feeds)
-            if disagreement is not None:
-                raise InferenceError(disagreement[0])
+            found = disagreement(self.tensors.values(), self._shapes(feeds))
+            if found is not None:
+                raise InferenceError(found[0])
 
     def refuse_conflicts(self, feeds: Mapping[str, Any]) -> None:
         """Where ``symbols``, before any session runs: InferenceError where ``feeds`` give one named
@@ -170,48 +170,24 @@ class Inputs:
         with empty outputs (quirk openvino-one-thread-empty-outputs) and left the process to crash in a
         later inference (docs/limits.md); loosely named models pass (their shapes infer). One verdict per
         set of input shapes, for the latest VERDICTS sets."""
-        disagreement = self._disagreement(feeds)
-        if disagreement is None:
+        shapes = self._shapes(feeds)
+        if disagreement(self.tensors.values(), shapes) is None:
             return
-        message, agreeing = disagreement
-        given = {
-            n: tuple(v.shape) for n, v in feeds.items() if n in self.tensors and isinstance(v, np.ndarray)
-        }
-        key = tuple(sorted(given.items()))
-        refused = self._conflicts.get(key)
-        if refused is None:
-            types = self._model.types
-            refused = types.conflicts_at(given) and not types.conflicts_at(agreeing)
+        key = tuple(sorted(shapes.items()))
+        message = self._conflicts.get(key, "")
+        if message == "":
+            message = refused_shapes(self._model, shapes)
             if len(self._conflicts) >= VERDICTS:
                 self._conflicts.popitem(last=False)  # one at a time: atomic, requests share it
-            self._conflicts[key] = refused
-        if refused:
+            self._conflicts[key] = message
+        if message:
             raise InferenceError(message)
 
-    def _disagreement(self, feeds: Mapping[str, Any]) -> tuple[str, dict[str, Shape]] | None:
-        """Where two inputs in ``feeds`` give one named dimension (a symbol the model declares for both, as
-        ``N`` in x [N,S,8] and m [N,S]) two sizes: what to tell the caller, and every input's shape with
-        each named dimension at the first size given for it; None where they agree."""
-        seen: dict[str, tuple[str, int]] = {}
-        message = None
-        agreeing: dict[str, Shape] = {}
-        for name, info in self.tensors.items():
-            value = feeds.get(name)
-            if info.shape is None or not isinstance(value, np.ndarray) or value.ndim != len(info.shape):
-                continue
-            shape = list(value.shape)
-            for k, (dim, size) in enumerate(zip(info.shape, value.shape, strict=True)):
-                if not isinstance(dim, str) or not dim:
-                    continue
-                first = seen.setdefault(dim, (name, size))
-                shape[k] = first[1]
-                if first[1] != size and message is None:
-                    message = (
-                        f"inputs {first[0]!r} and {name!r} give dimension {dim!r} the sizes {first[1]} and "
-                        f"{size}: the model declares it one size in both; give them agreeing shapes"
-                    )
-            agreeing[name] = tuple(shape)
-        return None if message is None else (message, agreeing)
+    def _shapes(self, feeds: Mapping[str, Any]) -> dict[str, Shape]:
+        """The shapes of the arrays in ``feeds`` for this model's inputs."""
+        return {
+            n: tuple(v.shape) for n, v in feeds.items() if n in self.tensors and isinstance(v, np.ndarray)
+        }
 
     def owned(self, inputs: Any, share: bool) -> dict[str, Any]:
         """start_async's feeds: checked as ``feeds`` does and, unless ``share``, copies the caller can no

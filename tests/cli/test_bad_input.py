@@ -795,3 +795,20 @@ def test_a_negative_seed_is_a_usage_error(command):
     result = invoke(cli.hetero, command, "-m", DIGITS, "-d", "CPU", "--seed", -1)
     assert result.exit_code == 2
     assert "--seed" in one_error_line(result)
+
+
+@pytest.mark.parametrize("command", ["benchmark", "validate"])
+def test_input_shapes_no_node_can_take_are_a_usage_error_before_the_compile(tmp_path, command):
+    """x [N,3] + b [N,3] given N 2 and 3: one line naming the dimension, exit 2, no compile (ORT failed the
+    first inference with its broadcast error, exit 1); N agreeing runs."""
+    nodes = [h.make_node("Add", ["x", "b"], ["y"], name="add")]
+    path = tmp_path / "two.onnx"
+    onnx.save(make_model(nodes, [vi("x", ["N", 3]), vi("b", ["N", 3])], [vi("y", ["N", 3])]), path)
+    with nothing_left_behind(tmp_path):
+        result = invoke(cli.hetero, command, "-m", path, "-d", "CPU", "-data_shape", "x[2,3],b[3,3]")
+    assert result.exit_code == 2, result.stderr
+    assert "give dimension 'N' the sizes 2 and 3" in one_error_line(result)
+    assert "Step 7/11" not in result.stdout and "Compiling" not in result.stdout
+    short = ["-niter", 2] if command == "benchmark" else []
+    agreeing = invoke(cli.hetero, command, "-m", path, "-d", "CPU", "-data_shape", "x[2,3],b[2,3]", *short)
+    assert agreeing.exit_code == 0, agreeing.stderr

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import BenchmarkError
-from ...graph import Model, TensorInfo, activation_peak, shape_text
+from ...graph import Model, TensorInfo, activation_peak, refused_shapes, shape_text
 from .. import limits
 from ..limits import data_bytes, size_text
 
@@ -142,7 +142,8 @@ def data_shapes(
     -i file gives (an image's channels, height and width; a .npy file's every axis). Other dynamic
     dimensions are 1 where ``fill_dynamic`` is on or the input is in ``with_files`` (its -i files hold one
     sample each); else BenchmarkError, as benchmark_app's "Input ... is dynamic. Provide data shapes!".
-    BenchmarkError too if ``requests`` sets of that data (one per infer request) would not fit in memory.
+    BenchmarkError too where the shapes give a named dimension two sizes no node can take (refused_shapes),
+    or if ``requests`` sets of that data (one per infer request) would not fit in memory.
     """
     wanted = _wanted(model, shape, batch, data_shape)
     out: dict[str, tuple[int, ...]] = {}
@@ -158,6 +159,9 @@ def data_shapes(
             _check_static(info, dims, from_file)
         out[info.name], note = _concrete(info, dims, from_file)
         filled += [note] if note else []
+    refused = refused_shapes(model, out)
+    if refused:  # no node can take them: ORT would fail the first inference, after the compile
+        raise BenchmarkError(f"{refused} (-shape, -data_shape or -i)")
     check_data_size(model, out, requests)
     return out, filled
 
