@@ -131,6 +131,15 @@ def test_bytes_tensors_round_trip_json_and_binary():
         (_request(inputs=[{**_request()["inputs"][1], "data": [1.5, 2]}]), "no INT64 values"),
         (_request(outputs=[{"name": "nope"}]), "unknown output 'nope'"),
         (_request(id=3), '"id" must be a string'),
+        (
+            _request(outputs=[{"name": "y", "parameters": {"binary_data": "false"}}]),
+            "true or false, not 'false'",
+        ),
+        (_request(parameters={"binary_data_output": 1}), '"binary_data_output" must be true or false'),
+        (
+            _request(inputs=[{**_request()["inputs"][0], "parameters": {"binary_data_size": 4096.0}}]),
+            "binary_data_size must be a byte count, not 4096.0",
+        ),
     ],
 )
 def test_bad_requests_say_what_is_wrong(doc, says):

@@ -160,8 +160,8 @@ def parse_infer_request(
     return InferRequest(
         feeds=feeds,
         id=_request_id(doc),
-        outputs=_output_requests(doc.get("outputs"), outputs, bool(parameters.get("binary_data_output"))),
-        binary_default=bool(parameters.get("binary_data_output")),
+        outputs=_output_requests(doc.get("outputs"), outputs, _flag(parameters, "binary_data_output")),
+        binary_default=_flag(parameters, "binary_data_output"),
         parameters=parameters,
     )
 
@@ -260,7 +260,9 @@ def _input_array(
     shape = _shape(entry.get("shape"), spec)
     size = _parameters(entry, f"input {spec.name!r}").get("binary_data_size")
     if size is not None:
-        if not isinstance(size, int) or isinstance(size, bool) or size < 0 or offset + size > len(binary):
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise RequestError(f"input {spec.name!r}: binary_data_size must be a byte count, not {size!r}")
+        if offset + size > len(binary):
             raise RequestError(
                 f"input {spec.name!r}: binary_data_size {size!r} does not fit the {len(binary) - offset} "
                 "byte(s) of binary data left"
@@ -270,6 +272,15 @@ def _input_array(
     if "data" not in entry:
         raise RequestError(f'input {spec.name!r} has no "data" (nor binary_data_size)')
     return _from_json(entry["data"], spec, shape), offset
+
+
+def _flag(parameters: Mapping[str, Any], name: str, default: bool = False) -> bool:
+    """A boolean parameter (binary_data, binary_data_output); RequestError for a value that is no JSON
+    boolean (the string "false" would have counted as true)."""
+    value = parameters.get(name, default)
+    if not isinstance(value, bool):
+        raise RequestError(f'parameter "{name}" must be true or false, not {value!r}')
+    return value
 
 
 def _shape(value: Any, spec: TensorSpec) -> tuple[int, ...]:
@@ -437,8 +448,8 @@ def _output_requests(
             raise RequestError(f"unknown output {name!r}: the model gives {_names(outputs)}")
         if any(w.name == name for w in wanted):
             raise RequestError(f"output {name!r} is asked twice")
-        binary = _parameters(entry, f"output {name!r}").get("binary_data", binary_default)
-        wanted.append(OutputRequest(name, bool(binary)))
+        binary = _flag(_parameters(entry, f"output {name!r}"), "binary_data", binary_default)
+        wanted.append(OutputRequest(name, binary))
     return wanted or None
 
 
