@@ -812,3 +812,15 @@ def test_input_shapes_no_node_can_take_are_a_usage_error_before_the_compile(tmp_
     short = ["-niter", 2] if command == "benchmark" else []
     agreeing = invoke(cli.hetero, command, "-m", path, "-d", "CPU", "-data_shape", "x[2,3],b[2,3]", *short)
     assert agreeing.exit_code == 0, agreeing.stderr
+
+
+def test_a_model_without_nodes_is_queried_and_run_as_its_inputs(tmp_path):
+    """A graph that hands its input straight back: no subgraph, and the query says why (it said "0
+    subgraph(s) on ;"); a benchmark runs it."""
+    graph = h.make_graph([], "bare", [vi("x", [1, 4])], [vi("x", [1, 4])])
+    path = tmp_path / "bare.onnx"
+    onnx.save(h.make_model(graph, ir_version=10, opset_imports=[h.make_opsetid("", 17)]), path)
+    result = invoke(cli.hetero, "query", "-m", path, "-d", "HETERO:CPU")
+    assert result.exit_code == 0, result.stderr
+    assert "0 subgraph(s) (the model has no nodes to run)" in result.stdout
+    assert invoke(cli.hetero, "benchmark", "-m", path, "-d", "HETERO:CPU", "-niter", 2).exit_code == 0

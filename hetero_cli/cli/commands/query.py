@@ -114,8 +114,9 @@ def query(
             _affinity_table(m, affinities, source)
         _subgraph_table(plan, plan.crossing_by_subgraph())
         crossing_all = plan.crossing_tensors()
+        on = f" on {', '.join(plan.devices)}" if plan.devices else " (the model has no nodes to run)"
         info(
-            f"{len(plan.subgraphs)} subgraph(s) on {', '.join(plan.devices)}; "
+            f"{len(plan.subgraphs)} subgraph(s){on}; "
             f"{len(crossing_all)} tensor(s) cross devices{': ' + ', '.join(crossing_all) if crossing_all else ''}"
         )
         if len(plan.subgraphs) > 1:
