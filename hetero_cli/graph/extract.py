@@ -36,8 +36,8 @@ def extract_model(
     ``fed``: overridable initializers made plain inputs, fed at every run; ``values``: tensors the nodes
     read that come in as constants of the model's own ({name: value}: static shape values made outside
     ``nodes``); ``unfolded``: those of ``values`` declared as inputs too (overridable initializers, which
-    ORT's optimizer does not fold). Returns a model that keeps the source's IR version, opsets, functions and metadata, its
-    nodes named by their friendly names.
+    ORT's optimizer does not fold). Returns a model that keeps the source's IR version, opsets, functions
+    and metadata, its nodes named by their friendly names.
     """
     chosen = sorted(nodes, key=lambda n: n.index)
     src = model.skeleton
