@@ -81,6 +81,8 @@ class AsyncInferQueue:
         k, before = -1, -1
         try:
             with self._cond:
+                if not (self._idle or self._errors):
+                    self._requests[0].refuse_wait_in_callback("start_async() with every request busy")
                 self._cond.wait_for(lambda: self._idle or self._errors)
                 self._raise_errors()
                 k = self._idle[0]
@@ -109,6 +111,8 @@ class AsyncInferQueue:
     def wait_all(self) -> None:
         """Wait until every request is idle (callbacks done); re-raise the first failure since the last check."""
         with self._cond:
+            if len(self._idle) < len(self._requests):
+                self._requests[0].refuse_wait_in_callback("wait_all()")
             self._cond.wait_for(lambda: len(self._idle) == len(self._requests))
             self._raise_errors()
 
@@ -123,6 +127,8 @@ class AsyncInferQueue:
         """The id (index into the queue) of an idle request, waiting for one if all are busy; re-raises a
         pending failure as the other calls do."""
         with self._cond:
+            if not (self._idle or self._errors):
+                self._requests[0].refuse_wait_in_callback("get_idle_request_id() with every request busy")
             self._cond.wait_for(lambda: self._idle or self._errors)
             self._raise_errors()
             return self._idle[0]

@@ -140,8 +140,11 @@ class AsyncRequest:
 
     def wait(self) -> None:
         """Wait for the asynchronous inference (and its callback); at once if none was started. Re-raises
-        its failure, or the callback's, as InferenceError."""
+        its failure, or the callback's, as InferenceError; InferenceError too for a wait that would never
+        end: in a callback, for an inference not done (refuse_wait_in_callback)."""
         with self._cond:
+            if self._finished < self._started:
+                self.refuse_wait_in_callback("wait()")
             self._cond.wait_for(lambda: self._finished >= self._started)
             error = self._error
         if error is not None:
@@ -170,6 +173,17 @@ class AsyncRequest:
         if error is not None:
             raise error
         return bool(done)
+
+    def refuse_wait_in_callback(self, call: str) -> None:
+        """InferenceError where the calling thread is one of this request's pipeline threads, which run
+        the callbacks: ``call`` there waits for inferences that need that thread (the request's own
+        completes only once its callback returns), so it would never return, and the device's pipeline
+        would stay stuck with it."""
+        if self._pipeline.runs_here():
+            raise InferenceError(
+                f"{call} inside a callback would wait for the pipeline thread that runs the callback, and "
+                "never return: wait once the callback has returned, or use wait_for(timeout)"
+            )
 
     def set_callback(self, callback: Callable[[Any], None] | None, userdata: Any = None) -> None:
         """``callback(userdata)`` when an asynchronous inference succeeds (on a pipeline thread: keep it

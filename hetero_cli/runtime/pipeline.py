@@ -122,6 +122,12 @@ class Pipeline:
         self._lanes: dict[str, _Lane] = {}
         self._lock = threading.Lock()
 
+    def runs_here(self) -> bool:
+        """Whether the calling thread is one of this pipeline's lanes (a callback of its requests runs
+        there: waiting there for its requests can wait for that thread itself)."""
+        me = threading.current_thread()
+        return any(lane.thread is me for lane in list(self._lanes.values()))
+
     @property
     def lanes(self) -> list[str]:
         """Lanes started so far (device names), in order of first use."""

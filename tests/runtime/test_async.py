@@ -302,6 +302,52 @@ def test_callback_raising_system_exit_does_not_hang_its_request_or_queue(cpu_com
     assert queue.is_ready() and len(queue.userdata) == 2
 
 
+def test_waiting_inside_a_callback_is_refused_not_a_hang(cpu_compiled):
+    """wait() on its own request, and the queue's wait_all(), get_idle_request_id() and start_async() with
+    every request busy, inside a callback (on the pipeline thread that runs it): an InferenceError, which
+    wait() re-raises; before, the request never completed and the device's pipeline stayed stuck. Another
+    request runs after it; a wait_for inside a callback still just times out."""
+    req = cpu_compiled.create_infer_request()
+    req.set_callback(lambda userdata: req.wait())
+    req.start_async({"x": inputs(1)[0]})
+    with pytest.raises(hc.InferenceError, match=r"wait\(\) inside a callback"):
+        req.wait_for(TIMEOUT_S * 1000)  # done, its failure re-raised (a hang would return False)
+    timed: list[bool] = []
+    req.set_callback(lambda userdata: timed.append(req.wait_for(1)))
+    req.start_async({"x": inputs(1)[0]})
+    req.wait()
+    assert timed == [False]
+    other = cpu_compiled.create_infer_request()
+    other.start_async({"x": inputs(1)[0]})
+    assert other.wait_for(TIMEOUT_S * 1000)
+    for call in ("wait_all", "get_idle_request_id", "start_async"):
+        queue = _queue_waiting_in_its_callback(cpu_compiled, call)
+        failures: list[BaseException] = []
+        waiter = threading.Thread(target=_failure_of, args=(queue.wait_all, failures), daemon=True)
+        waiter.start()
+        waiter.join(TIMEOUT_S)
+        assert not waiter.is_alive(), f"{call} in the callback hung the queue"
+        assert failures and f"{call}() " in str(failures[0]) and "inside a callback" in str(failures[0])
+
+
+def _failure_of(call, failures: list[BaseException]) -> None:
+    try:
+        call()
+    except hc.InferenceError as exc:
+        failures.append(exc)
+
+
+def _queue_waiting_in_its_callback(compiled, call: str) -> hc.AsyncInferQueue:
+    """A queue of one request whose callback calls ``call`` (with that request busy), one job started."""
+    queue = hc.AsyncInferQueue(compiled, 1)
+    if call == "start_async":
+        queue.set_callback(lambda request, userdata: queue.start_async({"x": inputs(1)[0]}))
+    else:
+        queue.set_callback(lambda request, userdata: getattr(queue, call)())
+    queue.start_async({"x": inputs(1)[0]})
+    return queue
+
+
 def test_callback_may_start_the_request_again(cpu_compiled):
     req = cpu_compiled.create_infer_request()
     xs = inputs(4)
