@@ -50,8 +50,12 @@ class Setup:
             return
         target = Path(os.path.realpath(path))
         given = self.model_path.resolve()
-        if target == given or target in self.model.data_files:
-            what = "the model" if target == given else f"a file the weights of {self.model_path} are in"
+        if _same_file(target, given) or any(_same_file(target, f) for f in self.model.data_files):
+            what = (
+                "the model"
+                if _same_file(target, given)
+                else f"a file the weights of {self.model_path} are in"
+            )
             raise click.BadParameter(
                 f"{path} is {what}, which writing it would destroy: give another path", param_hint=option
             )
@@ -103,6 +107,14 @@ def prepare(
         check_dot_files(model, dots, render)
     affinities = placed.check_affinities(model, affinities_given)
     return Setup(core, model, path, device, request, affinities, dots, render)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` are one file (one path, or hard links of one inode)."""
+    try:
+        return a == b or os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet): only the same path is the same file
+        return False
 
 
 def _export_device(core: Core, model: Model, device: str, affinities: Mapping[str, str]) -> str:

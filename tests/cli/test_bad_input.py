@@ -761,6 +761,7 @@ def test_no_output_replaces_the_model_or_its_weights(tmp_path):
     model = external_model(tmp_path / "m")
     data = tmp_path / "m" / "m.data"
     (tmp_path / "link.data").symlink_to(data)
+    os.link(model, tmp_path / "hard.onnx")  # another name of the model's file
     device = tmp_path / "pipe"  # no regular file, as /dev/null (which a regression here would replace)
     os.mkfifo(device)
     before = {p: p.read_bytes() for p in (model, data)}
@@ -772,6 +773,13 @@ def test_no_output_replaces_the_model_or_its_weights(tmp_path):
         ("validate", ["-d", "CPU", "--save-outputs", model], "--save-outputs", "is the model"),
         ("validate", ["-d", "CPU", "--save-inputs", device], "--save-inputs", "not a regular file"),
         ("benchmark", ["-d", "CPU", "-niter", 1, "-dump_config", data], "-dump_config", "weights of"),
+        ("compile", ["-d", "CPU", "-o", tmp_path / "hard.onnx"], "-o", "is the model"),
+        (
+            "validate",
+            ["-d", "CPU", "--save-inputs", tmp_path / "io.json", "--save-outputs", tmp_path / "io.json"],
+            "--save-outputs",
+            "--save-inputs' file too",
+        ),
     ]:
         with nothing_left_behind(tmp_path):
             result = invoke(cli.hetero, command, "-m", model, *args)

@@ -79,6 +79,7 @@ def test_a_file_changed_just_before_its_hash_is_not_remembered(model_file, tmp_p
         '{"path": "{path}", "stat": "{stat}", "sha256": "abcd"}',
         '{"path": "{path}", "stat": "{stat}"}',
         "[1, 2]",
+        "[" * 3000 + "]" * 3000,  # json.loads' RecursionError, which was an internal error
     ],
 )
 def test_a_record_that_is_not_what_it_should_be_is_ignored(model_file, tmp_path, monkeypatch, record):
@@ -91,6 +92,16 @@ def test_a_record_that_is_not_what_it_should_be_is_ignored(model_file, tmp_path,
     stat = held[held.index('"stat": ') + len('"stat": ') : held.index("]") + 1]
     path = str(model_file.resolve())
     written.write_text(record.replace('"{stat}"', stat).replace("{path}", path))
+    assert fd.file_digest(model_file, cache) == _sha(model_file)
+
+
+@pytest.mark.parametrize("kind", ["pipe", "folder"])
+def test_a_record_that_is_no_file_is_ignored_without_waiting(model_file, tmp_path, kind):
+    """A pipe named as the record was read, and the compile waited for a writer that never came."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    record = fd._record_path(model_file.resolve(), cache)
+    os.mkfifo(record) if kind == "pipe" else record.mkdir()
     assert fd.file_digest(model_file, cache) == _sha(model_file)
 
 

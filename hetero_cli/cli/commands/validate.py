@@ -4,6 +4,7 @@ compared with Polygraphy's tolerances, the first subgraph that differs named; en
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
@@ -148,6 +149,11 @@ def validate(
     """
     check_writable(save_inputs, "--save-inputs", folder=False)
     check_writable(save_outputs, "--save-outputs", folder=False)
+    if save_inputs and save_outputs and os.path.realpath(save_inputs) == os.path.realpath(save_outputs):
+        raise click.BadParameter(
+            f"{save_outputs} is --save-inputs' file too: give the inputs and the outputs a file each",
+            param_hint="--save-outputs",
+        )
     _check_reference(reference)
     tolerances = Tolerances.parse(
         atol, rtol, check_error_stat, error_quantile, infinities_compare_equal=infinities_compare_equal

@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 import os
+import stat as stat_module
 import tempfile
 import time
 from pathlib import Path
@@ -28,6 +29,8 @@ SUFFIX = ".digest"
 #: how long before its hash a file must have last changed for its digest to be remembered
 RACY_NS = 2_000_000_000
 _CHUNK = 1 << 20
+#: the most of a record read (one is about 200 bytes: more is damage)
+RECORD_BYTES = 4096
 
 
 def file_digest(path: Path, folder: Path | None = None) -> bytes:
@@ -69,13 +72,24 @@ def _recorded(record: Path, real: Path, stat: tuple[int, ...]) -> bytes | None:
     """The digest ``record`` holds for ``real`` at ``stat``; None where there is none, or it is for another
     path or stat, or is not what _write writes."""
     try:
-        held = json.loads(record.read_text())
+        held = json.loads(_small_file(record))
         if held["path"] == str(real) and tuple(held["stat"]) == stat:
             digest = bytes.fromhex(held["sha256"])
             return digest if len(digest) == hashlib.sha256().digest_size else None
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nested too deep
         return None  # no record, or a damaged one: the file is hashed again, which is always right
     return None
+
+
+def _small_file(path: Path) -> bytes:
+    """The first RECORD_BYTES of ``path``; OSError where it is no regular file (a pipe would never end)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat_module.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is no regular file")
+        return os.read(fd, RECORD_BYTES)
+    finally:
+        os.close(fd)
 
 
 def _write(record: Path, held: dict[str, object]) -> None:
