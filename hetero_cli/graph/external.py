@@ -177,7 +177,8 @@ def inline_if_small(tensor: onnx.TensorProto, folder: Path) -> None:
 
 def place_external_files(proto: onnx.ModelProto, source: Path, target: Path) -> list[Path]:
     """Make the external data files of ``proto`` reachable from ``target`` (the folder a copy of the model
-    is saved into): nothing to do in the source folder, else hard links, or copies across file systems.
+    is saved into): nothing to do in the source folder, else copies (not hard links: ONNX Runtime refuses
+    an external data file with several, "a potential hardlink attack", and so both models).
     Returns the files created here, for the caller to remove if saving fails; ModelError where a file of
     that name with other content is already there."""
     target = target.resolve()
@@ -197,11 +198,8 @@ def place_external_files(proto: onnx.ModelProto, source: Path, target: Path) -> 
                     "other content is already there (save the model into another folder)"
                 )
             dst.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.link(src, dst)
-            except OSError:
-                shutil.copyfile(src, dst)
             created.append(dst)
+            shutil.copyfile(src, dst)
     except BaseException:
         for file in created:
             file.unlink(missing_ok=True)

@@ -8,11 +8,15 @@ import secrets
 from pathlib import Path
 
 import onnx
+from onnx.external_data_helper import load_external_data_for_model
 
 from ..errors import HeteroError, ModelError
 from .external import place_external_files
 from .shared import short_reason
 from .weights import Weights
+
+#: protobuf's limit on one message: a model holding its weights in itself stays under it
+PROTOBUF_LIMIT = 2**31
 
 
 def write_model(weights: Weights, path: str | os.PathLike[str]) -> None:
@@ -20,18 +24,21 @@ def write_model(weights: Weights, path: str | os.PathLike[str]) -> None:
     permissions kept), leaving nothing behind if writing fails (ModelError saying why).
 
     Weights in external files stay there: written into the model's own folder, the new file points at
-    the same data files; written elsewhere, the data files are linked (or, across file systems, copied)
-    beside it. ``path`` is written through a symbolic link to the file it names, except with external
+    the same data files; written elsewhere, the data files are copied beside it. Weights that are byte
+    ranges of an export (a model read from one) go into the new file itself. ``path`` is written through a symbolic link to the file it names, except with external
     data: the data files go beside the path given, where the saved model will be read from.
     """
-    target = _target(path, follow=not weights.external)
+    target = _target(path, follow=not weights.external or weights.borrowed)
     tmp: Path | None = None
     written: list[Path] = []
     try:
-        if weights.external_dir is not None:
-            written = place_external_files(weights.proto, weights.external_dir, target.parent)
+        proto = weights.proto
+        if weights.borrowed:  # byte ranges of another file (an export's), which may be written again
+            proto = _with_weights_inline(proto, weights)
+        elif weights.external_dir is not None:
+            written = place_external_files(proto, weights.external_dir, target.parent)
         tmp = _new_file_beside(target)
-        onnx.save(weights.proto, str(tmp))
+        onnx.save(proto, str(tmp))
         if target.exists():
             os.chmod(tmp, target.stat().st_mode & 0o7777)
         tmp.replace(target)
@@ -44,6 +51,22 @@ def write_model(weights: Weights, path: str | os.PathLike[str]) -> None:
             raise
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else short_reason(exc)
         raise ModelError(f"cannot write {target}: {reason}") from None
+
+
+def _with_weights_inline(proto: onnx.ModelProto, weights: Weights) -> onnx.ModelProto:
+    """A copy of ``proto`` holding the data of its external tensors (references into the file ``weights``
+    were read from); ModelError where that file changed since, or they would pass protobuf's 2 GB."""
+    weights.check_references()
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    assert weights.external_dir is not None
+    load_external_data_for_model(copy, str(weights.external_dir))
+    if copy.ByteSize() >= PROTOBUF_LIMIT:
+        raise ModelError(
+            "the weights of a model read from an export take 2 GB or more, more than a saved .onnx file holds "
+            "in itself: save the original .onnx model instead"
+        )
+    return copy
 
 
 def _target(path: str | os.PathLike[str], *, follow: bool) -> Path:

@@ -76,7 +76,13 @@ class Weights:
         # export's source model): the file as it was then, or check_references refuses it
         self._referenced: tuple[int, int, int] | None = None
         real = self._real_file
-        if not own_file and self.external and real is not None and self._only_references_into(real):
+        # whether the external tensors are byte ranges of that file rather than data files of their own: a
+        # saved copy holds them itself (the file may be written again: a re-export)
+        self.borrowed = bool(
+            not own_file and self.external and real is not None and self._only_references_into(real)
+        )
+        if self.borrowed:
+            assert real is not None
             try:
                 self._referenced = file_stamp(real)
             except OSError:  # gone already: read_model's check of its references said so first

@@ -141,6 +141,31 @@ def test_weights_are_inline_even_where_the_model_keeps_them_in_a_file(tmp_path):
     _same(hc.Core().import_model(data)(X), compiled(X))
 
 
+def test_a_model_read_from_an_export_saves_with_its_weights_in_itself(tmp_path):
+    """Model.save of an export's model (its weights byte ranges of the .hetero file): the .onnx holds them,
+    so an export written again under that name (another placement) leaves it right; it pointed into the
+    old file's offsets and gave NaN."""
+    w = numpy_helper.from_array(seeded((64, 64), seed=5), "w")  # large enough to stay in the export's file
+    nodes = [
+        h.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+        h.make_node("Relu", ["m"], ["y"], name="relu"),
+    ]
+    proto = make_model(nodes, [vi("x", (2, 64))], [vi("y", (2, 64))], [w])
+    x = {"x": seeded((2, 64), seed=6)}
+    export = tmp_path / "m.hetero"
+    hc.Core().compile_model(proto, "CPU").export_model(export)
+    saved = tmp_path / "saved.onnx"
+    hc.Core().read_model(export).save(saved)
+    held = onnx.load(str(saved), load_external_data=False)
+    assert not any(t.data_location == onnx.TensorProto.EXTERNAL for t in held.graph.initializer)
+    want = hc.Core().compile_model(proto, "CPU")(x)["y"]
+    other = make_model(
+        [*nodes, h.make_node("Neg", ["y"], ["z"], name="neg")], [vi("x", (2, 64))], [vi("z", (2, 64))], [w]
+    )
+    hc.Core().compile_model(other, "CPU").export_model(export)  # the name written again
+    np.testing.assert_array_equal(hc.Core().compile_model(saved, "CPU")(x)["y"], want)
+
+
 @needs_openvino
 def test_after_a_fallback_the_export_holds_the_moved_placement():
     proto, feeds, affinities = run_failure_model()
