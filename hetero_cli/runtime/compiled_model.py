@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import os
 import weakref
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
 from .. import properties
-from ..errors import ConfigError
+from ..errors import ConfigError, ModelError
 from ..graph import Model, TensorInfo
 from ..placement import config as cfg
 from ..placement import devices as registry
@@ -205,13 +205,24 @@ class CompiledModel:
         InferRequest.infer, and raises as it does (InferenceError)."""
         return self.create_infer_request().infer(inputs)
 
-    def export_model(self, path: str | os.PathLike[str] | None = None) -> bytes:
+    def export_model(self, path: str | os.PathLike[str] | BinaryIO | None = None) -> bytes:
         """This compiled model as it runs now, as one self-contained artifact (exporting.export_compiled):
-        its bytes, also written to ``path`` (whole or not at all) where one is given. Core.import_model
-        loads it. Raises ModelError where ``path`` cannot be written."""
+        its bytes, also written to ``path`` (a file, whole or not at all; or a binary stream such as
+        io.BytesIO, as OpenVINO's export_model writes one) where one is given. Core.import_model loads it.
+        Raises ModelError where ``path`` cannot be written or is neither."""
+        if path is not None and not isinstance(path, str | os.PathLike) and not hasattr(path, "write"):
+            raise ModelError(
+                f"cannot export to {type(path).__name__}: give a file path, a binary stream, or nothing (the "
+                "bytes are returned)"
+            )
         data = export_compiled(self._compiled)
-        if path is not None:
+        if isinstance(path, str | os.PathLike):
             write_artifact(data, path)
+        elif path is not None:
+            try:
+                path.write(data)
+            except TypeError:  # a text stream: str only
+                raise ModelError("cannot export to a text stream: open it in binary mode ('wb')") from None
         return data
 
     def get_property(self, name: str) -> Any:

@@ -397,3 +397,24 @@ def test_an_import_parses_its_source_model_once(monkeypatch):
     imported = hc.Core().import_model(data)
     assert parsed == []
     _same(imported(X), hc.Core().compile_model(hardmax_model(), "HETERO:CPU")(X))
+
+
+def test_an_export_goes_to_a_binary_stream_and_anything_else_is_refused(tmp_path):
+    """export_model writes a binary stream as OpenVINO's does; other targets (a number, bytes, a text stream)
+    are a ModelError each, and a file opened in text mode is refused by import_model (not a raw
+    UnicodeDecodeError)."""
+    compiled = hc.Core().compile_model(hardmax_model(), "CPU")
+    stream = io.BytesIO()
+    assert compiled.export_model(stream) == stream.getvalue()
+    _same(hc.Core().import_model(io.BytesIO(stream.getvalue()))(X), compiled(X))
+    for target, says in (
+        (5, "cannot export to int"),
+        (b"m.hetero", "cannot export to bytes"),
+        (io.StringIO(), "text"),
+    ):
+        with pytest.raises(hc.ModelError, match=says):
+            compiled.export_model(target)
+    path = tmp_path / "m.hetero"
+    compiled.export_model(path)
+    with open(path) as text, pytest.raises(hc.ArtifactError, match="text stream"):
+        hc.Core().import_model(text)

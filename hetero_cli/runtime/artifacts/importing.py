@@ -71,7 +71,10 @@ def read_source(source: Any) -> Source:
         return Source(source, "these bytes")
     if hasattr(source, "read"):
         where = str(getattr(source, "name", "the stream"))
-        data = source.read()
+        try:
+            data = source.read()
+        except UnicodeDecodeError:  # a file opened in text mode ('r'): its bytes are no text
+            data = None
         if not isinstance(data, bytes | bytearray):
             raise ArtifactError(f"{where} is a text stream: open the export in binary mode ('rb')")
         return Source(data, where)
