@@ -11,6 +11,7 @@ import json
 import math
 import numbers
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +24,9 @@ from ..errors import ConfigError
 from ..quirks import in_force
 from ..quirks import openvino as openvino_quirks
 from . import devices as registry
+from .device_string import HETERO as HETERO_NAME
 from .device_string import is_hetero_name
+from .device_string import parse as parse_device_string
 from .devices import Device
 from .schedule import AUTO, parse_mode
 
@@ -235,6 +238,23 @@ def provider_option_value(device: Device, key: str, value: Any) -> str:
 OPENVINO_PRECISIONS = openvino_quirks.PRECISIONS
 
 
+# the OpenVINO EP's device_type values: an OpenVINO device (CPU, GPU, GPU.1, NPU) or a virtual one over
+# them (AUTO:GPU,CPU); the EP takes any string and, for one it does not know, claims no node at all
+OPENVINO_DEVICE_TYPE = re.compile(
+    r"(CPU|GPU|NPU)(\.\d+)?|(AUTO|HETERO|MULTI):[A-Z]+(\.\d+)?(,[A-Z]+(\.\d+)?)*"
+)
+
+
+def _check_openvino_device_type(device: Device, options: Mapping[str, Any]) -> None:
+    """ConfigError for a device_type the OpenVINO EP knows no device by (it would run no node there)."""
+    value = options.get("device_type", "CPU")
+    if not isinstance(value, str) or not OPENVINO_DEVICE_TYPE.fullmatch(value):
+        raise ConfigError(
+            f"bad device_type {value!r} for {device.name}: the OpenVINO EP knows CPU, GPU, GPU.<n> and NPU "
+            "(or AUTO:, HETERO: or MULTI: over them); OPENVINO.GPU and OPENVINO.NPU name those devices too"
+        )
+
+
 def _check_openvino_precision(device: Device, options: Mapping[str, str]) -> None:
     """ConfigError for a precision the OpenVINO EP refuses on the OpenVINO device ``options`` name."""
     precision = options.get("precision")
@@ -338,6 +358,7 @@ def device_settings(device: Device, config: Mapping[str, Any], *, whole: bool = 
                 f"unknown config key {key!r} for {device.name}: it knows {', '.join(known_keys(device))}"
             )
     if whole and device.kind.family == "OPENVINO":  # the precision against the device_type it ends up with
+        _check_openvino_device_type(device, settings.provider_options)
         _check_openvino_precision(device, settings.provider_options)
     return settings
 
@@ -443,11 +464,15 @@ class SplitConfig:
 
 
 def check_priorities(value: Any) -> Any:
-    """MULTI_DEVICE_PRIORITIES as given, when it is a string ("OPENVINO,CPU") or a list of device names;
-    ConfigError saying what it takes otherwise."""
+    """MULTI_DEVICE_PRIORITIES as given, when it is a string ("OPENVINO,CPU") or a list of device names
+    that a HETERO device string takes; ConfigError saying what it takes otherwise, DeviceError for a list
+    HETERO would refuse (an unknown device, one listed twice, HETERO inside it). Empty: none set."""
     if isinstance(value, str) or (
         isinstance(value, list | tuple) and all(isinstance(item, str) for item in value)
     ):
+        listed = value if isinstance(value, str) else ",".join(value)
+        if listed.strip():
+            parse_device_string(HETERO_NAME, listed)  # checked now, as compile_model would
         return value
     raise ConfigError(
         f"bad value {value!r:.60} for {PRIORITIES}: use a string of device names, highest priority first, "

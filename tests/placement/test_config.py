@@ -598,6 +598,29 @@ def test_bad_multi_device_priorities_is_blamed_not_the_device_string():
         assert str(err.value).startswith(f"bad MULTI_DEVICE_PRIORITIES {value!r}") and why in str(err.value)
 
 
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [("FOO,CPU", "unknown device 'FOO'"), ("CPU,CPU", "listed twice"), ("HETERO:CPU", "inside HETERO")],
+)
+def test_set_property_checks_priorities_when_set(value, why):
+    """As its docstring says (values checked now): they were stored and refused only by a compile, or
+    ignored where the device string named its own list."""
+    with pytest.raises(hc.DeviceError, match=why):
+        hc.Core().set_property("HETERO", {"MULTI_DEVICE_PRIORITIES": value})
+    with pytest.raises(hc.DeviceError, match=why):
+        hc.Core().compile_model(chain_model(), "HETERO:CPU", {"MULTI_DEVICE_PRIORITIES": value})
+
+
+@pytest.mark.parametrize("value", ["XPU", "", "cpu", 5, "GPU.x"])
+def test_an_openvino_device_type_the_ep_knows_no_device_by_is_refused(value):
+    """The OpenVINO EP takes any device_type and then claims no node: the OpenVINO device silently ran
+    nothing."""
+    with pytest.raises(hc.ConfigError, match="bad device_type"):
+        hc.Core().set_property("OPENVINO", {"device_type": value})
+    for good in ("CPU", "GPU.1", "AUTO:GPU,CPU"):
+        hc.Core().set_property("OPENVINO", {"device_type": good})
+
+
 def test_plain_device_config_names_a_misplaced_key_and_takes_dot_keys(tmp_path):
     with pytest.raises(hc.ConfigError, match="unknown config key 'load_config' for CPU"):
         hc.Core().compile_model(chain_model(), "CPU", {"load_config": {"CPU": {"NUM_STREAMS": "1"}}})
