@@ -455,6 +455,47 @@ def test_affinity_maps_give_only_hetero_errors(affinities):
     only_hetero_errors(hc.Core().compile_model, model, SPLIT)
 
 
+BAD_APP_ARGUMENTS = [
+    {"inputs": 5},
+    {"inputs": "x"},
+    {"shapes": 5},
+    {"seed": -1},
+    {"seed": "a"},
+    {"seed": True},
+    {"int_ranges": 5},
+    {"tolerances": 5},
+]
+
+
+@pytest.mark.parametrize(
+    "arguments", BAD_APP_ARGUMENTS, ids=lambda a: f"{next(iter(a))}={next(iter(a.values()))!r}"
+)
+def test_validate_and_tune_refuse_arguments_of_another_kind_with_their_own_errors(arguments):
+    """Before any compile: a ValidationError each (tune_model's share validate_model's checks), where numpy,
+    a loop or an attribute raised its own TypeError, AttributeError or ValueError."""
+    model = hc.Core().read_model(hardmax_model())
+    with pytest.raises(hc.ValidationError):
+        hc.validate_model(hc.Core(), model, "HETERO:CPU", **arguments)
+    with pytest.raises(hc.ValidationError):
+        hc.tune_model(hc.Core(), model, SPLIT, budget_s=1, **arguments)
+
+
+def test_validate_reads_a_model_source_and_refuses_what_is_not_a_core_or_a_report(tmp_path):
+    """validate_model takes a ModelProto or a path as tune_model does (core.read_model); a core that is no
+    Core, a report write_chart cannot draw and Tolerances built of other kinds are errors of the package."""
+    proto = hardmax_model()
+    shapes = {"x": (2, 4)}
+    assert hc.validate_model(hc.Core(), proto, "HETERO:CPU", shapes=shapes).passed
+    with pytest.raises(hc.ValidationError, match=r"core must be a hetero_cli\.Core"):
+        hc.validate_model(None, proto, "HETERO:CPU")
+    with pytest.raises(hc.TuneError, match=r"core must be a hetero_cli\.Core"):
+        hc.tune_model(None, proto, SPLIT)
+    with pytest.raises(hc.TuneError, match="draws a TuneReport"):
+        hc.write_chart(None, tmp_path / "chart.png")
+    with pytest.raises(hc.ValidationError, match="atol must be"):
+        hc.Tolerances(atol=-1)
+
+
 def test_affinities_naming_unknown_nodes_or_devices():
     model = hc.Core().read_model(hardmax_model())
     with pytest.raises(hc.AffinityError, match="'nosuch'"):

@@ -14,6 +14,8 @@ from typing import Any
 
 from PIL import Image, ImageDraw, ImageFont
 
+from ...errors import TuneError
+
 #: the chart's size in pixels (width, height)
 SIZE = (960, 300)
 #: each device's colour (RGB); devices not listed take PALETTE's colours in order of appearance
@@ -44,14 +46,17 @@ def write_chart(report: Any, path: str | Path) -> Path:
     as a PNG of SIZE at ``path``; returns the path. The widths are each subgraph's own time (the
     profiler's), so a bar's total is the sum of its subgraphs; the measured end-to-end median of each
     placement (``candidates``' ``median_ms``, where the report has them) is written under it.
-    Raises ValueError for a report without per_subgraph rows, OSError where the file cannot be written."""
+    Raises TuneError for what is no report or one without per_subgraph rows, OSError where the file
+    cannot be written."""
+    if not hasattr(report, "to_dict") and not isinstance(report, Mapping):
+        raise TuneError(f"write_chart draws a TuneReport (or its to_dict()), not {type(report).__name__}")
     doc = report.to_dict() if hasattr(report, "to_dict") else dict(report)
     per_subgraph: Mapping[str, Sequence[Mapping[str, Any]]] = doc.get("per_subgraph") or {}
     bars = [(label, list(per_subgraph.get(key) or ())) for key, label, _ in BARS]
     medians = {c.get("name"): c.get("median_ms") for c in doc.get("candidates") or ()}
     ends = [medians.get(name or doc.get("winner")) for _, _, name in BARS]
     if not any(rows for _, rows in bars):
-        raise ValueError("the report has no per-subgraph times to draw (per_subgraph is empty)")
+        raise TuneError("the report has no per-subgraph times to draw (per_subgraph is empty)")
     image = Image.new("RGB", SIZE, BACKGROUND)
     draw = ImageDraw.Draw(image)
     font, small = _font(15), _font(12)

@@ -118,12 +118,14 @@ def tune_model(
         without a shape, or tolerances naming outputs the model lacks; as compile_model for a model no device
         list can compile automatically.
     """
+    if not isinstance(core, Core):
+        raise TuneError(f"core must be a hetero_cli.Core, not {type(core).__name__}")
     clock = Clock(budget_s, now)
     model = core.read_model(model)
-    devices = _devices(core, device)
     tolerances = tolerances if tolerances is not None else DEFAULT_TOLERANCES
     check_tolerances(model, tolerances)
     feeds_list = input_sets_of(model, inputs, shapes, seed, int_ranges)
+    devices = _devices(core, device)
     if not (isinstance(budget_s, int | float) and math.isfinite(budget_s) and budget_s > 0):
         raise TuneBudgetError(f"the budget must be a positive number of seconds, not {budget_s!r}")
     search_ = _Search(core, model, device, devices, config, feeds_list, clock, seed, timer, progress)

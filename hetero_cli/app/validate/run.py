@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ...core import Core
+from ...core import Core, ModelSource
 from ...errors import BenchmarkError, ValidationError
 from ...graph import Model, shape_text
 from ..benchmark.inputs import check_random_data, input_sets
@@ -26,7 +26,7 @@ from .tolerances import Tolerances
 
 def validate_model(
     core: Core,
-    model: Model,
+    model: ModelSource,
     device: str,
     *,
     config: Mapping[str, Any] | None = None,
@@ -58,6 +58,9 @@ def validate_model(
     shape, or tolerances naming outputs the model lacks; as compile_model and infer otherwise
     (CompileError, InferenceError, DeviceError...). A split that differs is no error: ``passed`` is False.
     """
+    if not isinstance(core, Core):
+        raise ValidationError(f"core must be a hetero_cli.Core, not {type(core).__name__}")
+    model = core.read_model(model)  # a Model as it is; a path, bytes or ModelProto read, as tune_model does
     tolerances = tolerances if tolerances is not None else Tolerances()
     check_tolerances(model, tolerances)
     output_names = [o.name for o in model.outputs]
@@ -102,8 +105,12 @@ def validate_model(
 
 
 def check_tolerances(model: Model, tolerances: Tolerances) -> None:
-    """ValidationError where ``tolerances`` name outputs ``model`` does not have (a typo would otherwise
-    leave an output at the default tolerance, silently)."""
+    """ValidationError where ``tolerances`` is no Tolerances, or names outputs ``model`` does not have (a
+    typo would otherwise leave an output at the default tolerance, silently)."""
+    if not isinstance(tolerances, Tolerances):
+        raise ValidationError(
+            f"tolerances must be a Tolerances (Tolerances.parse(atol=['1e-4'], ...)), not {type(tolerances).__name__}"
+        )
     names = [o.name for o in model.outputs]
     unknown = tolerances.unknown_outputs(names)
     if unknown:
@@ -122,7 +129,9 @@ def input_sets_of(
 ) -> list[dict[str, Any]]:
     """The input sets a comparison runs on: ``inputs`` checked against the model (check_inputs), else one
     set of seeded random data of ``shapes`` and ``int_ranges`` (random_inputs). ValidationError for an
-    empty list, inputs that do not fit, or ``int_ranges`` beside ``inputs`` (they are for random data)."""
+    empty list, inputs that do not fit, ``int_ranges`` beside ``inputs`` (they are for random data), or
+    arguments of another kind than these."""
+    _check_kinds(inputs, shapes, seed, int_ranges)
     if inputs is not None and int_ranges:
         raise ValidationError("int_ranges are the ranges of random inputs: leave them out with given inputs")
     feeds_list = (
@@ -133,6 +142,23 @@ def input_sets_of(
     if not feeds_list:
         raise ValidationError("no input sets given: give at least one feed dict, or none for random data")
     return feeds_list
+
+
+def _check_kinds(inputs: Any, shapes: Any, seed: Any, int_ranges: Any) -> None:
+    """ValidationError for an argument of input_sets_of that is not of its kind (before numpy or a loop
+    over it fails with its own words)."""
+    if inputs is not None and (not isinstance(inputs, Sequence) or isinstance(inputs, str | bytes)):
+        raise ValidationError("inputs must be a list of feed dicts ({input name: array}), one per set")
+    if shapes is not None and not isinstance(shapes, str | Mapping):
+        raise ValidationError(
+            f"shapes must be {{input name: shape}} or a -data_shape string, not {type(shapes).__name__}"
+        )
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValidationError(f"seed must be an integer 0 or more, not {seed!r}")
+    if int_ranges is not None and not isinstance(int_ranges, Mapping):
+        raise ValidationError(
+            f"int_ranges must be {{input name: (low, high)}}, not {type(int_ranges).__name__}"
+        )
 
 
 def input_shapes(

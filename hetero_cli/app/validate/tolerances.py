@@ -31,6 +31,15 @@ CHECK_ERROR_STATS = ("max", "mean", "median", "elemwise", "quantile")
 _SYNTAX = "[<output>:]<value>, e.g. 1e-5 or logits:1e-3"
 
 
+def _non_negative(value: object) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and not math.isnan(value)
+        and value >= 0
+    )
+
+
 @dataclass(frozen=True)
 class OutputTolerance:
     """The tolerances that apply to one output: absolute and relative tolerance, the error statistic
@@ -65,6 +74,24 @@ class Tolerances:
     error_quantile: Mapping[str, float] = field(default_factory=dict)
     infinities_compare_equal: bool = False
     nans_compare_equal: bool = False
+
+    def __post_init__(self) -> None:
+        """ValidationError for fields of another kind (before a comparison fails on them in its own words)."""
+        if not isinstance(self.default, OutputTolerance):
+            raise ValidationError(
+                f"Tolerances' default must be an OutputTolerance, not {type(self.default).__name__}"
+            )
+        for name in ("atol", "rtol", "error_quantile", "check_error_stat"):
+            given = getattr(self, name)
+            numbers = name != "check_error_stat"
+            if not isinstance(given, Mapping) or not all(
+                isinstance(k, str) and (_non_negative(v) if numbers else v in CHECK_ERROR_STATS)
+                for k, v in given.items()
+            ):
+                raise ValidationError(
+                    f"Tolerances' {name} must be {{output name: {'a number 0 or more' if numbers else 'a statistic'}}}, "
+                    f"not {given!r:.60}: for every output, use default=OutputTolerance(...), or Tolerances.parse"
+                )
 
     @classmethod
     def parse(
