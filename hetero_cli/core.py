@@ -95,7 +95,7 @@ class Core:
     def exported_device(self, model: Model) -> str | None:
         """The device string ``model`` was compiled for, where it was read from an export (read_model);
         None for a model read from ONNX."""
-        held = self._exports.get(model)
+        held = self._exports.get(model) if isinstance(model, Model) else None
         return held.device if held is not None else None
 
     def set_property(
@@ -137,7 +137,9 @@ class Core:
         Raises ConfigError for a property the device does not know (the message lists those it does),
         DeviceError for an unknown device.
         """
-        key = str(name).upper()
+        if not isinstance(name, str):
+            raise ConfigError(f"a property name is a string, such as INFERENCE_NUM_THREADS: not {name!r:.60}")
+        key = name.upper()
         device_name = registry.check_name(device_name)
         if device_string.is_hetero_name(device_name):
             return _hetero_property(self._properties, name, key)
@@ -244,7 +246,9 @@ class Core:
         split in one session (PERFORMANCE_HINT=LATENCY) leaves that to ONNX Runtime.
 
         Raises DeviceError, DeviceUnavailableError and ConfigError as compile_model, and as read_model
-        for ``model``."""
+        for ``model``; ConfigError for a ``plan`` that is no Plan."""
+        if not isinstance(plan, Plan):
+            raise ConfigError(f"schedule takes a Plan (Core.plan's), not {type(plan).__name__}")
         merged, _, devices = self._devices(device_name, config)
         value_type = None if model is None else self.read_model(model).value_type
         return plan_schedule(plan, {d.name: d for d in devices}, merged, value_type)

@@ -194,8 +194,8 @@ class Model:
         """Write the model, keeping each node's affinity in NodeProto.metadata_props (key "affinity").
 
         Weights in external files stay there: saved into the model's own folder, the new file points at
-        the same data files; saved elsewhere, the data files are linked (or, across file systems, copied)
-        beside it. Nothing is left behind if writing fails (ModelError).
+        the same data files; saved elsewhere, the data files are copied beside it. Nothing is left behind
+        if writing fails (ModelError; for a path that is no str or os.PathLike too).
         """
         for node in self._ops:
             node.write_affinity()

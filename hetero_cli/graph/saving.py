@@ -72,6 +72,8 @@ def _with_weights_inline(proto: onnx.ModelProto, weights: Weights) -> onnx.Model
 def _target(path: str | os.PathLike[str], *, follow: bool) -> Path:
     """Where ``write_model`` writes ``path`` (through symbolic links if ``follow``); ModelError for what
     is not a file to write."""
+    if not isinstance(path, str | os.PathLike):
+        raise ModelError(f"a model is saved to a file path, not {type(path).__name__}")
     if not str(path):
         raise ModelError("the output path is empty: give a file name such as model.affinities.onnx")
     target = Path(os.path.realpath(path)) if follow else Path(path).absolute()

@@ -802,3 +802,19 @@ def test_onnx_runtime_log_lines_do_not_reach_a_command_line_user(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "onnxruntime" not in done.stderr, done.stderr
+
+
+def test_core_and_model_methods_refuse_arguments_of_another_kind_with_their_own_errors():
+    """Core.schedule of no Plan, Core.get_property of a name that is no string, Model.save to no path: an
+    error of the package each (they were AttributeError and TypeError); exported_device of anything that is
+    no Model read from an export is None (it was a TypeError for a str)."""
+    core = hc.Core()
+    model = core.read_model(hardmax_model())
+    with pytest.raises(hc.ConfigError, match="takes a Plan"):
+        core.schedule(None, "HETERO:CPU")
+    with pytest.raises(hc.ConfigError, match="a property name is a string"):
+        core.get_property("CPU", {"a": 1})
+    for path in (None, 5):
+        with pytest.raises(hc.ModelError, match="saved to a file path"):
+            model.save(path)
+    assert core.exported_device("m.onnx") is None and core.exported_device(model) is None
