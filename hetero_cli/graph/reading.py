@@ -51,7 +51,7 @@ def read_model(
             proto = onnx.load_from_string(bytes(source))
         except Exception as exc:  # protobuf's DecodeError or onnx's own: bad input, one ModelError says why
             raise ModelError(f"these bytes are not an ONNX model ({short_reason(exc)})") from None
-        return _checked(proto, None, "these bytes", check)
+        return _checked(proto, None, "the model given as bytes", check)
     if isinstance(source, memoryview):
         return read_model(source.tobytes(), check)
     if not isinstance(source, str | os.PathLike):

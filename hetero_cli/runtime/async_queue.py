@@ -13,6 +13,7 @@ flight overlap across devices.
 from __future__ import annotations
 
 import collections
+import numbers
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -49,8 +50,9 @@ class AsyncInferQueue:
             raise InferenceError(
                 f"AsyncInferQueue takes a compiled model (Core().compile_model(...)), not {type(compiled).__name__}"
             )
-        if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 0:
+        if not isinstance(jobs, numbers.Integral) or isinstance(jobs, bool) or jobs < 0:
             raise InferenceError(f"jobs must be a whole number >= 0 (0: the optimal number), not {jobs!r}")
+        jobs = int(jobs)  # numpy's integers too
         if jobs == 0:
             jobs = int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
         self._compiled = compiled

@@ -37,7 +37,7 @@ def check_loadable(proto: onnx.ModelProto, where: str) -> None:
     or if a node is an op version older than the oldest opset ONNX Runtime supports (no EP has a kernel
     for it: Add at opset 1).
 
-    ``where`` names the model in the message (its path, "these bytes"). Why: a model ORT cannot load is
+    ``where`` names the model in the message (its path, "the model given as bytes"). Why: a model ORT cannot load is
     refused when it is read, with the way out, rather than at the first session.
     """
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)

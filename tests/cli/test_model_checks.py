@@ -184,7 +184,7 @@ def test_a_large_weight_is_checked_without_reading_its_bytes(tmp_path, monkeypat
 
 @pytest.mark.parametrize(("proto", "words"), BROKEN_TENSORS.values(), ids=list(BROKEN_TENSORS))
 def test_read_model_refuses_a_damaged_tensor_given_as_bytes(proto, words):
-    with pytest.raises(hc.ModelError, match="these bytes") as err:
+    with pytest.raises(hc.ModelError, match="the model given as bytes") as err:
         hc.Core().read_model(proto.SerializeToString())
     assert words in str(err.value)
 

@@ -227,7 +227,7 @@ def _refused(data, *words):
         path.write_bytes(data)
         with pytest.raises(hc.ArtifactError) as refused:
             hc.Core().import_model(path)
-        messages.append(str(refused.value).replace(str(path), "these bytes"))
+        messages.append(str(refused.value).replace(str(path), "the export given as bytes"))
     message = messages[0]
     assert messages[1] == message
     assert "\n" not in message

@@ -68,7 +68,7 @@ def read_source(source: Any) -> Source:
     """The bytes of an artifact given as bytes, a path, or a binary file object, and how messages name
     it. Raises ArtifactError for a path that is no readable file, or anything else."""
     if isinstance(source, bytes | bytearray | memoryview):
-        return Source(source, "these bytes")
+        return Source(source, "the export given as bytes")
     if hasattr(source, "read"):
         where = str(getattr(source, "name", "the stream"))
         try:
