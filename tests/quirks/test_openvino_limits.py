@@ -221,7 +221,8 @@ def test_openvino_feeds_a_shape_piece_and_a_tensor_in_the_wrong_order():
 
 
 def _shape_of_output_model():
-    """Reshape(x, [6, 4]) -> Shape -> ConstantOfShape, the reshaped tensor and the filled one both outputs."""
+    """Reshape(x, [6, 40]) -> Shape -> ConstantOfShape, the reshaped tensor and the filled one both outputs
+    (240 elements: more than a static shape value holds, so a split hands the filled one on too)."""
     nodes = [
         h.make_node("Reshape", ["x", "s"], ["r"], name="reshape"),
         h.make_node("Shape", ["r"], ["sh"], name="shape"),
@@ -233,14 +234,14 @@ def _shape_of_output_model():
             value=numpy_helper.from_array(np.array([1.0], np.float32)),
         ),
     ]
-    inits = [numpy_helper.from_array(np.array([6, 4], np.int64), "s")]
-    return make_model(nodes, [vi("x", [2, 3, 4])], [vi("r", [6, 4]), vi("z", [6, 4])], inits)
+    inits = [numpy_helper.from_array(np.array([6, 40], np.int64), "s")]
+    return make_model(nodes, [vi("x", [2, 3, 40])], [vi("r", [6, 40]), vi("z", [6, 40])], inits)
 
 
 @needs_openvino
 def test_openvino_loses_a_folded_constant_of_shape_beside_its_source():
     proto = _shape_of_output_model()
-    assert run(proto, {"x": seeded((2, 3, 4))}, ["CPUExecutionProvider"]).shape == (6, 4)
+    assert run(proto, {"x": seeded((2, 3, 40))}, ["CPUExecutionProvider"]).shape == (6, 40)
     with defect_raises(quirks.SHAPE_OF_OUTPUT, match="z node not found in graph cache"):
         session_of(proto, OPENVINO)
 

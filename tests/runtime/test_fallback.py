@@ -40,9 +40,9 @@ def compile_failure_model():
         h.make_node("Abs", ["z"], ["z2"], name="abs"),
     ]
     proto = make_model(
-        nodes, list(p.graph.input), [vi("r2", [6, 4]), vi("z2", [6, 4])], list(p.graph.initializer)
+        nodes, list(p.graph.input), [vi("r2", [6, 40]), vi("z2", [6, 40])], list(p.graph.initializer)
     )
-    return proto, {"x": seeded((2, 3, 4))}, {"neg": "CPU", "abs": "CPU"}
+    return proto, {"x": seeded((2, 3, 40))}, {"neg": "CPU", "abs": "CPU"}
 
 
 def run_failure_model():
@@ -103,7 +103,7 @@ def test_a_subgraph_that_fails_to_compile_moves_to_the_next_device(caplog, tmp_p
 @needs_openvino
 def test_automatic_mode_falls_back_by_default(caplog):
     proto = _shape_of_output_model()
-    feeds = {"x": seeded((2, 3, 4))}
+    feeds = {"x": seeded((2, 3, 40))}
     with caplog.at_level(logging.WARNING, logger="hetero_cli"):
         compiled = hc.Core().compile_model(proto, SPLIT)
     assert len(fallback_warnings(caplog)) == 1
@@ -125,7 +125,7 @@ def test_a_failure_no_device_can_take_names_every_device_tried():
         hc.Core().compile_model(_manual(proto, affinities), SPLIT, {"HETERO_FALLBACK": "YES"})
     message = str(failed.value)
     assert "failed to compile on every device that supports its nodes" in message
-    assert "OPENVINO: z node not found in graph cache" in message
+    assert "OPENVINO: " in message and "node not found in graph cache" in message
     assert "CPU: refused by the test" in message
 
 
