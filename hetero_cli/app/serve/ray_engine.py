@@ -23,8 +23,10 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+import ray
 from ray import serve
 from ray.exceptions import RayTaskError
+from ray.serve._private.constants import SERVE_CONTROLLER_NAME, SERVE_NAMESPACE
 from ray.serve.exceptions import RayServeException
 
 from ...errors import CompileError, ServeError
@@ -40,6 +42,8 @@ log = logging.getLogger("hetero_cli")
 
 #: how often the deploy asks Serve whether the application runs yet, in seconds
 DEPLOY_POLL_S = 0.5
+#: how long a stop waits for Serve's controller to be gone, in seconds
+CONTROLLER_GONE_S = 30.0
 #: what Serve's controller says of a deployment whose replicas no node has room for (after
 #: RAY_SERVE_SLOW_STARTUP_WARNING_S, 30 s by default: ray/serve/_private/deployment_state.py)
 UNSCHEDULED = "to be scheduled"
@@ -255,10 +259,25 @@ def _stop_serve(name: str, started: bool) -> None:
     try:
         if started:
             serve.shutdown()
+            _wait_controller_gone()
         else:
             serve.delete(name)
     except Exception as exc:  # stopping goes on: the caller disconnects from Ray next either way
         log.warning("stopping Ray Serve: %s", exc)
+
+
+def _wait_controller_gone(timeout_s: float = CONTROLLER_GONE_S) -> None:
+    """Wait (``timeout_s`` at most) until Serve's controller, which serve.shutdown leaves killing itself,
+    is gone from the cluster: a serve.start meanwhile found it by name and deployed to it while it died
+    (the next application's ingress then never found the resources its replicas still held)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            ray.get_actor(SERVE_CONTROLLER_NAME, namespace=SERVE_NAMESPACE)
+        except ValueError:  # no actor of that name: gone
+            return
+        time.sleep(DEPLOY_POLL_S / 5)
+    log.warning("Ray Serve's controller was still there %.0f s after the shutdown", timeout_s)
 
 
 def _url_host(host: str, address: str | None) -> str:
