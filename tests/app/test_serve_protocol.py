@@ -129,6 +129,11 @@ def test_bytes_tensors_round_trip_json_and_binary():
         (_request(inputs=[{**_request()["inputs"][0], "data": [1, 2]}]), "2 value(s) in data"),
         (_request(inputs=[{**_request()["inputs"][0], "data": ["a"] * 6}]), "no FP32 values"),
         (_request(inputs=[{**_request()["inputs"][1], "data": [1.5, 2]}]), "no INT64 values"),
+        (
+            _request(inputs=[{**_request()["inputs"][0], "data": [True, 1.5, 2, 3, 4, 5]}]),
+            "true or false among",
+        ),
+        (_request(inputs=[{**_request()["inputs"][1], "data": [False, 2]}]), "true or false among"),
         (_request(outputs=[{"name": "nope"}]), "unknown output 'nope'"),
         (_request(id=3), '"id" must be a string'),
         (

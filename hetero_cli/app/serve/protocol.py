@@ -343,6 +343,10 @@ def _numbers(data: Any, spec: TensorSpec) -> np.ndarray:
     if raw.size == 0:
         return raw.astype(dtype)
     kinds = {"BOOL": "b", "FP16": "iuf", "FP32": "iuf", "FP64": "iuf"}.get(spec.datatype, "iu")
+    if raw.dtype.kind != "b" and isinstance(data, list) and any(isinstance(v, bool) for v in _flatten(data)):
+        raise RequestError(
+            f"input {spec.name!r}: data are no {spec.datatype} values (true or false among numbers)"
+        )
     if raw.dtype.kind not in kinds:
         raise RequestError(f"input {spec.name!r}: data are no {spec.datatype} values")
     if raw.dtype.kind in "iu" and dtype.kind in "iu":
