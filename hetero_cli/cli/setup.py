@@ -49,16 +49,15 @@ class Setup:
         if not path:
             return
         target = Path(os.path.realpath(path))
-        given = self.model_path.resolve()
-        if _same_file(target, given) or any(_same_file(target, f) for f in self.model.data_files):
-            what = (
-                "the model"
-                if _same_file(target, given)
-                else f"a file the weights of {self.model_path} are in"
-            )
-            raise click.BadParameter(
-                f"{path} is {what}, which writing it would destroy: give another path", param_hint=option
-            )
+        if _same_file(target, self.model_path.resolve()):
+            what = "the model"
+        elif any(_same_file(target, f) for f in self.model.data_files):
+            what = f"a file the weights of {self.model_path} are in"
+        else:
+            return
+        raise click.BadParameter(
+            f"{path} is {what}, which writing it would destroy: give another path", param_hint=option
+        )
 
 
 def prepare(

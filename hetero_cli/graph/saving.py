@@ -25,8 +25,9 @@ def write_model(weights: Weights, path: str | os.PathLike[str]) -> None:
 
     Weights in external files stay there: written into the model's own folder, the new file points at
     the same data files; written elsewhere, the data files are copied beside it. Weights that are byte
-    ranges of an export (a model read from one) go into the new file itself. ``path`` is written through a symbolic link to the file it names, except with external
-    data: the data files go beside the path given, where the saved model will be read from.
+    ranges of an export (a model read from one) go into the new file itself. ``path`` is written through
+    a symbolic link to the file it names, except with external data: the data files go beside the path
+    given, where the saved model will be read from.
     """
     target = _target(path, follow=not weights.external or weights.borrowed)
     tmp: Path | None = None

@@ -37,8 +37,8 @@ def check_loadable(proto: onnx.ModelProto, where: str) -> None:
     or if a node is an op version older than the oldest opset ONNX Runtime supports (no EP has a kernel
     for it: Add at opset 1).
 
-    ``where`` names the model in the message (its path, "the model given as bytes"). Why: a model ORT cannot load is
-    refused when it is read, with the way out, rather than at the first session.
+    ``where`` names the model in the message (its path, "the model given as bytes"). Why: a model ORT
+    cannot load is refused when it is read, with the way out, rather than at the first session.
     """
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
     refused = unloadable(proto.ir_version, opset) if opset is not None else None

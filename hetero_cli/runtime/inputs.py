@@ -205,12 +205,13 @@ def _as_text(name: str, arr: np.ndarray) -> np.ndarray:
     bytes objects, as KServe's BYTES arrive) are decoded as UTF-8, since ORT would feed a bytes object's
     repr ("b'...'"); InferenceError for bytes that are no UTF-8 and for str that UTF-8 cannot hold (a lone
     surrogate, which ORT fails on). Other objects are left to ORT, which takes their str()."""
-    if arr.dtype.kind == "O" and not any(isinstance(v, bytes | str) for v in arr.flat):
-        return arr
-    texts = np.empty(arr.shape, object)
-    for index, value in np.ndenumerate(arr):
-        texts[index] = _text(name, value)
-    return texts
+    texts = arr.astype(object) if arr.dtype.kind in "US" else arr
+    if not any(isinstance(v, bytes) or (isinstance(v, str) and not v.isascii()) for v in texts.flat):
+        return texts  # ASCII text (or no text at all): as ORT takes it, no copy
+    decoded = np.empty(arr.shape, object)
+    for index, value in np.ndenumerate(texts):
+        decoded[index] = _text(name, value)
+    return decoded
 
 
 def _text(name: str, value: Any) -> Any:

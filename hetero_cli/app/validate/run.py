@@ -109,7 +109,8 @@ def check_tolerances(model: Model, tolerances: Tolerances) -> None:
     typo would otherwise leave an output at the default tolerance, silently)."""
     if not isinstance(tolerances, Tolerances):
         raise ValidationError(
-            f"tolerances must be a Tolerances (Tolerances.parse(atol=['1e-4'], ...)), not {type(tolerances).__name__}"
+            "tolerances must be a Tolerances (Tolerances.parse(atol=['1e-4'], ...)), not "
+            f"{type(tolerances).__name__}"
         )
     names = [o.name for o in model.outputs]
     unknown = tolerances.unknown_outputs(names)

@@ -88,9 +88,10 @@ class Tolerances:
                 isinstance(k, str) and (_non_negative(v) if numbers else v in CHECK_ERROR_STATS)
                 for k, v in given.items()
             ):
+                kind = "a number 0 or more" if numbers else "a statistic"
                 raise ValidationError(
-                    f"Tolerances' {name} must be {{output name: {'a number 0 or more' if numbers else 'a statistic'}}}, "
-                    f"not {given!r:.60}: for every output, use default=OutputTolerance(...), or Tolerances.parse"
+                    f"Tolerances' {name} must be {{output name: {kind}}}, not {given!r:.60}: for every "
+                    "output, use default=OutputTolerance(...), or Tolerances.parse"
                 )
 
     @classmethod

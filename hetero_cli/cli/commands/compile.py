@@ -67,9 +67,8 @@ def compile_command(
     with busy("Compiling the model (and querying the devices for the automatic placement)"):
         compiled = compile_setup(setup)
     written().before_writing(out, folder=False)
-    out.absolute().parent.mkdir(
-        parents=True, exist_ok=True
-    )  # as every other output: a later failure removes it
+    # its folders created, as every other output's (a later failure removes them)
+    out.absolute().parent.mkdir(parents=True, exist_ok=True)
     compiled.export_model(out)
     written().wrote(out)
     info(
