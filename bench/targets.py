@@ -557,7 +557,23 @@ def _concurrency(results: dict[str, Any]) -> Target:
         target.details.append(
             f"OPENVINO|CPU concurrent / the same split in sequence: {sequential['median']:.3f}x (not judged)"
         )
+    target.details += _issue_shape(results.get("concurrency_issue_shape", {}))
     return target
+
+
+def _issue_shape(section: dict[str, Any]) -> list[str]:
+    """Lines on issue 45's own shape of the model (concurrency.ISSUE_SHAPE), timed and shown, not judged:
+    the CPU cut against ORT's best session, and the floor's medians against it."""
+    ratio = section.get("ratios", {}).get("hetero_cpu_conc", {}).get("vs_best_ort", {})
+    medians = section.get("median_ms", {})
+    best = section.get("best_ort", "")
+    if ratio.get("median") is None or "ort_branches" not in medians or best not in medians:
+        return []
+    return [
+        f"{section['model']} (not judged): CPU|CPU concurrent / {best} {ratio['median']:.3f}x "
+        f"(noise {ratio.get('noise', float('nan')):.3f}); the floor's median / {best}'s "
+        f"{medians['ort_branches'] / medians[best]:.3f}x"
+    ]
 
 
 def _concurrency_real(results: dict[str, Any]) -> Target:

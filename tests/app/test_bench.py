@@ -180,6 +180,13 @@ def test_quick_run_writes_results_json(quick_run):
         # on one device, CONCURRENT cuts the branches apart: two CPU subgraphs
         assert [d for d, _ in concurrency["plan"]["hetero_cpu_conc"]["subgraphs"]] == ["CPU", "CPU"]
         assert status["concurrency"] in ("PASS", "FAIL")
+        # issue 45's own shape of the model is timed too, and shown beside the judged one
+        assert "hidden 64, steps 800" in concurrency["model"]
+        shown = results["concurrency_issue_shape"]
+        assert "hidden 128, steps 200" in shown["model"]
+        assert set(shown["median_ms"]) == set(shown["labels"]), shown["errors"]
+        (judged,) = [t for t in results["targets"] if t["key"] == "concurrency"]
+        assert any(line.startswith(shown["model"]) for line in judged["details"]), judged
         # the real model: its three layers' directions cut apart run at once, in turn, and as tuned; every
         # runtime that runs it agrees
         real = results["concurrency_real"]
