@@ -279,7 +279,7 @@ def test_slow_finalists_in_a_short_budget_are_timed_in_fewer_blocks_not_ranked_i
         c.median_ms, c.samples = 80.0, 12
     asked = {}
 
-    def measured(on, contenders, *, automatic, more, blocks, on_process=None):
+    def measured(on, contenders, *, automatic, next_blocks, blocks, on_process=None):
         asked["blocks"] = blocks
         for c in contenders:  # as measure_finalists sets them
             c.block_ms = [[80.0] * blocks]
@@ -354,3 +354,67 @@ def test_the_saved_model_records_the_configuration_it_was_measured_with(tmp_path
     result.model.save(tmp_path / "tuned.onnx")
     saved = hc.Core().read_model(tmp_path / "tuned.onnx")
     assert json.loads(saved.metadata_props[MEASURED_CONFIG_KEY]) == config
+
+
+def test_rounds_after_the_least_time_the_blocks_next_blocks_gives_and_0_ends_them():
+    asked = []
+
+    def next_blocks(done):
+        asked.append(done)
+        return {1: 2, 2: 0}[done]
+
+    timer = sequence_timer({"a": [1.0] * 5, "b": [2.0] * 5})
+    spec = RuntimeSpec(BUILDER)
+    found = measure_runtimes(
+        {"a": spec, "b": spec},
+        {},
+        rounds=4,
+        min_rounds=1,
+        blocks=3,
+        next_blocks=next_blocks,
+        launch=in_process(timer),
+    )
+    assert asked == [1, 2]
+    assert [len(row) for row in found["a"].block_ms] == [3, 2] and len(found["b"].process_ms) == 2
+
+
+@pytest.mark.parametrize(("pace", "second"), [(1.0, "fewer"), (3.0, "none")])
+def test_the_round_after_the_first_gets_the_blocks_left_at_the_first_rounds_pace(monkeypatch, pace, second):
+    """final(): where the time left after the first round holds no full round but a shorter one (at the
+    pace the first took against its estimate), the finalists get that shorter round, which a split needs
+    (decide keeps one timed in SPLIT_ROUNDS rounds only); where not even LEAST_BLOCKS fit, none."""
+    report = TuneReport("HETERO:OPENVINO,CPU", 30.0, 0, {})
+    report.candidates = _slow_finalists()
+    for c in report.candidates:
+        c.median_ms, c.samples = 80.0, 12
+    finalists = decide.finalists(report, 0.015)
+    full = decide.round_s(finalists, 1.0, method.BLOCKS, workers=True)
+    least = decide.round_s(finalists, 1.0, decide.LEAST_BLOCKS, workers=True)
+    now = [0.0]
+    clock = Clock(30.0, now=lambda: now[0])
+    rounds = []
+
+    def measured(on, contenders, *, automatic, next_blocks, blocks, on_process=None):
+        sizes = [blocks]
+        now[0] += pace * decide.round_s(contenders, 1.0, blocks, workers=True)  # the first round
+        more = next_blocks(1)
+        if more:
+            sizes.append(more)
+        rounds.append(sizes)
+        for c in contenders:
+            c.block_ms = [[80.0] * b for b in sizes]
+            c.process_ms, c.final_ms = [80.0] * len(sizes), 80.0
+
+    monkeypatch.setattr(decide, "measure_finalists", measured)
+    until = (
+        pace * full + (full + least) / 2
+    )  # after a first round at this pace: room for a shorter one at 1.0
+    on = decide.Finalists(None, "HETERO:OPENVINO,CPU", {}, {}, None, 0)
+    decide.final(report, report.ranked(0.015), on, clock, until, 1.0, lambda _: None, 0.015)
+    (sizes,) = rounds
+    if second == "fewer":
+        assert sizes[0] == method.BLOCKS and decide.LEAST_BLOCKS <= sizes[1] < method.BLOCKS
+        assert any(f"the last round timed the finalists in {sizes[1]} blocks" in n for n in report.notes)
+    else:
+        assert sizes == [method.BLOCKS]
+        assert not any("the last round" in n for n in report.notes)

@@ -155,13 +155,14 @@ def measure_runtimes(
     runs: int | Mapping[str, int] = 20,
     seed: int = 0,
     launch: Launch | None = None,
-    more: Callable[[int], bool] | None = None,
+    next_blocks: Callable[[int], int] | None = None,
     on_process: Callable[[str, int], None] | None = None,
 ) -> dict[str, Measurement]:
     """Time every runtime of ``specs`` ({label: spec}) alone in a process of its own (module docstring):
     ``rounds`` rounds, each launching every runtime (in a shuffled order; they build at once, and no block
-    is timed before all are ready) and then timing ``blocks`` blocks of each in turn, the turns shuffled by ``random.Random(seed)``; after ``min_rounds`` the rounds
-    stop where ``more(rounds_done)`` says False (a budget's clock). ``runs``: timed inferences per block
+    is timed before all are ready) and then timing ``blocks`` blocks of each in turn, the turns shuffled by
+    ``random.Random(seed)``; after ``min_rounds`` rounds each further one times ``next_blocks(rounds_done)``
+    blocks of each, and 0 ends the rounds (what a budget's clock leaves). ``runs``: timed inferences per block
     (one number, or one per label); ``launch``: what starts a runtime (``in_worker`` by default);
     ``on_process(label, round)`` is told before each launch.
 
@@ -173,8 +174,11 @@ def measure_runtimes(
     with tempfile.TemporaryDirectory(prefix="hetero-measure-") as folder:
         files = save_feeds(feeds, Path(folder))
         for round_ in range(max(1, rounds)):
-            if round_ >= min_rounds and more is not None and not more(round_):
-                break
+            turns = blocks
+            if round_ >= min_rounds and next_blocks is not None:
+                turns = next_blocks(round_)
+                if turns < 1:
+                    break
             order = [label for label in specs if found[label].error is None]
             rng.shuffle(order)
             alive: dict[str, Resident] = {}
@@ -195,7 +199,7 @@ def measure_runtimes(
                     except MeasureError as exc:
                         found[label].error = str(exc)
                         alive.pop(label).close()
-                for _ in range(max(1, blocks)):
+                for _ in range(max(1, turns)):
                     turn = list(alive)
                     rng.shuffle(turn)
                     medians = {}

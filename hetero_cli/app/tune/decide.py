@@ -146,7 +146,8 @@ def final(
 ) -> list[Candidate]:
     """Time ``report``'s finalists (finalists()) each alone in its own process (measure_finalists) in
     rounds while ``clock`` leaves a round's time before ``until`` (each of method.BLOCKS blocks per
-    finalist, or as many as fit, LEAST_BLOCKS at least: blocks_that_fit), and decide (decide()): the decision and
+    finalist, or as many as fit, LEAST_BLOCKS at least: blocks_that_fit; after the first, at the pace the
+    rounds so far took), and decide (decide()): the decision and
     the noise set on ``report``. Returns the candidates in the order they are to be validated: the
     decision's winner, the other finalists by their final medians, then the search's ranking
     (``ranked``: report.ranked(``margin``)). Where no round fits the budget, or no finalist could be timed,
@@ -171,18 +172,31 @@ def final(
             "budget left no more (a larger -t narrows the noise)"
         )
     started = clock.elapsed()
+    sizes = [blocks]  # the blocks of each round started
 
-    def more(done: int) -> bool:  # another round where the last one's time is left before until
-        return clock.left(until) > (clock.elapsed() - started) / max(1, done)
+    def next_blocks(done: int) -> int:
+        """Another round of as many blocks as fit before until, at the pace of the rounds so far (their
+        seconds over their estimates): a shorter last round rather than none, as decide() keeps a split
+        only where SPLIT_ROUNDS rounds timed it."""
+        estimated = sum(round_s(contenders, compile_s, b, workers) for b in sizes)
+        pace = max(clock.elapsed() - started, 1e-9) / estimated
+        fit = blocks_that_fit(contenders, compile_s, clock.left(until) / pace, workers)
+        sizes.append(fit)
+        return fit
 
     measure_finalists(
         on,
         contenders,
         automatic=report.candidate(AUTOMATIC).affinities,
         blocks=blocks,
-        more=more,
+        next_blocks=next_blocks,
         on_process=lambda name, round_: tell(f"timing {name} alone, round {round_ + 1}"),
     )
+    if any(0 < b < blocks for b in sizes[1:]):
+        report.notes.append(
+            f"the last round timed the finalists in {min(b for b in sizes[1:] if b)} blocks each rather than "
+            f"{blocks}: the budget left no more"
+        )
     try:
         decision = decide(contenders)
     except ValueError:
@@ -210,13 +224,14 @@ def measure_finalists(
     contenders: Sequence[Candidate],
     *,
     automatic: Mapping[str, str],
-    more: Callable[[int], bool],
+    next_blocks: Callable[[int], int],
     blocks: int = method.BLOCKS,
     on_process: Callable[[str, int], None] | None = None,
 ) -> dict[str, Measurement]:
     """Each of ``contenders`` saved as the tuned file would be (save_candidate, ``automatic``: the
     automatic plan's affinities) and measured by app.measure's measure_runtimes on ``on``'s device, config
-    and feeds, ``blocks`` blocks each per round; its per-round and block medians, median and noise set on the candidate (an error where its
+    and feeds, ``blocks`` blocks each in the first round, ``next_blocks(rounds_done)`` in each further one (0
+    ends them); its per-round and block medians, median and noise set on the candidate (an error where its
     processes failed). Returns {name: Measurement}."""
     with tempfile.TemporaryDirectory(prefix="hetero-tune-") as folder:
         specs = {}
@@ -239,7 +254,7 @@ def measure_finalists(
             runs={c.name: runs_per_block(c.median_ms) for c in contenders},
             seed=on.seed,
             launch=on.launch,
-            more=more,
+            next_blocks=next_blocks,
             on_process=on_process,
         )
     for c in contenders:
