@@ -246,3 +246,33 @@ def test_an_engine_whose_dependency_is_missing_names_the_install(monkeypatch):
         ServeError, match=r"--engine local needs uvicorn, which is not installed: run `make install`"
     ):
         engines.open_engine("local", ServeOptions("m", port=0))
+
+
+def _head(url: str, path: str) -> tuple[int, bytes, str | None]:
+    connection = http.client.HTTPConnection(urlparse(url).netloc, timeout=30)
+    try:
+        connection.request("HEAD", path)
+        response = connection.getresponse()
+        return response.status, response.read(), response.getheader("content-length")
+    finally:
+        connection.close()
+
+
+def test_read_routes_answer_head_as_get_without_the_body(server):
+    url, _ = server
+    for path in (
+        "/v2/health/live",
+        "/v2/health/ready",
+        "/v2",
+        "/v2/models/double",
+        "/v2/models/double/ready",
+        "/v2/models/double/versions/1",
+        "/v2/models/double/versions/1/ready",
+        "/metrics",
+    ):
+        status, body, length = _head(url, path)
+        got, full = _get(url, path)
+        assert (status, body) == (got, b""), path
+        assert length is None or int(length) == len(full), path
+    assert _head(url, "/v2/models/other")[0] == 404
+    assert _head(url, "/v2/models/double/infer")[0] == 405

@@ -5,6 +5,7 @@ Ray engine mounts it on its ingress deployment (``@serve.ingress(make_app(...))`
     GET  /v2/models/<m>[/versions/<v>]    /v2/models/<m>[/versions/<v>]/ready   model metadata, readiness
     POST /v2/models/<m>[/versions/<v>]/infer                            inference (JSON or binary tensors)
     GET  /metrics                                                        Prometheus text
+    (each GET route answers HEAD too: its status and headers, no body)
 
 Every error is KServe's ``{"error": "..."}`` with a 4xx/5xx status: 400 for a request the protocol or the
 model refuses, 404 for an unknown model, version or route, 413 for a body over ``max_body_bytes``, 408 for
@@ -67,23 +68,27 @@ def make_app(
     _model_routes(app, backend)
     _infer_routes(app, backend, metrics, max_body_bytes, request_timeout_s)
 
-    @app.get("/metrics")
+    @app.api_route("/metrics", methods=READ)
     async def prometheus() -> Response:
         return PlainTextResponse(metrics.render(), media_type=PROMETHEUS_TEXT)
 
     return app
 
 
+#: the read-only routes answer HEAD as GET without the body (HTTP's rule; health checkers send it)
+READ = ["GET", "HEAD"]
+
+
 def _health_routes(app: FastAPI, backend: Backend) -> None:
-    @app.get("/v2/health/live")
+    @app.api_route("/v2/health/live", methods=READ)
     async def live() -> Response:
         return Response(status_code=200)
 
-    @app.get("/v2/health/ready")
+    @app.api_route("/v2/health/ready", methods=READ)
     async def ready() -> Response:
         return _readiness(backend)
 
-    @app.get("/v2")
+    @app.api_route("/v2", methods=READ)
     async def server() -> dict:
         return protocol.server_metadata()
 
@@ -97,10 +102,10 @@ def _model_routes(app: FastAPI, backend: Backend) -> None:
         _check_model(backend, model, version)
         return _readiness(backend)
 
-    app.get("/v2/models/{model}")(metadata)
-    app.get("/v2/models/{model}/versions/{version}")(metadata)
-    app.get("/v2/models/{model}/ready")(model_ready)
-    app.get("/v2/models/{model}/versions/{version}/ready")(model_ready)
+    app.api_route("/v2/models/{model}", methods=READ)(metadata)
+    app.api_route("/v2/models/{model}/versions/{version}", methods=READ)(metadata)
+    app.api_route("/v2/models/{model}/ready", methods=READ)(model_ready)
+    app.api_route("/v2/models/{model}/versions/{version}/ready", methods=READ)(model_ready)
 
 
 def _infer_routes(
