@@ -95,6 +95,16 @@ def _reason(exc: OSError) -> str:
     return reason[:1].lower() + reason[1:]
 
 
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether paths ``a`` and ``b`` name one file: one real path (symbolic links followed), or hard links
+    of one inode. Two writes to it would leave only the second."""
+    real_a, real_b = os.path.realpath(a), os.path.realpath(b)
+    try:
+        return real_a == real_b or os.path.samefile(real_a, real_b)
+    except OSError:  # one of them does not exist (yet): only the same path is the same file
+        return False
+
+
 def check_report_folder(folder: str | None, report_type: str | None) -> None:
     """Refuse now a report folder (-report_folder, else here) the reports could only fail to go into."""
     if not report_type:

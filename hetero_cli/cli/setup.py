@@ -21,7 +21,7 @@ from ..placement import affinities as placed
 from ..placement import config as cfg
 from ..placement import device_string, visualize
 from ..runtime import CompiledModel, is_export, unfeedable
-from .files import check_current_directory, check_writable, unwritable
+from .files import check_current_directory, check_writable, same_file, unwritable
 from .options import apply_config, parse_config_options, read_affinities, read_config_file
 from .output import info, warn
 from .runner import running, written
@@ -49,9 +49,9 @@ class Setup:
         if not path:
             return
         target = Path(os.path.realpath(path))
-        if _same_file(target, self.model_path.resolve()):
+        if same_file(target, self.model_path.resolve()):
             what = "the model"
-        elif any(_same_file(target, f) for f in self.model.data_files):
+        elif any(same_file(target, f) for f in self.model.data_files):
             what = f"a file the weights of {self.model_path} are in"
         else:
             return
@@ -106,14 +106,6 @@ def prepare(
         check_dot_files(model, dots, render)
     affinities = placed.check_affinities(model, affinities_given)
     return Setup(core, model, path, device, request, affinities, dots, render)
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    """Whether ``a`` and ``b`` are one file (one path, or hard links of one inode)."""
-    try:
-        return a == b or os.path.samefile(a, b)
-    except OSError:  # one of them does not exist (yet): only the same path is the same file
-        return False
 
 
 def _export_device(core: Core, model: Model, device: str, affinities: Mapping[str, str]) -> str:

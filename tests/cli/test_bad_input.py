@@ -762,6 +762,8 @@ def test_no_output_replaces_the_model_or_its_weights(tmp_path):
     data = tmp_path / "m" / "m.data"
     (tmp_path / "link.data").symlink_to(data)
     os.link(model, tmp_path / "hard.onnx")  # another name of the model's file
+    (tmp_path / "saved.json").write_text("{}")
+    os.link(tmp_path / "saved.json", tmp_path / "saved_too.json")  # one file, two names
     device = tmp_path / "pipe"  # no regular file, as /dev/null (which a regression here would replace)
     os.mkfifo(device)
     before = {p: p.read_bytes() for p in (model, data)}
@@ -780,6 +782,19 @@ def test_no_output_replaces_the_model_or_its_weights(tmp_path):
             "--save-outputs",
             "--save-inputs' file too",
         ),
+        (
+            "validate",
+            [
+                "-d",
+                "CPU",
+                "--save-inputs",
+                tmp_path / "saved.json",
+                "--save-outputs",
+                tmp_path / "saved_too.json",
+            ],
+            "--save-outputs",
+            "--save-inputs' file too",
+        ),
     ]:
         with nothing_left_behind(tmp_path):
             result = invoke(cli.hetero, command, "-m", model, *args)
@@ -788,6 +803,7 @@ def test_no_output_replaces_the_model_or_its_weights(tmp_path):
         assert option in line and words in line, line
         assert "Wrote" not in result.stdout and "Step 4/11" not in result.stdout
     assert {p: p.read_bytes() for p in (model, data)} == before
+    assert (tmp_path / "saved.json").read_text() == "{}"
     assert device.is_fifo()
 
 

@@ -4,7 +4,6 @@ compared with Polygraphy's tolerances, the first subgraph that differs named; en
 
 from __future__ import annotations
 
-import os
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,7 +24,7 @@ from ...app.validate import (
 )
 from ...errors import DeviceError
 from ...placement import device_string
-from ..files import check_writable
+from ..files import check_writable, same_file
 from ..options import int_range_option, int_ranges, named, shared, shared_options
 from ..output import box, console, info
 from ..runner import CONTEXT, written
@@ -149,7 +148,7 @@ def validate(
     """
     check_writable(save_inputs, "--save-inputs", folder=False)
     check_writable(save_outputs, "--save-outputs", folder=False)
-    if save_inputs and save_outputs and os.path.realpath(save_inputs) == os.path.realpath(save_outputs):
+    if save_inputs and save_outputs and same_file(save_inputs, save_outputs):
         raise click.BadParameter(
             f"{save_outputs} is --save-inputs' file too: give the inputs and the outputs a file each",
             param_hint="--save-outputs",
