@@ -5,7 +5,8 @@
 Why hidden 64: concurrency pays where a branch's recurrent steps are too small for ORT's intra-op threads
 to fill. Issue 45 measured hidden 128 (200 steps) where ORT's 2-thread session took 6.7-7.4 ms and the
 branches at once 3.4 ms; on this AVX-512 AMD EPYC ORT's two threads speed it about 1.23x, and even the
-bare floor of the cut (below) takes 0.66x ORT's default session. run.py times that shape too (ISSUE_SHAPE), shown beside the judged one.
+bare floor of the cut (below) takes 0.66x ORT's default session. run.py times that shape too
+(ISSUE_SHAPE), shown beside the judged one.
 
 Timed each alone in a worker process of its own, in rounds (bench/measure.py per_process), each at its own
 thread setting (not the bench's --threads: the point is how each runtime uses the cores):

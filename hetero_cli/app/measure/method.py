@@ -174,10 +174,10 @@ def measure_runtimes(
     with tempfile.TemporaryDirectory(prefix="hetero-measure-") as folder:
         files = save_feeds(feeds, Path(folder))
         for round_ in range(max(1, rounds)):
-            turns = blocks
+            round_blocks = blocks
             if round_ >= min_rounds and next_blocks is not None:
-                turns = next_blocks(round_)
-                if turns < 1:
+                round_blocks = next_blocks(round_)
+                if round_blocks < 1:
                     break
             order = [label for label in specs if found[label].error is None]
             rng.shuffle(order)
@@ -199,7 +199,7 @@ def measure_runtimes(
                     except MeasureError as exc:
                         found[label].error = str(exc)
                         alive.pop(label).close()
-                for _ in range(max(1, turns)):
+                for _ in range(max(1, round_blocks)):
                     turn = list(alive)
                     rng.shuffle(turn)
                     medians = {}
