@@ -31,8 +31,6 @@ Job = Callable[[], None]
 # observer(event, request, subgraph position, lane): "start" / "end" around every stage a lane runs
 Observer = Callable[[str, Any, int, str], None]
 
-_ATTRIBUTE = "_hetero_pipeline"
-_create_lock = threading.Lock()
 EXIT_WAIT_S = 10.0  # a longer wait is more likely a stuck callback than an inference
 
 
