@@ -95,7 +95,7 @@ def unpack(data: bytes | memoryview, where: str) -> Unpacked:
     MAX_DEPTH, payload sizes that do not add up to the file's), or a checksum that does not match.
     """
     view = memoryview(data)
-    return _walk(_InMemory(view), len(view), where, hold_pool=True)
+    return _walk(_InMemory(view), len(view), where)
 
 
 def unpack_file(file: BinaryIO, size: int, where: str) -> Unpacked:
@@ -106,10 +106,10 @@ def unpack_file(file: BinaryIO, size: int, where: str) -> Unpacked:
 
     Raises ArtifactError as ``unpack``, and where the file ends before ``size`` (cut short meanwhile).
     """
-    return _walk(_Streamed(file, where), size, where, hold_pool=False)
+    return _walk(_Streamed(file, where), size, where)
 
 
-def _walk(reader: _InMemory | _Streamed, size: int, where: str, hold_pool: bool) -> Unpacked:
+def _walk(reader: _InMemory | _Streamed, size: int, where: str) -> Unpacked:
     """``unpack``'s checks, in the order the artifact lies: the magic line, the header's length against
     what is left before the checksum, the header (a bounded JSON text: it says how many payloads follow
     and how long each is), those lengths against what is left (before a byte of a payload is read, so
@@ -122,16 +122,14 @@ def _walk(reader: _InMemory | _Streamed, size: int, where: str, hold_pool: bool)
     offset += length
     sizes: list[int] = header["payloads"]
     _check_sizes(sizes, end - offset, where)
-    frames: list[tuple[memoryview | None, int, int]] = []  # payload (None: not held), offset, size
+    payloads: list[memoryview | None] = []
+    offsets: list[int] = []
     for index, expected in enumerate(sizes):
         length, offset = _length(reader, offset, end, where, f"payload {index + 1}", end)
         if length != expected:
             raise ArtifactError(f"{where} is damaged: its payloads are not the sizes its header says")
-        if index == len(sizes) - 1 and not hold_pool:
-            reader.skip(length)
-            frames.append((None, offset, length))
-        else:
-            frames.append((reader.take(length), offset, length))
+        payloads.append(reader.pool(length) if index == len(sizes) - 1 else reader.take(length))
+        offsets.append(offset)
         offset += length
     digest = reader.digest()  # of what was read: the checksum itself is read after it
     if digest != bytes(reader.take(_DIGEST)):
@@ -139,8 +137,7 @@ def _walk(reader: _InMemory | _Streamed, size: int, where: str, hold_pool: bool)
             f"{where} is damaged: its SHA-256 checksum does not match its contents (changed or cut short "
             "after it was written): export the model again"
         )
-    payloads, offsets, lengths = zip(*frames, strict=True) if frames else ((), (), ())
-    return Unpacked(header, tuple(payloads), tuple(offsets), tuple(lengths))
+    return Unpacked(header, tuple(payloads), tuple(offsets), tuple(sizes))
 
 
 def _check_sizes(sizes: list[int], left: int, where: str) -> None:
@@ -221,9 +218,9 @@ class _InMemory:
         self._at += count
         return self._view[self._at - count : self._at]
 
-    def skip(self, count: int) -> None:
-        """Pass over ``count`` bytes."""
-        self._at += count
+    def pool(self, count: int) -> memoryview:
+        """The weight pool, the last payload: held as the others are (``take``)."""
+        return self.take(count)
 
     def digest(self) -> bytes:
         """The SHA-256 of everything before the bytes read next."""
@@ -232,7 +229,7 @@ class _InMemory:
 
 class _Streamed:
     """Reads an artifact from a file, in order, hashing what it reads as it goes (the checksum needs no
-    second pass); what it skips goes through one reused buffer, never held."""
+    second pass); the weight pool it leaves in the file goes through one reused buffer, never held."""
 
     def __init__(self, file: BinaryIO, where: str) -> None:
         self._file = file
@@ -246,8 +243,9 @@ class _Streamed:
         self._hash.update(data)
         return memoryview(data)
 
-    def skip(self, count: int) -> None:
-        """Hash the next ``count`` bytes without keeping them; ArtifactError where the file ends first."""
+    def pool(self, count: int) -> None:
+        """Hash the weight pool, the last payload's ``count`` bytes, without keeping them (None: an import
+        references them in the file); ArtifactError where the file ends first."""
         buffer = memoryview(bytearray(min(count, _CHUNK)))
         while count:
             got = self._file.readinto(buffer[: min(count, len(buffer))])

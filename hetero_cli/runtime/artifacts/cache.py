@@ -107,14 +107,13 @@ def load(
     try:
         source = dataclasses.replace(importing.read_source(path), where="the entry")
         unpacked, _ = importing.read_artifact(source)
-        compiled = importing.import_compiled(
+        return importing.import_compiled(
             unpacked, "the entry", devices, config, device_name, hetero, model, draw=draw, dot_dir=dot_dir
         )
     except HeteroError as exc:  # an entry is never trusted: any failure to load it means compiling again
         log.warning("the cache entry %s cannot be loaded (%s): compiling the model again", path, exc)
         _remove(path, stamp)
         return None
-    return compiled
 
 
 def _remove(path: Path, stamp: tuple[int, int, int]) -> None:

@@ -13,7 +13,7 @@ import importlib.metadata
 import logging
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,21 +55,22 @@ def export_compiled(compiled: Compiled) -> bytes:
     large weights pooled (each distinct one once), with the plan (devices as the sessions run them), the
     config and the versions.
 
-    Raises ModelError where the model's weights cannot be read back from its file.
+    Raises ModelError where the model's weights cannot be read back from its file, or where protobuf
+    cannot serialize a model without its pooled weights (over 2 GB of what is not pooled: weights in
+    nested graphs or in typed fields).
     """
     # one frozen revision: a fallback meanwhile swaps in the next one, never edits this one
     revision = compiled.current()
     model = revision.model
     subgraphs = [dataclasses.replace(c.subgraph, device=c.device) for c in revision.subgraphs]
     plan = dataclasses.replace(revision.plan, subgraphs=tuple(subgraphs))
-    fallback = compiled.fallback
     header = {
         **versions(),
         "model": model.name,
         "device_name": compiled.device_name,
         "config": jsonable(_portable(compiled.config)),
         "one_session": revision.one_session,
-        "manual": fallback.manual,
+        "manual": compiled.fallback.manual,
         "plan": {**plan.to_dict(), "affinities": dict(plan.affinities)},
     }
     devices = {c.device: c.target for c in revision.subgraphs}
@@ -84,22 +85,16 @@ def export_compiled(compiled: Compiled) -> bytes:
             # inline what embed leaves as references: the weights of a model made from another one's file
             yield _inline(subgraph_model(model, s, embed=True, fed=fed), model)
 
-    pooled = _pooled(models(), model.name)
-    header[weight_pool.TABLES] = list(pooled.tables)
-    return artifact.pack(header, [*pooled.skeletons, pooled.pool])
-
-
-def _pooled(models: Iterable[onnx.ModelProto], name: str) -> weight_pool.Pooled:
-    """weight_pool.pool of ``models``; ModelError where protobuf cannot serialize one of them without its
-    pooled weights (over 2 GB of what is not pooled: weights in nested graphs or in typed fields)."""
     try:
-        return weight_pool.pool(models)
+        pooled = weight_pool.pool(models())
     except ValueError as exc:  # protobuf's size limit: "exceeds maximum protobuf size of 2GB"
         raise ModelError(
-            f"the model {name} cannot be exported: {exc}; an export keeps large top-level weights apart, but "
-            "each model's other tensors (weights in nested graphs or in typed fields) stay in one protobuf "
-            "message, which protobuf limits to 2 GB"
+            f"the model {model.name} cannot be exported: {exc}; an export keeps large top-level weights "
+            "apart, but each model's other tensors (weights in nested graphs or in typed fields) stay in one "
+            "protobuf message, which protobuf limits to 2 GB"
         ) from None
+    header[weight_pool.TABLES] = list(pooled.tables)
+    return artifact.pack(header, [*pooled.skeletons, pooled.pool])
 
 
 def write_artifact(data: bytes, path: str | os.PathLike[str], replace: bool = True) -> bool:

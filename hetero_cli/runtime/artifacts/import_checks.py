@@ -47,16 +47,12 @@ def check_plan(plan: Plan, model: Model, where: str) -> None:
             if owner.setdefault(node, name) != name:
                 _mismatch(where, f"{owner[node]} and {name} both run {node!r}")
         made = {t for node in subgraph.nodes for t in nodes[node].outputs}
-        _known(
-            subgraph.inputs,
-            handed,
-            where,
-            f"{name} reads {{}}, which no model input or earlier subgraph hands on",
-        )
-        _known(subgraph.outputs, made, where, f"{name} hands on {{}}, which none of its nodes makes")
-        _known(
-            subgraph.fixed, values, where, f"{name} holds {{}}, which is no static shape value of the model"
-        )
+        for names, known, problem in (
+            (subgraph.inputs, handed, "reads {}, which no model input or earlier subgraph hands on"),
+            (subgraph.outputs, made, "hands on {}, which none of its nodes makes"),
+            (subgraph.fixed, values, "holds {}, which is no static shape value of the model"),
+        ):
+            _known(names, known, where, f"{name} {problem}")
         handed.update(subgraph.outputs)
     for output, source in plan.output_sources.items():
         if not _serves(plan, model, output, source):

@@ -157,17 +157,14 @@ def read_artifact(source: Source) -> tuple[artifact.Unpacked, cfg.SplitConfig]:
     try:
         saved = header["config"]
         flat = {**saved["hetero"], **saved["devices"]}
-        dropped = sorted({k for k in saved["hetero"] if k in LOCAL_KEYS} | _path_keys(saved["devices"]))
+        groups = (saved["hetero"], *saved["devices"].values())  # the settings, then each device's
+        dropped = sorted({k for settings in groups for k in settings if k in LOCAL_KEYS})
         config = cfg.split({k: _without_paths(v) for k, v in flat.items() if k not in LOCAL_KEYS})
     except (KeyError, TypeError, AttributeError, HeteroError) as exc:
         raise ArtifactError(f"{where} is damaged: its config is not what hetero-cli writes ({exc})") from None
     if dropped:
         log.warning("%s: the config keys %s name paths and are not imported", where, ", ".join(dropped))
     return unpacked, config
-
-
-def _path_keys(devices: Mapping[str, Any]) -> set[str]:
-    return {k for values in devices.values() for k in values if k in LOCAL_KEYS}
 
 
 def _without_paths(value: Any) -> Any:
