@@ -3,7 +3,7 @@ shape inference, a CPU kernel probe), or with them referenced in the model's fil
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import onnx
 from onnx import helper
@@ -30,23 +30,10 @@ def model_copy(
     paddle2onnx writes every weight as a Constant node, and onnx serializes the model it infers).
     """
     graph = proto.graph
-    out = onnx.ModelProto(
-        ir_version=proto.ir_version,
-        producer_name=proto.producer_name,
-        producer_version=proto.producer_version,
-        domain=proto.domain,
-        model_version=proto.model_version,
-    )
-    out.opset_import.extend(proto.opset_import)
-    out.functions.extend(proto.functions)
-    out.metadata_props.extend(proto.metadata_props)
+    out = empty_copy(proto, graph.name)
     new = out.graph
-    new.name = graph.name
     if ops is not None:
-        for node in ops:
-            copy = new.node.add()
-            copy.CopyFrom(node.proto)
-            copy.name = node.friendly_name
+        add_renamed(new, ops)
     moved = []
     if ops is None and constants_as_inputs:
         values = [_large_value(node) for node in graph.node]
@@ -72,6 +59,33 @@ def model_copy(
         elif t.name not in declared:
             new.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
     return out
+
+
+def empty_copy(proto: onnx.ModelProto, name: str) -> onnx.ModelProto:
+    """A model with ``proto``'s IR version, producer, domain, model version, opsets, functions and metadata,
+    and an empty graph named ``name``, for the caller to fill in place (a graph handed to ModelProto() would
+    be copied whole, bodies and all)."""
+    out = onnx.ModelProto(
+        ir_version=proto.ir_version,
+        producer_name=proto.producer_name,
+        producer_version=proto.producer_version,
+        domain=proto.domain,
+        model_version=proto.model_version,
+    )
+    out.opset_import.extend(proto.opset_import)
+    out.functions.extend(proto.functions)
+    out.metadata_props.extend(proto.metadata_props)
+    out.graph.name = name
+    return out
+
+
+def add_renamed(graph: onnx.GraphProto, nodes: Iterable[Node]) -> None:
+    """A copy of each of ``nodes`` appended to ``graph``, named by its friendly name (so that ORT's record of
+    where it placed them reads back)."""
+    for node in nodes:
+        copy = graph.node.add()
+        copy.CopyFrom(node.proto)
+        copy.name = node.friendly_name
 
 
 def _large_value(node: onnx.NodeProto) -> onnx.TensorProto | None:

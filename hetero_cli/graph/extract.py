@@ -12,6 +12,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from .copies import add_renamed, empty_copy
 from .model import Model
 from .node import Node
 
@@ -49,19 +50,10 @@ def extract_model(
 
     dense = model.dense_initializer_names
     sparse = model.sparse_initializers
-    out = onnx.ModelProto(
-        ir_version=src.ir_version,
-        producer_name=src.producer_name or "hetero-cli",
-        producer_version=src.producer_version,
-        domain=src.domain,
-        model_version=src.model_version,
-    )
-    new = out.graph  # built in place: a graph handed to ModelProto() would be copied whole, bodies and all
-    new.name = name
-    for n in chosen:
-        copy = new.node.add()
-        copy.CopyFrom(n.proto)
-        copy.name = n.friendly_name
+    out = empty_copy(src, name)
+    out.producer_name = src.producer_name or "hetero-cli"
+    new = out.graph
+    add_renamed(new, chosen)
     declared_inputs = model.declared_inputs
     for t in inputs:
         new.input.append(helper.make_value_info(t, types[t]))
@@ -86,8 +78,4 @@ def extract_model(
     for vi in graph.value_info:
         if vi.name in produced and vi.name not in boundary:
             new.value_info.append(vi)
-
-    out.opset_import.extend(src.opset_import)
-    out.functions.extend(src.functions)
-    out.metadata_props.extend(src.metadata_props)
     return out

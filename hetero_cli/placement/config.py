@@ -117,14 +117,19 @@ def parse_bool(key: str, value: Any) -> bool:
     raise ConfigError(f"bad value {value!r} for {key}: use YES or NO")
 
 
-def _parse_threads(key: str, value: Any) -> int:
-    n = -1
+def _whole_number(value: Any) -> int | None:
+    """``value`` as an int where it is an integer (not a bool) or the text of one, else None."""
     if isinstance(value, str | numbers.Integral) and not isinstance(value, bool):
         try:
-            n = int(str(value).strip())
+            return int(str(value).strip())
         except ValueError:
-            n = -1
-    if not 0 <= n <= MAX_THREADS:
+            pass
+    return None
+
+
+def _parse_threads(key: str, value: Any) -> int:
+    n = _whole_number(value)
+    if n is None or not 0 <= n <= MAX_THREADS:
         raise ConfigError(
             f"bad value {value!r:.60} for {key}: use a whole number from 0 to {MAX_THREADS} (0 = the default)"
         )
@@ -156,13 +161,8 @@ def parse_distribution_policy(value: Any) -> frozenset[str]:
 
 def parse_memory_size(value: Any) -> int:
     """AVAILABLE_DEVICE_MEM_SIZE: a whole number of bytes above 0 (an int or its text); ConfigError else."""
-    n = 0
-    if isinstance(value, str | numbers.Integral) and not isinstance(value, bool):
-        try:
-            n = int(str(value).strip())
-        except ValueError:
-            n = 0
-    if n <= 0:
+    n = _whole_number(value)
+    if n is None or n <= 0:
         raise ConfigError(
             f"bad value {value!r:.60} for {DEVICE_MEMORY}: give the device's memory as a whole number of "
             f'bytes above 0, e.g. {{"OPENVINO": {{"{DEVICE_MEMORY}": 4000000000}}}}'
@@ -219,10 +219,7 @@ def provider_option_value(device: Device, key: str, value: Any) -> str:
         )
     bounds = COUNT_OPTIONS.get(device.kind.family, {}).get(key)
     if bounds is not None:
-        try:
-            n = int(text.strip()) if not isinstance(value, bool) else None
-        except ValueError:
-            n = None
+        n = None if isinstance(value, bool) else _whole_number(text)
         if n is None or not bounds[0] <= n <= bounds[1]:
             raise ConfigError(
                 f"bad value {value!r:.60} for {device.name}'s {key}: use a whole number from {bounds[0]} to "
@@ -230,12 +227,6 @@ def provider_option_value(device: Device, key: str, value: Any) -> str:
             )
         text = str(n)
     return text
-
-
-# what ONNX Runtime's OpenVINO EP takes as its precision option on OpenVINO's CPU device (it drops the EP,
-# "Unsupported inference precision is selected. CPU only supports FP32, ACCURACY", for anything else):
-# quirk openvino-cpu-precision
-OPENVINO_PRECISIONS = openvino_quirks.PRECISIONS
 
 
 # the OpenVINO EP's device_type values: an OpenVINO device (CPU, GPU, GPU.1, NPU) or a virtual one over
@@ -259,7 +250,9 @@ def _check_openvino_precision(device: Device, options: Mapping[str, str]) -> Non
     """ConfigError for a precision the OpenVINO EP refuses on the OpenVINO device ``options`` name."""
     precision = options.get("precision")
     target = options.get("device_type", "CPU").split(".")[0]
-    allowed = OPENVINO_PRECISIONS.get(target) if in_force(openvino_quirks.CPU_PRECISION) else None
+    # the precisions the EP takes there, where it drops itself for another ("Unsupported inference
+    # precision is selected. CPU only supports FP32, ACCURACY"): quirk openvino-cpu-precision
+    allowed = openvino_quirks.PRECISIONS.get(target) if in_force(openvino_quirks.CPU_PRECISION) else None
     if precision is not None and allowed is not None and precision.upper() not in allowed:
         raise ConfigError(
             f"{device.name} cannot compute in {precision}: ONNX Runtime's OpenVINO EP takes precision "

@@ -25,6 +25,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 
+from .union_find import UnionFind
+
 #: the least share of its group's weight the second heaviest branch of a gap carries for the gap to be cut:
 #: a session of its own costs a run and a hand-over (tens of microseconds), which small branches do not repay
 MIN_SHARE = 0.1
@@ -92,6 +94,7 @@ def _pieces(
         series.append(passing == 0)
     pieces: list[list[int]] = []
     trunk: list[int] = []
+    links = UnionFind(count)  # the edges within each gap (weakly connected parts); gaps never share one
     i = 0
     while i < len(nodes):
         if series[i]:
@@ -101,7 +104,12 @@ def _pieces(
         end = i
         while end < len(nodes) and not series[end]:
             end += 1
-        parts = _parts(range(i, end), inner)
+        gap = range(i, end)
+        for k in gap:
+            for j in inner[k]:
+                if j in gap:
+                    links.union(k, j)
+        parts = links.groups(gap)
         heavy = sorted((sum(weight(nodes[p]) for p in part) for part in parts), reverse=True)
         recurring = sum(any(recurrent(nodes[p]) for p in part) for part in parts)
         if len(parts) > 1 and (heavy[1] >= MIN_SHARE * total or recurring > 1):
@@ -115,29 +123,6 @@ def _pieces(
     if trunk:
         pieces.append(trunk)
     return pieces
-
-
-def _parts(span: range, inner: Sequence[Sequence[int]]) -> list[list[int]]:
-    """The positions of ``span`` grouped by the edges among them (weakly connected parts), each in order,
-    the parts in the order of their first position."""
-    root = {i: i for i in span}
-
-    def find(i: int) -> int:
-        while root[i] != i:
-            root[i] = root[root[i]]
-            i = root[i]
-        return i
-
-    for i in span:
-        for j in inner[i]:
-            if j in root:
-                a, b = find(i), find(j)
-                if a != b:
-                    root[max(a, b)] = min(a, b)
-    parts: dict[int, list[int]] = {}
-    for i in span:
-        parts.setdefault(find(i), []).append(i)
-    return list(parts.values())
 
 
 def _sides(

@@ -25,6 +25,7 @@ from typing import Any
 from ..errors import ModelError
 from ..graph import Model, Node
 from .forks import split_forks
+from .union_find import UnionFind
 
 INPUT = "input"
 CONSTANT = "constant"
@@ -200,24 +201,6 @@ class Plan:
         return "\n".join(lines)
 
 
-class _UnionFind:
-    def __init__(self, n: int):
-        self.parent = list(range(n))
-
-    def find(self, i: int) -> int:
-        root = i
-        while self.parent[root] != root:
-            root = self.parent[root]
-        while self.parent[i] != root:
-            self.parent[i], i = root, self.parent[i]
-        return root
-
-    def union(self, a: int, b: int) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[max(ra, rb)] = min(ra, rb)
-
-
 def partition(model: Model, affinities: Mapping[str, str], *, branches: bool = False) -> Plan:
     """Group ``model``'s nodes by ``affinities`` ({friendly name: device}) into an acyclic, ordered plan;
     ``branches``: nodes of one device joined only by a model input they both read stay apart (subgraphs
@@ -308,8 +291,8 @@ def _connect(
     model_inputs: set[str],
     members: list[int],
     key: list[Any],
-    uf: _UnionFind,
-) -> _UnionFind:
+    uf: UnionFind,
+) -> UnionFind:
     """Union, among ``members``, same-key nodes joined by an edge or by a shared model input."""
     first_reader: dict[tuple[str, Any], int] = {}
     inside = set(members)
@@ -327,7 +310,7 @@ def _connect(
 def _groups(active: list[Node], aff: list[str], preds: list[list[int]], model_inputs: set[str]) -> list[int]:
     n = len(active)
     everyone = list(range(n))
-    uf = _connect(active, preds, model_inputs, everyone, list(aff), _UnionFind(n))
+    uf = _connect(active, preds, model_inputs, everyone, list(aff), UnionFind(n))
     comp = [uf.find(k) for k in everyone]
     edges: dict[int, set[int]] = {}
     for k in everyone:
@@ -339,7 +322,7 @@ def _groups(active: list[Node], aff: list[str], preds: list[list[int]], model_in
     for k in everyone:
         by_comp.setdefault(comp[k], []).append(k)
     key: list[Any] = [None] * n  # shared by the cyclic regions: they are disjoint
-    sub = _UnionFind(n)
+    sub = UnionFind(n)
     for scc in _cyclic_components(sorted(by_comp), edges):
         members = sorted(k for c in scc for k in by_comp[c])
         run = _device_runs(members, aff, preds)

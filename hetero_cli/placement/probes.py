@@ -10,6 +10,7 @@ from typing import Any
 from ..graph import Model, Node
 from ..ort.session import ort
 from .devices import Device
+from .union_find import UnionFind
 
 __all__ = ["Placement", "Probe", "Probes", "SessionSettings", "cut_after", "session_settings"]
 
@@ -89,20 +90,10 @@ def cut_after(model: Model, nodes: Sequence[Node], left_out: Collection[str]) ->
 def _connected(nodes: Sequence[Node]) -> list[list[Node]]:
     """``nodes`` in their connected pieces: two nodes are in one where one reads a tensor the other makes
     (through other nodes of ``nodes``); each piece in the order of ``nodes``, by its first node."""
-    root = list(range(len(nodes)))
-
-    def find(i: int) -> int:
-        while root[i] != i:
-            root[i] = root[root[i]]
-            i = root[i]
-        return i
-
+    links = UnionFind(len(nodes))
     maker = {t: i for i, n in enumerate(nodes) for t in n.outputs}
     for i, node in enumerate(nodes):
         for t in node.inputs:
             if t in maker:
-                root[find(i)] = find(maker[t])
-    pieces: dict[int, list[Node]] = {}
-    for i, node in enumerate(nodes):
-        pieces.setdefault(find(i), []).append(node)
-    return list(pieces.values())
+                links.union(i, maker[t])
+    return [[nodes[i] for i in piece] for piece in links.groups(range(len(nodes)))]

@@ -3,7 +3,7 @@ that the code acting on them reads from here."""
 
 from __future__ import annotations
 
-from .record import NOT_REPORTED, Quirk
+from .record import Quirk, unfixed
 
 EP = "CPUExecutionProvider"
 
@@ -25,12 +25,10 @@ HALF_FLOAT_CASTS_UNRECORDED = Quirk(
     ),
 )
 
-SPINNING_THREAD_POOLS = Quirk(
+SPINNING_THREAD_POOLS = unfixed(
     id="cpu-spinning-thread-pools",
     ep=EP,
     versions_seen="onnxruntime 1.24.1, onnxruntime-openvino 1.24.1",
-    fixed_in="",
-    upstream=NOT_REPORTED,
     summary=(
         "A session's intra-op threads spin after its run returns, taking the cores the next subgraph's "
         "session needs: a two-session chain ran up to twice as slow as one session. No plain-ORT repro: "
@@ -40,12 +38,10 @@ SPINNING_THREAD_POOLS = Quirk(
     hook="runtime.compiler.prepare_subgraph: split sessions set session.force_spinning_stop",
 )
 
-FOLDED_IF_RANGE_SCALARS = Quirk(
+FOLDED_IF_RANGE_SCALARS = unfixed(
     id="cpu-folded-if-range-scalars",
     ep=EP,
     versions_seen="onnxruntime 1.24.1 and 1.32.0, onnxruntime-openvino 1.24.1",
-    fixed_in="",
-    upstream=NOT_REPORTED,
     summary=(
         "ORT's constant folding inlines the branch of an If whose condition is a constant "
         "(microsoft/onnxruntime#18105); where that branch hands a Range a one-element vector, as ONNX's own "

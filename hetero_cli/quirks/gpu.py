@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from .record import NOT_REPORTED, Quirk
+from .record import unfixed
 
-TENSORRT_FOLDS_OVERRIDABLE_INITIALIZERS = Quirk(
+TENSORRT_FOLDS_OVERRIDABLE_INITIALIZERS = unfixed(
     id="tensorrt-folds-overridable-initializers",
     ep="TensorrtExecutionProvider",
     versions_seen="not seen: assumed (TensorRT builds initializers into its engine), never checked",
-    fixed_in="",
-    upstream=NOT_REPORTED,
     summary=(
         "As the OpenVINO EP does, the TensorRT EP is assumed to build overridable initializers into its "
         "engine and ignore a value fed for one. No plain-ORT repro: no TensorRT where the tests run"
@@ -21,12 +19,10 @@ TENSORRT_FOLDS_OVERRIDABLE_INITIALIZERS = Quirk(
     ),
 )
 
-CUDA_PLUGIN_WARNING = Quirk(
+CUDA_PLUGIN_WARNING = unfixed(
     id="cuda-plugin-ep-warning",
     ep="CUDAExecutionProvider",
     versions_seen="onnxruntime-gpu 1.31.1 (one H100)",
-    fixed_in="",
-    upstream=NOT_REPORTED,
     summary=(
         "ORT's Python binding warns \"No registered plugin EP device found for 'CUDAExecutionProvider'\" on "
         "stderr for every CUDA session it creates. No repro here: the tests' ORT is another flavour"

@@ -3,18 +3,18 @@ code acting on them reads from here."""
 
 from __future__ import annotations
 
-from .record import NOT_REPORTED, Quirk
+from functools import partial
+
+from .record import unfixed
 
 EP = "OpenVINOExecutionProvider"
 SEEN = "onnxruntime-openvino 1.24.1 (OpenVINO 2025.4.1)"
 _TESTS = "tests/quirks/test_openvino_limits.py::"
+# a quirk of the EP seen with SEEN, not reported and not fixed, unless its record says otherwise
+_openvino = partial(unfixed, ep=EP, versions_seen=SEEN)
 
-OUTER_SCOPE_LOOP = Quirk(
+OUTER_SCOPE_LOOP = _openvino(
     id="openvino-outer-scope-loop",
-    ep=EP,
-    versions_seen=SEEN,
-    fixed_in="",
-    upstream=NOT_REPORTED,
     summary=(
         "ONNX Runtime's OpenVINO execution provider cannot compile a Loop or Scan whose body reads values "
         "from outside it (it fails, or aborts the process when the body holds an If)"
@@ -28,12 +28,8 @@ OUTER_SCOPE_LOOP = Quirk(
     outer_scope_only=True,
 )
 
-LOOP_BODY_PARTITIONED = Quirk(
+LOOP_BODY_PARTITIONED = _openvino(
     id="openvino-loop-body-partitioned",
-    ep=EP,
-    versions_seen=SEEN,
-    fixed_in="",
-    upstream=NOT_REPORTED,
     summary=(
         "ONNX Runtime's OpenVINO execution provider cannot compile any Loop: it claims the nodes of the "
         "Loop's body as a subgraph of its own, then claims the Loop and cannot read the body it left ('OpenVINO "
@@ -49,12 +45,9 @@ LOOP_BODY_PARTITIONED = Quirk(
     ops=frozenset({"Loop"}),
 )
 
-LSTM_PEEPHOLES = Quirk(
+LSTM_PEEPHOLES = _openvino(
     id="openvino-lstm-peepholes",
-    ep=EP,
     versions_seen=SEEN + "; native OpenVINO 2026.4.1",
-    fixed_in="",
-    upstream=NOT_REPORTED,
     summary=(
         "An LSTM given peephole weights (its input P) runs as if they were zero: silently wrong outputs "
         "(madmom's beat tracker: bench/concurrency_real.py records them thousands off the CPU EP's)"
@@ -68,12 +61,8 @@ LSTM_PEEPHOLES = Quirk(
     given_input=7,
 )
 
-LONE_INPUT_VARIADIC = Quirk(
+LONE_INPUT_VARIADIC = _openvino(
     id="openvino-lone-input-variadic",
-    ep=EP,
-    versions_seen=SEEN,
-    fixed_in="",
-    upstream=NOT_REPORTED,
     summary=(
         "A Max, Min or Sum given one input, reading a graph input and making a graph output, answers "
         "uninitialized memory: OpenVINO's ONNX reader folds the node away and names the input after the "
@@ -88,11 +77,8 @@ LONE_INPUT_VARIADIC = Quirk(
     lone_input=True,
 )
 
-EMPTY_TENSOR = Quirk(
+EMPTY_TENSOR = _openvino(
     id="openvino-empty-tensor",
-    ep=EP,
-    versions_seen=SEEN,
-    fixed_in="",
     upstream="https://github.com/openvinotoolkit/openvino/issues/37963",
     summary=(
         "A tensor with a 0 dimension comes out of the EP with each 0 made 1 (OpenVINO makes zero-sized "
@@ -102,12 +88,8 @@ EMPTY_TENSOR = Quirk(
     hook="none: documented (keep the nodes making empty tensors, and their consumers, on CPU)",
 )
 
-CEIL_MODE_POOL = Quirk(
+CEIL_MODE_POOL = _openvino(
     id="openvino-ceil-mode-pool",
-    ep=EP,
-    versions_seen=SEEN,
-    fixed_in="",
-    upstream=NOT_REPORTED,
     summary=(
         "A pool with ceil_mode keeps a last window that would start past the end of the input (as onnx's "
         "shape rule does) where ORT's CPU kernel drops it (as PyTorch does): another output length"
@@ -119,12 +101,8 @@ CEIL_MODE_POOL = Quirk(
     ),
 )
 
-DECLARED_SHAPE_IN_SPLIT = Quirk(
+DECLARED_SHAPE_IN_SPLIT = _openvino(
     id="openvino-declared-shape-in-split",
-    ep=EP,
-    versions_seen=SEEN,
-    fixed_in="",
-    upstream=NOT_REPORTED,
     summary=(
         "Where ORT splits one session between the OpenVINO EP and the CPU EP, the OpenVINO EP hands a "
         "tensor over in the shape the model's value_info declares: a wrong value_info cuts a batch, silently"
@@ -136,12 +114,8 @@ DECLARED_SHAPE_IN_SPLIT = Quirk(
     ),
 )
 
-CPU_PRECISION = Quirk(
+CPU_PRECISION = _openvino(
     id="openvino-cpu-precision",
-    ep=EP,
-    versions_seen=SEEN,
-    fixed_in="",
-    upstream=NOT_REPORTED,
     summary=(
         "On OpenVINO's CPU device the EP takes precision FP32 or ACCURACY only; for another (FP16) ORT drops "
         "the EP from the session ('Unsupported inference precision is selected') and runs on CPU alone"
@@ -150,12 +124,8 @@ CPU_PRECISION = Quirk(
     hook="placement.config._check_openvino_precision: a ConfigError when such a precision is set",
 )
 
-FOLDS_OVERRIDABLE_INITIALIZERS = Quirk(
+FOLDS_OVERRIDABLE_INITIALIZERS = _openvino(
     id="openvino-folds-overridable-initializers",
-    ep=EP,
-    versions_seen=SEEN,
-    fixed_in="",
-    upstream=NOT_REPORTED,
     summary=(
         "The EP builds initializers into what it compiles, overridable ones (also listed among the graph "
         "inputs) too: a value fed for one is ignored, silently"
@@ -167,12 +137,8 @@ FOLDS_OVERRIDABLE_INITIALIZERS = Quirk(
     ),
 )
 
-INITIALIZER_OUTPUT = Quirk(
+INITIALIZER_OUTPUT = _openvino(
     id="openvino-initializer-output",
-    ep=EP,
-    versions_seen=SEEN,
-    fixed_in="",
-    upstream=NOT_REPORTED,
     summary=(
         "The EP refuses a model with an initializer among its graph outputs ('<name> node not found in "
         "graph cache')"
@@ -184,12 +150,8 @@ INITIALIZER_OUTPUT = Quirk(
     ),
 )
 
-CYCLIC_SPLIT = Quirk(
+CYCLIC_SPLIT = _openvino(
     id="openvino-cyclic-split",
-    ep=EP,
-    versions_seen=SEEN,
-    fixed_in="",
-    upstream=NOT_REPORTED,
     summary=(
         "The EP can take nodes on both sides of one it leaves to the CPU EP; ORT then refuses the valid "
         "model as invalid ('the graph is not acyclic')"
@@ -201,12 +163,8 @@ CYCLIC_SPLIT = Quirk(
     ),
 )
 
-COLON_EXTERNAL_DATA = Quirk(
+COLON_EXTERNAL_DATA = _openvino(
     id="openvino-colon-external-data",
-    ep=EP,
-    versions_seen=SEEN,
-    fixed_in="",
-    upstream=NOT_REPORTED,
     summary=(
         "The EP cannot read external data at a location with a ':' in it (it reads 'm:x.bin' as 'x.bin'); "
         "ORT's CPU EP reads it"
@@ -218,12 +176,8 @@ COLON_EXTERNAL_DATA = Quirk(
     ),
 )
 
-THREAD_COUNTS = Quirk(
+THREAD_COUNTS = _openvino(
     id="openvino-thread-counts",
-    ep=EP,
-    versions_seen=SEEN,
-    fixed_in="",
-    upstream=NOT_REPORTED,
     summary=(
         "The EP's num_of_threads and num_streams quietly mean 1 for 0 or less, and fail beyond a C int. "
         "No plain-ORT repro: a thread count shows only in timings"
@@ -240,12 +194,8 @@ _FALLBACK_HOOK = (
     "device that supports its nodes, and the warning cites this id"
 )
 
-INPUT_ORDER = Quirk(
+INPUT_ORDER = _openvino(
     id="openvino-input-order",
-    ep=EP,
-    versions_seen=SEEN,
-    fixed_in="",
-    upstream=NOT_REPORTED,
     summary=(
         "Given a graph whose inputs are an int64 piece of a shape and a float [?,200,1,1] tensor, in this "
         "order (Concat -> Reshape -> MatMul -> Add -> Softmax), the EP feeds them to what it compiled in the wrong "
@@ -257,12 +207,8 @@ INPUT_ORDER = Quirk(
     signature="Can't set the input tensor with index",
 )
 
-SHAPE_OF_OUTPUT = Quirk(
+SHAPE_OF_OUTPUT = _openvino(
     id="openvino-shape-of-output",
-    ep=EP,
-    versions_seen=SEEN,
-    fixed_in="",
-    upstream=NOT_REPORTED,
     summary=(
         "Where a tensor of static shape and ConstantOfShape(Shape(that tensor)) are both graph outputs, the "
         "EP folds the second into a constant and then cannot find it ('<name> node not found in graph "
@@ -273,12 +219,8 @@ SHAPE_OF_OUTPUT = Quirk(
     signature="node not found in graph cache",
 )
 
-STALE_AFTER_FAILURE = Quirk(
+STALE_AFTER_FAILURE = _openvino(
     id="openvino-stale-output-after-failure",
-    ep=EP,
-    versions_seen=SEEN,
-    fixed_in="",
-    upstream=NOT_REPORTED,
     summary=(
         "After a run fails inside the EP (a Reshape to a shape its input cannot take), the same inputs a "
         "second time pass: the EP reshapes to the last shape that succeeded, and no error says so"
@@ -291,12 +233,8 @@ STALE_AFTER_FAILURE = Quirk(
     ),
 )
 
-FAILED_SHAPE_KEPT = Quirk(
+FAILED_SHAPE_KEPT = _openvino(
     id="openvino-failed-shape-kept",
-    ep=EP,
-    versions_seen=SEEN,
-    fixed_in="",
-    upstream=NOT_REPORTED,
     summary=(
         "After a run fails inside the EP on inputs of a new shape (a zero batch into a MaxPool: 'Batch size "
         "is zero'), the session keeps that shape: every later run in the shape of the last run that "
@@ -311,12 +249,8 @@ FAILED_SHAPE_KEPT = Quirk(
     ),
 )
 
-ATTENTION_OUTPUT_SHAPE = Quirk(
+ATTENTION_OUTPUT_SHAPE = _openvino(
     id="openvino-attention-output-shape",
-    ep=EP,
-    versions_seen=SEEN,
-    fixed_in="",
-    upstream=NOT_REPORTED,
     summary=(
         "A self-attention (MatMul -> Softmax -> MatMul, scaled by a Mul or Div or not) of static shape whose "
         "batch times heads is 1 and whose output is a graph output of the EP's part comes back with its "
@@ -335,12 +269,8 @@ ATTENTION_OUTPUT_SHAPE = Quirk(
     signature="ONNX Runtime infers for it",  # the words of runtime.shape_check's message
 )
 
-ONE_THREAD_EMPTY_OUTPUTS = Quirk(
+ONE_THREAD_EMPTY_OUTPUTS = _openvino(
     id="openvino-one-thread-empty-outputs",
-    ep=EP,
-    versions_seen=SEEN,
-    fixed_in="",
-    upstream=NOT_REPORTED,
     summary=(
         "On one thread (num_of_threads 1, or INFERENCE_NUM_THREADS 1 through load_config), the CPU plugin "
         "answers inputs a node cannot broadcast (x [2,3,8] masked by m [2,4] unsqueezed) with empty outputs "
@@ -357,12 +287,8 @@ ONE_THREAD_EMPTY_OUTPUTS = Quirk(
     ),
 )
 
-EP_CONTEXT_LOAD = Quirk(
+EP_CONTEXT_LOAD = _openvino(
     id="openvino-ep-context-load",
-    ep=EP,
-    versions_seen=SEEN,
-    fixed_in="",
-    upstream=NOT_REPORTED,
     summary=(
         "The EP writes an EPContext model of what it compiled (session options ep.context_enable=1, embed "
         "mode 0 or 1), but a session of that model fails to load: '[ONNXRuntimeError] : 11 : EP_FAIL : "
@@ -379,12 +305,8 @@ EP_CONTEXT_LOAD = Quirk(
     ),
 )
 
-CPU_BLOB_UNREADABLE = Quirk(
+CPU_BLOB_UNREADABLE = _openvino(
     id="openvino-cpu-blob-unreadable",
-    ep=EP,
-    versions_seen=SEEN,
-    fixed_in="",
-    upstream=NOT_REPORTED,
     summary=(
         "OpenVINO's CPU device cannot read back a compiled blob inside the EP: its blob holds an OpenVINO IR, "
         "and the wheel ships OpenVINO's ONNX frontend but no IR frontend (libopenvino_ir_frontend), so "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,13 @@ class Quirk:
         if self.fixed_in:
             return f"onnxruntime before {self.fixed_in} (fixed in {self.fixed_in})"
         return "every onnxruntime release seen; no fixed release known"
+
+
+def unfixed(**fields: Any) -> Quirk:
+    """The Quirk of ``fields`` (its fields by name), with no fixed release known (``fixed_in=""``) and not
+    reported upstream unless they say otherwise: what most records are, so each gives only what sets it apart.
+    TypeError where a field is missing or unknown."""
+    return Quirk(**{"fixed_in": "", "upstream": NOT_REPORTED, **fields})
 
 
 def release(version: str) -> tuple[int, ...]:
