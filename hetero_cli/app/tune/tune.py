@@ -304,14 +304,12 @@ class _Search:
         """A candidate per device that supports every node (CPU always)."""
         self.supported: dict[str, frozenset[str]] = {}
         self.whole_ms: dict[str, float] = {}
-        names = {n.friendly_name for n in self.model.get_ops()}
+        names = [n.friendly_name for n in self.model.get_ops()]
         for d in self.devices:
             self.tell(f"querying {d}")
             self.supported[d] = frozenset(self.core.query_model(self.model, d, self.config))
-            if d == "CPU" or names <= self.supported[d]:
-                c = Candidate(
-                    d, SINGLE, dict.fromkeys((n.friendly_name for n in self.model.get_ops()), d), 1, [d]
-                )
+            if d == "CPU" or self.supported[d].issuperset(names):
+                c = Candidate(d, SINGLE, dict.fromkeys(names, d), 1, [d])
                 self.report.candidates.append(c)
                 self.prepare(c, COST_MODEL_END * self.clock.budget_s)
         if self.twin is not None:
