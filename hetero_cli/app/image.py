@@ -39,7 +39,6 @@ from .paths import file_problem
 LAYOUTS = ("NCHW", "NHWC")
 COLORS = ("GRAY", "RGB", "BGR")
 FLOAT_TYPES = (np.float16, np.float32, np.float64)
-# How many operations after the input may hold the graph's own normalisation (sanitisers, casts come first).
 
 
 # --- limits ------------------------------------------------------------------------------------------
@@ -111,20 +110,18 @@ def image_input(model: Model, layout: str | None = None, name: str | None = None
     """The model's image input (its only one, or ``name``), analysed; ImageError saying why if it cannot take one."""
     inputs = model.inputs
     if name is not None:
-        chosen = [i for i in inputs if i.name == name]
-        if not chosen:
+        inputs = [i for i in model.inputs if i.name == name]
+        if not inputs:
             raise ImageError(
-                f"the model has no input {name!r}: its inputs are {', '.join(i.name for i in inputs)}"
+                f"the model has no input {name!r}: its inputs are {', '.join(i.name for i in model.inputs)}"
             )
-        return _analyse(chosen[0], layout or metadata(model).get("layout"))
-    if len(inputs) != 1:
+    elif len(inputs) != 1:
         names = ", ".join(i.name for i in inputs) or "none"
         raise ImageError(
             f"the model has {len(inputs)} inputs ({names}) but an image fills exactly one: "
             f"use a model with a single image input, or `hetero benchmark -i name:file` for several"
         )
-    info = inputs[0]
-    return _analyse(info, layout or metadata(model).get("layout"))
+    return _analyse(inputs[0], layout or metadata(model).get("layout"))
 
 
 def _analyse(info: TensorInfo, layout: str | None) -> ImageInput:
@@ -257,16 +254,12 @@ def preprocessing(
         check_size(spec, spec.height, spec.width)
 
     explicit = mean is not None or scale is not None
-    ch = spec.channels
-    mean_v = parse_numbers(mean, "mean", ch) if mean is not None else None
-    scale_v = parse_numbers(scale, "scale", ch) if scale is not None else None
-    if not explicit and ("mean" in meta or "scale" in meta):
-        mean_v = parse_numbers(meta["mean"], "mean in the model's metadata", ch) if "mean" in meta else None
-        scale_v = (
-            parse_numbers(meta["scale"], "scale in the model's metadata", ch) if "scale" in meta else None
-        )
-    mean_v = mean_v or (0.0,)
-    scale_v = scale_v or (1.0,)
+    given = {"mean": mean, "scale": scale} if explicit else meta  # options given: the metadata ignored
+    where = "" if explicit else " in the model's metadata"
+    mean_v, scale_v = (
+        default if given.get(key) is None else parse_numbers(given[key], key + where, spec.channels)
+        for key, default in (("mean", (0.0,)), ("scale", (1.0,)))
+    )
     if any(v == 0 for v in scale_v):
         raise ImageError("scale 0 would divide by zero: give a non-zero --scale")
     for values, what in ((mean_v, "mean"), (scale_v, "scale")):
@@ -378,14 +371,10 @@ def _to_8bit(img):
         return img
     if mode in ("1", "CMYK", "YCbCr", "LAB", "HSV"):
         return img.convert("RGB" if mode != "1" else "L")
-    if mode == "P" or mode == "PA":
-        return img.convert("RGBA")
-    if mode == "LA":
+    if mode in ("P", "PA", "LA", "RGBa"):
         return img.convert("RGBA")
     if mode == "La":  # premultiplied alpha: Pillow converts it to LA only
         return img.convert("LA").convert("RGBA")
-    if mode == "RGBa":
-        return img.convert("RGBA")
     if mode.startswith("I") or mode == "F":
         arr = np.asarray(img, dtype=np.float64)
         finite = np.isfinite(arr)
