@@ -173,13 +173,9 @@ def _layout(where: str, body: list, wanted: str | None, has_batch: bool) -> str:
             raise ImageError(f"unknown layout {wanted!r}: use NCHW or NHWC")
         return text
     first, last = body[0], body[2]
-    first_is_c = first in (1, 3)
-    last_is_c = last in (1, 3)
-    if last_is_c and not first_is_c:
+    if last in (1, 3) and first not in (1, 3):
         return "NHWC"
-    if first_is_c or not isinstance(last, int):
-        return "NCHW"
-    if isinstance(first, int) and isinstance(last, int):
+    if first not in (1, 3) and isinstance(first, int) and isinstance(last, int):
         raise ImageError(
             f"{where} has no channel dimension of 1 or 3 in {shape_text(body)}: it does not take an image "
             f"(give --layout if it does)"

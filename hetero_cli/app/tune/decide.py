@@ -238,11 +238,7 @@ def measure_finalists(
         for i, c in enumerate(contenders):
             path = Path(folder) / f"candidate{i}.onnx"
             save_candidate(on.model, c.affinities, automatic, path, on.config, c.concurrency)
-            args = {
-                "path": str(path),
-                "device": on.device,
-                "config": dict(on.config),
-            }  # the mode is the file's
+            args = {"path": str(path), "device": on.device, "config": dict(on.config)}  # mode: the file's
             specs[c.name] = RuntimeSpec(HETERO, args)
         found = method.measure_runtimes(  # through the module: the one function tune and bench call
             specs,
