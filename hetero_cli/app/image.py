@@ -86,8 +86,7 @@ class Preprocess:
         """One line for the user: what the tensor will look like and what was done to the pixels."""
         i = self.input
         size = f"{i.height or '?'}x{i.width or '?'}"
-        parts = [f"{i.name}: {i.layout} {i.dtype} {size} {self.color}"]
-        parts += self.notes
+        parts = [f"{i.name}: {i.layout} {i.dtype} {size} {self.color}", *self.notes]
         if self.normalise:
             parts.append(f"(x - {_nums(self.mean)}) / {_nums(self.scale)}")
         return ", ".join(parts)
@@ -264,20 +263,16 @@ def preprocessing(
                 f"{what} has 3 values but the input has {spec.channels} channel(s): give one value"
             )
     wanted = mean_v != (0.0,) or scale_v != (1.0,)
-    normalise = False
-    if wanted:
-        if spec.dtype == np.uint8:
-            if explicit:
-                raise ImageError(
-                    f"the model's input {spec.name!r} takes uint8 pixels: --mean and --scale need a float input"
-                )
-            notes.append("raw uint8 pixels (metadata mean/scale left to the graph)")
-        else:
-            normalise = True
+    normalise = wanted and spec.dtype != np.uint8
+    if wanted and not normalise:  # uint8 pixels
+        if explicit:
+            raise ImageError(
+                f"the model's input {spec.name!r} takes uint8 pixels: --mean and --scale need a float input"
+            )
+        notes.append("raw uint8 pixels (metadata mean/scale left to the graph)")
 
-    foreground = (meta.get("foreground") or "").strip().lower() or None
-    if foreground not in (None, "light", "dark"):
-        foreground = None
+    foreground = (meta.get("foreground") or "").strip().lower()
+    foreground = foreground if foreground in ("light", "dark") else None
     return Preprocess(spec, color_text, mean_v, scale_v, normalise, invert, foreground, notes)
 
 
