@@ -109,11 +109,12 @@ def image_input(model: Model, layout: str | None = None, name: str | None = None
     """The model's image input (its only one, or ``name``), analysed; ImageError saying why if it cannot take one."""
     inputs = model.inputs
     if name is not None:
-        inputs = [i for i in model.inputs if i.name == name]
-        if not inputs:
+        chosen = [i for i in inputs if i.name == name]
+        if not chosen:
             raise ImageError(
-                f"the model has no input {name!r}: its inputs are {', '.join(i.name for i in model.inputs)}"
+                f"the model has no input {name!r}: its inputs are {', '.join(i.name for i in inputs)}"
             )
+        inputs = chosen
     elif len(inputs) != 1:
         names = ", ".join(i.name for i in inputs) or "none"
         raise ImageError(
