@@ -39,7 +39,6 @@ from .paths import file_problem
 LAYOUTS = ("NCHW", "NHWC")
 COLORS = ("GRAY", "RGB", "BGR")
 FLOAT_TYPES = (np.float16, np.float32, np.float64)
-# How many operations after the input may hold the graph's own normalisation (sanitisers, casts come first).
 
 
 # --- limits ------------------------------------------------------------------------------------------
@@ -87,8 +86,7 @@ class Preprocess:
         """One line for the user: what the tensor will look like and what was done to the pixels."""
         i = self.input
         size = f"{i.height or '?'}x{i.width or '?'}"
-        parts = [f"{i.name}: {i.layout} {i.dtype} {size} {self.color}"]
-        parts += self.notes
+        parts = [f"{i.name}: {i.layout} {i.dtype} {size} {self.color}", *self.notes]
         if self.normalise:
             parts.append(f"(x - {_nums(self.mean)}) / {_nums(self.scale)}")
         return ", ".join(parts)
@@ -116,15 +114,14 @@ def image_input(model: Model, layout: str | None = None, name: str | None = None
             raise ImageError(
                 f"the model has no input {name!r}: its inputs are {', '.join(i.name for i in inputs)}"
             )
-        return _analyse(chosen[0], layout or metadata(model).get("layout"))
-    if len(inputs) != 1:
+        inputs = chosen
+    elif len(inputs) != 1:
         names = ", ".join(i.name for i in inputs) or "none"
         raise ImageError(
             f"the model has {len(inputs)} inputs ({names}) but an image fills exactly one: "
             f"use a model with a single image input, or `hetero benchmark -i name:file` for several"
         )
-    info = inputs[0]
-    return _analyse(info, layout or metadata(model).get("layout"))
+    return _analyse(inputs[0], layout or metadata(model).get("layout"))
 
 
 def _analyse(info: TensorInfo, layout: str | None) -> ImageInput:
@@ -176,13 +173,9 @@ def _layout(where: str, body: list, wanted: str | None, has_batch: bool) -> str:
             raise ImageError(f"unknown layout {wanted!r}: use NCHW or NHWC")
         return text
     first, last = body[0], body[2]
-    first_is_c = first in (1, 3)
-    last_is_c = last in (1, 3)
-    if last_is_c and not first_is_c:
+    if last in (1, 3) and first not in (1, 3):
         return "NHWC"
-    if first_is_c or not isinstance(last, int):
-        return "NCHW"
-    if isinstance(first, int) and isinstance(last, int):
+    if first not in (1, 3) and isinstance(first, int) and isinstance(last, int):
         raise ImageError(
             f"{where} has no channel dimension of 1 or 3 in {shape_text(body)}: it does not take an image "
             f"(give --layout if it does)"
@@ -257,16 +250,12 @@ def preprocessing(
         check_size(spec, spec.height, spec.width)
 
     explicit = mean is not None or scale is not None
-    ch = spec.channels
-    mean_v = parse_numbers(mean, "mean", ch) if mean is not None else None
-    scale_v = parse_numbers(scale, "scale", ch) if scale is not None else None
-    if not explicit and ("mean" in meta or "scale" in meta):
-        mean_v = parse_numbers(meta["mean"], "mean in the model's metadata", ch) if "mean" in meta else None
-        scale_v = (
-            parse_numbers(meta["scale"], "scale in the model's metadata", ch) if "scale" in meta else None
-        )
-    mean_v = mean_v or (0.0,)
-    scale_v = scale_v or (1.0,)
+    given = {"mean": mean, "scale": scale} if explicit else meta  # options given: the metadata ignored
+    where = "" if explicit else " in the model's metadata"
+    mean_v, scale_v = (
+        default if given.get(key) is None else parse_numbers(given[key], key + where, spec.channels)
+        for key, default in (("mean", (0.0,)), ("scale", (1.0,)))
+    )
     if any(v == 0 for v in scale_v):
         raise ImageError("scale 0 would divide by zero: give a non-zero --scale")
     for values, what in ((mean_v, "mean"), (scale_v, "scale")):
@@ -275,20 +264,16 @@ def preprocessing(
                 f"{what} has 3 values but the input has {spec.channels} channel(s): give one value"
             )
     wanted = mean_v != (0.0,) or scale_v != (1.0,)
-    normalise = False
-    if wanted:
-        if spec.dtype == np.uint8:
-            if explicit:
-                raise ImageError(
-                    f"the model's input {spec.name!r} takes uint8 pixels: --mean and --scale need a float input"
-                )
-            notes.append("raw uint8 pixels (metadata mean/scale left to the graph)")
-        else:
-            normalise = True
+    normalise = wanted and spec.dtype != np.uint8
+    if wanted and not normalise:  # uint8 pixels
+        if explicit:
+            raise ImageError(
+                f"the model's input {spec.name!r} takes uint8 pixels: --mean and --scale need a float input"
+            )
+        notes.append("raw uint8 pixels (metadata mean/scale left to the graph)")
 
-    foreground = (meta.get("foreground") or "").strip().lower() or None
-    if foreground not in (None, "light", "dark"):
-        foreground = None
+    foreground = (meta.get("foreground") or "").strip().lower()
+    foreground = foreground if foreground in ("light", "dark") else None
     return Preprocess(spec, color_text, mean_v, scale_v, normalise, invert, foreground, notes)
 
 
@@ -378,14 +363,10 @@ def _to_8bit(img):
         return img
     if mode in ("1", "CMYK", "YCbCr", "LAB", "HSV"):
         return img.convert("RGB" if mode != "1" else "L")
-    if mode == "P" or mode == "PA":
-        return img.convert("RGBA")
-    if mode == "LA":
+    if mode in ("P", "PA", "LA", "RGBa"):
         return img.convert("RGBA")
     if mode == "La":  # premultiplied alpha: Pillow converts it to LA only
         return img.convert("LA").convert("RGBA")
-    if mode == "RGBa":
-        return img.convert("RGBA")
     if mode.startswith("I") or mode == "F":
         arr = np.asarray(img, dtype=np.float64)
         finite = np.isfinite(arr)

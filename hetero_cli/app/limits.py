@@ -38,12 +38,9 @@ def memory_limit() -> int:
     except (AttributeError, OSError, ValueError):
         total = 0
     for path in _CGROUP_LIMITS:
-        try:
-            text = Path(path).read_text().strip()
-        except OSError:
-            continue
-        if text.isdigit() and 0 < int(text) < (total or int(text) + 1):
-            total = int(text)
+        limit = _read_int(path)
+        if limit is not None and 0 < limit < (total or limit + 1):
+            total = limit
     if total <= 0:
         total = 16 * 2**30
     return total // 2

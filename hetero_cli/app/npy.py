@@ -41,8 +41,7 @@ def load_npy(source: str | os.PathLike[str] | bytes, *, npz: bool = False) -> np
     (Polygraphy's payloads may be either). Nothing is unpickled. Raises NpyError for data that is not .npy
     (or .npz), holds Python objects, or is cut short or damaged; OSError where a file cannot be read."""
     if isinstance(source, bytes):
-        stream: BinaryIO = io.BytesIO(source)
-        return _load(stream, npz)
+        return _load(io.BytesIO(source), npz)
     with open(source, "rb") as f:
         return _load(f, npz)
 

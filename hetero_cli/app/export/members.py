@@ -190,8 +190,4 @@ def _model_specs(
     """The model's inputs or outputs ``names`` as the members read or make them (the model's own
     declaration for one no member touches: an input no subgraph reads, an output served without one)."""
     seen = {t.name: t for m in members for t in (*m.inputs, *m.outputs)}
-    out = []
-    for n in names:
-        spec = seen.get(n) or spec_of(n, declared(n))
-        out.append(_with_shape(spec, given))
-    return out
+    return [_with_shape(seen.get(n) or spec_of(n, declared(n)), given) for n in names]

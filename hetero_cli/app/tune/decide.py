@@ -238,11 +238,7 @@ def measure_finalists(
         for i, c in enumerate(contenders):
             path = Path(folder) / f"candidate{i}.onnx"
             save_candidate(on.model, c.affinities, automatic, path, on.config, c.concurrency)
-            args = {
-                "path": str(path),
-                "device": on.device,
-                "config": dict(on.config),
-            }  # the mode is the file's
+            args = {"path": str(path), "device": on.device, "config": dict(on.config)}  # mode: the file's
             specs[c.name] = RuntimeSpec(HETERO, args)
         found = method.measure_runtimes(  # through the module: the one function tune and bench call
             specs,
@@ -311,27 +307,20 @@ def decide(contenders: Sequence[Candidate], floor: float = MIN_NOISE) -> Decisio
     if split is None:
         return Decision(base, why, judge.noise, single)
     others = [c for c in (best, auto) if c is not None]
-    if all(judge.beats(split, c) for c in others):
+    if not all(judge.beats(split, c) for c in others):
+        against = "; ".join(f"against {c.name} {_ratio(judge.vs(split, c))}" for c in others)
+        why += f"; the best split {split.name} does not beat it by more than the noise ({against})"
+    else:
         against = " and ".join(f"{c.name} ({_ratio(judge.vs(split, c))})" for c in others)
         if min(len(c.process_ms) for c in (split, *others)) < SPLIT_ROUNDS:
-            return Decision(
-                base,
-                f"{why}; the best split {split.name} beats {against}, but in one round only: a process's "
-                f"own luck (a few percent) shows from {SPLIT_ROUNDS} rounds, so it is not kept (a larger -t "
-                "leaves time for them)",
-                judge.noise,
-                single,
+            why += (
+                f"; the best split {split.name} beats {against}, but in one round only: a process's own luck "
+                f"(a few percent) shows from {SPLIT_ROUNDS} rounds, so it is not kept (a larger -t leaves "
+                "time for them)"
             )
-        return Decision(
-            split, f"the split {split.name} beats {against} by more than the noise", judge.noise, single
-        )
-    against = "; ".join(f"against {c.name} {_ratio(judge.vs(split, c))}" for c in others)
-    return Decision(
-        base,
-        f"{why}; the best split {split.name} does not beat it by more than the noise ({against})",
-        judge.noise,
-        single,
-    )
+        else:
+            base, why = split, f"the split {split.name} beats {against} by more than the noise"
+    return Decision(base, why, judge.noise, single)
 
 
 class _Judge:

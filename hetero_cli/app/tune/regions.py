@@ -45,12 +45,11 @@ def support_sets(
     """{non-constant node: the devices (in ``devices``' order) whose ``supported`` set holds it}.
 
     Raises UnsupportedNodesError for nodes no device supports (a tune places every node somewhere)."""
-    out = {}
-    for node in model.get_ops():
-        if node.is_constant:
-            continue
-        name = node.friendly_name
-        out[name] = tuple(d for d in devices if name in supported.get(d, ()))
+    out = {
+        n.friendly_name: tuple(d for d in devices if n.friendly_name in supported.get(d, ()))
+        for n in model.get_ops()
+        if not n.is_constant
+    }
     missing = [n for n, ds in out.items() if not ds]
     if missing:
         raise UnsupportedNodesError(

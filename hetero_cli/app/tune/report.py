@@ -175,10 +175,8 @@ class TuneReport:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The report as JSON-ready dicts and lists."""
-        out = asdict(self)
-        out["candidates"] = [c.to_dict() for c in self.candidates]
-        return out
+        """The report as JSON-ready dicts and lists (the candidates as Candidate.to_dict gives them)."""
+        return asdict(self)
 
 
 _KIND_ORDER = {AUTOMATIC: 0, SINGLE: 1, COST_MODEL: 2, BRANCHES: 3}

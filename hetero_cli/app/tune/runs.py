@@ -68,23 +68,6 @@ def planned(
         clear_affinities(model)
 
 
-def ready(
-    core: Core,
-    model: Model,
-    device: str,
-    config: Mapping[str, Any] | None,
-    affinities: Mapping[str, str],
-    feeds: Mapping[str, Any],
-    automatic: bool,
-) -> tuple[Any, Any]:
-    """A candidate compiled (compile_with) and run once on ``feeds``: (compiled model, its request).
-    Raises as compile_model and infer do."""
-    compiled = compile_with(core, model, device, config, affinities, automatic=automatic)
-    request = compiled.create_infer_request()
-    request.infer(dict(feeds))
-    return compiled, request
-
-
 #: the model metadata key that records the configuration a tuned placement was measured with (JSON)
 MEASURED_CONFIG_KEY = "hetero_cli.tune.config"
 

@@ -138,14 +138,8 @@ def placements(
     """The distinct placements ``best_placement`` gives at each boundary scale, fastest predicted (at
     scale 1) first; single-device ones are left out (the tuner measures those as baselines anyway).
     Deterministic given the tables."""
-    seen: dict[tuple[str, ...], Placement] = {}
-    for scale in scales:
-        devices = best_placement(times, cut_bytes, boundary, order, scale)
-        if devices in seen:
-            continue
-        seen[devices] = Placement(devices, predict(devices, times, cut_bytes, boundary), scale)
-    found = [p for p in seen.values() if not p.uniform]
-    return sorted(found, key=lambda p: (p.predicted_ms, p.switches, p.devices))
+    found = [Placement(best_placement(times, cut_bytes, boundary, order, s), 0.0, s) for s in scales]
+    return [p for p in merge([found], times, cut_bytes, boundary) if not p.uniform]
 
 
 def calibrate(
@@ -196,16 +190,11 @@ def proposals(
     scale, the best ones with one and with two device changes at most (few subgraphs: what measured best
     on real models, where a boundary costs more than the probe's), and the raw region times' at scale 1
     (where the calibration misleads); merged, predicted on the calibrated times, fastest first."""
-    few = [
-        Placement(p, predict(p, scaled, cut_bytes, boundary), 1.0)
-        for m in (1, 2)
-        for p in (best_placement(scaled, cut_bytes, boundary, order, max_switches=m),)
-        if len(set(p)) > 1
-    ]
+    few = [best_placement(scaled, cut_bytes, boundary, order, max_switches=m) for m in (1, 2)]
     return merge(
         [
             placements(scaled, cut_bytes, boundary, order),
-            few,
+            [Placement(p, 0.0, 1.0) for p in few if len(set(p)) > 1],
             placements(raw, cut_bytes, boundary, order, scales=(1.0,)),
         ],
         scaled,

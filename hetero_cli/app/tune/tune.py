@@ -304,14 +304,12 @@ class _Search:
         """A candidate per device that supports every node (CPU always)."""
         self.supported: dict[str, frozenset[str]] = {}
         self.whole_ms: dict[str, float] = {}
-        names = {n.friendly_name for n in self.model.get_ops()}
+        names = [n.friendly_name for n in self.model.get_ops()]
         for d in self.devices:
             self.tell(f"querying {d}")
             self.supported[d] = frozenset(self.core.query_model(self.model, d, self.config))
-            if d == "CPU" or names <= self.supported[d]:
-                c = Candidate(
-                    d, SINGLE, dict.fromkeys((n.friendly_name for n in self.model.get_ops()), d), 1, [d]
-                )
+            if d == "CPU" or self.supported[d].issuperset(names):
+                c = Candidate(d, SINGLE, dict.fromkeys(names, d), 1, [d])
                 self.report.candidates.append(c)
                 self.prepare(c, COST_MODEL_END * self.clock.budget_s)
         if self.twin is not None:
@@ -443,24 +441,25 @@ class _Search:
             elif c.name in samples:
                 c.median_ms, c.samples = median(samples[c.name]), len(samples[c.name])
 
-    def prepare(self, c: Candidate, until: float) -> bool:
-        """Compile candidate ``c`` and run it once (kept in ``compiled``), if the clock leaves time before
-        ``until``; a failure or no time is recorded as its error. Returns whether it is ready."""
+    def prepare(self, c: Candidate, until: float) -> None:
+        """Compile candidate ``c`` (runs.compile_with) and run it once (kept in ``compiled``), if the clock
+        leaves time before ``until``; a failure or no time is recorded as its error."""
         if self.clock.left(until) < self.compile_s + 2 * self.run_ms / 1e3:
             c.error = "not measured: the budget ran out"
-            return False
+            return
         self.tell(f"compiling {c.name}")
         try:
             config = c.config(self.config)  # its HETERO_CONCURRENCY where it has one (twins.branch_twins)
-            compiled, request = runs.ready(
-                self.core, self.model, self.device, config, c.affinities, self.feeds, c.kind == AUTOMATIC
+            compiled = runs.compile_with(
+                self.core, self.model, self.device, config, c.affinities, automatic=c.kind == AUTOMATIC
             )
+            request = compiled.create_infer_request()
+            request.infer(dict(self.feeds))
         except Exception as exc:  # a candidate that fails is recorded and dropped, not the tune
             c.error = costs.one_line(exc)
-            return False
+            return
         c.subgraphs, c.devices = len(compiled.plan.subgraphs), compiled.plan.devices
         self.compiled[c.name] = (compiled, request)
-        return True
 
     def choose(self, tolerances: Tolerances) -> Candidate:
         """decide.final's order (the finalists timed each alone in its own process until FINAL_END of the

@@ -176,13 +176,8 @@ def _decode_array(dct: Mapping[str, Any]) -> np.ndarray:
 def _hook(pairs: list[tuple[str, Any]]) -> Any:
     """json's object_pairs_hook: Polygraphy's Decoder for the types these files hold."""
     dct = dict(pairs)
-    type_name = None
-    for key, value in dct.items():
-        if key.startswith(_LEGACY_PREFIX) and value == _LEGACY_MARKER:
-            type_name = key[len(_LEGACY_PREFIX) :]
-            break
-    else:
-        type_name = dct.get(TYPE_MARKER)
+    legacy = (k for k, v in dct.items() if k.startswith(_LEGACY_PREFIX) and v == _LEGACY_MARKER)
+    type_name = next((k.removeprefix(_LEGACY_PREFIX) for k in legacy), dct.get(TYPE_MARKER))
     if type_name is None or not isinstance(type_name, str):
         return dct
     if type_name == "ndarray":
@@ -256,9 +251,7 @@ def _read(file: Path) -> Any:
 def _feed(feed: Any, file: Path, index: int, in_list: bool) -> dict[str, np.ndarray]:
     """One iteration's feed dict, checked: a mapping of names to arrays."""
     where = f"iteration {index} of {file}" if in_list else str(file)
-    if isinstance(feed, _Iteration) or not isinstance(feed, dict) or isinstance(feed, _Unknown):
-        raise ValidationError(f"{where} holds {_describe(feed)}, not Polygraphy inputs: {_INPUTS_HINT}")
-    if not all(isinstance(array, np.ndarray) for array in feed.values()):
+    if type(feed) is not dict or not all(isinstance(array, np.ndarray) for array in feed.values()):
         raise ValidationError(f"{where} holds {_describe(feed)}, not Polygraphy inputs: {_INPUTS_HINT}")
     return dict(feed)
 

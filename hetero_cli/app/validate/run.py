@@ -248,20 +248,17 @@ def check_inputs(model: Model, feeds: Mapping[str, Any], index: int = 0) -> dict
     if not isinstance(feeds, Mapping):
         raise ValidationError(f"{where} is {type(feeds).__name__}, not a dict of input name -> array")
     infos = {i.name: i for i in model.inputs}
-    unknown = [k for k in feeds if k not in infos]
-    missing = [k for k in infos if k not in feeds]
-    if unknown or missing:
+    problems = [
+        f"{what} input(s) {', '.join(map(repr, names))}"
+        for what, names in (
+            ("unknown", [k for k in feeds if k not in infos]),
+            ("missing", [k for k in infos if k not in feeds]),
+        )
+        if names
+    ]
+    if problems:
         raise ValidationError(
-            f"{where} does not fit the model: "
-            + "; ".join(
-                part
-                for part in (
-                    f"unknown input(s) {', '.join(map(repr, unknown))}" if unknown else "",
-                    f"missing input(s) {', '.join(map(repr, missing))}" if missing else "",
-                )
-                if part
-            )
-            + f" (the model's inputs are {', '.join(infos)})"
+            f"{where} does not fit the model: {'; '.join(problems)} (the model's inputs are {', '.join(infos)})"
         )
     out = {}
     for name, value in feeds.items():

@@ -172,13 +172,10 @@ def _parse_option(option: str, values: Sequence[str], convert) -> dict:
     parsed: dict = {}
     for given in values:
         name, _, text = str(given).rpartition(":")
-        problem = None
         try:
             parsed[name] = convert(text.strip())
         except ValueError as err:
-            problem = str(err)
-        if problem:
-            raise ValidationError(f"{option} {given!r}: {problem}; the syntax is {_SYNTAX}")
+            raise ValidationError(f"{option} {given!r}: {err}; the syntax is {_SYNTAX}") from None
     return parsed
 
 
