@@ -23,7 +23,7 @@ from ...graph import Model
 from ...placement import devices as registry
 from ..files import check_writable
 from ..floats import FiniteFloat
-from ..options import int_range_option, int_ranges, named, read_config_file
+from ..options import config_options, debug_option, int_range_option, int_ranges, named, read_config_file
 from ..output import box, console, info
 from ..progress import keep_cursor
 from ..runner import CONTEXT, running, written
@@ -101,22 +101,8 @@ REPORT_CHART = "tune_chart.png"
     metavar="[OUT:]V",
     help="Validation's relative tolerance (default 1e-3), per output.",
 )
-@click.option(
-    "--config",
-    "config",
-    multiple=True,
-    metavar="[DEVICE:]KEY=VALUE",
-    help="HETERO's own key (KEY=VALUE) or one device's (DEVICE:KEY=VALUE); repeatable.",
-)
-@click.option(
-    "-load_config",
-    "--load-config",
-    "load_config",
-    metavar="FILE",
-    callback=named,
-    help='JSON {"DEVICE": {"KEY": "VALUE"}} of configuration ("HETERO" for its own keys); options win.',
-)
-@click.option("--debug", is_flag=True, help="Show Python tracebacks on errors, and debug lines.")
+@config_options
+@debug_option
 def tune(
     model: str | None,
     device: str,
