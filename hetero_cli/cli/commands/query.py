@@ -17,7 +17,7 @@ from ...placement.affinities import mark_automatic
 from ...placement.partition import Plan
 from ..files import check_writable
 from ..options import named, shared, shared_options
-from ..output import box, console, info
+from ..output import console, info, new_table
 from ..progress import busy
 from ..runner import CONTEXT, Command, running, written
 from ..setup import (
@@ -205,12 +205,9 @@ def _affinity_table(
 ) -> None:
     """Each node of ``model`` with its device and who set it (``source``); with ``unsupported_only``, only
     the nodes no device takes."""
-    from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=Text(f"Affinities of {model.name}"), box=box(), show_edge=False, title_justify="left")
-    for column in ("#", "node", "op type", "device", "set by"):
-        table.add_column(column, overflow="fold")
+    table = new_table(f"Affinities of {model.name}", ("#", "node", "op type", "device", "set by"))
     for k, node in enumerate(model.get_ops(), 1):
         name = node.get_friendly_name()
         dev = affinities.get(name)
@@ -228,18 +225,12 @@ def _affinity_table(
 
 def _subgraph_table(plan: Plan, links: Mapping[int, tuple[list[str], list[str]]]) -> None:
     """The plan's subgraphs in execution order, with the tensors each receives and sends (``links``)."""
-    from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=Text("Subgraphs (execution order)"), box=box(), show_edge=False, title_justify="left")
-    for column in (
-        "subgraph",
-        "device",
-        "nodes",
-        "tensors in from another device",
-        "tensors out to another device",
-    ):
-        table.add_column(column, overflow="fold")
+    table = new_table(
+        "Subgraphs (execution order)",
+        ("subgraph", "device", "nodes", "tensors in from another device", "tensors out to another device"),
+    )
     for s in plan.subgraphs:
         got, sent = links[s.index]
         table.add_row(

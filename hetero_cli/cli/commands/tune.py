@@ -24,7 +24,7 @@ from ...placement import devices as registry
 from ..files import check_writable
 from ..floats import FiniteFloat
 from ..options import config_options, debug_option, int_range_option, int_ranges, named, read_config_file
-from ..output import box, console, info
+from ..output import console, info, new_table
 from ..progress import keep_cursor
 from ..runner import CONTEXT, running, written
 from ..setup import Setup, prepare
@@ -355,7 +355,6 @@ def _versus(report: Any, name: str, other: str | None) -> str:
 def _print_candidates(report: Any) -> None:
     """One row per candidate tried: its placement, the prediction, the measured medians and the ratios
     (block by block, with their noise, where the finalists were timed per process)."""
-    from rich.table import Table
     from rich.text import Text
 
     final = per_process(report)
@@ -363,16 +362,11 @@ def _print_candidates(report: Any) -> None:
         how = "ratios: block by block against the fastest single device and the automatic plan, ± their noise"
     else:
         how = "ratios: of the search's medians"
-    table = Table(
-        title=Text(
-            f"Candidates on {report.device} (median: the search's, interleaved in one process; final: the "
-            f"median of the finalists' per-process medians, each alone in its own process; {how})"
-        ),
-        box=box(),
-        show_edge=False,
-        title_justify="left",
+    title = (
+        f"Candidates on {report.device} (median: the search's, interleaved in one process; final: the "
+        f"median of the finalists' per-process medians, each alone in its own process; {how})"
     )
-    for column in (
+    columns = (
         "candidate",
         "kind",
         "subgraphs",
@@ -383,8 +377,8 @@ def _print_candidates(report: Any) -> None:
         "vs fastest single device",
         "vs automatic",
         "note",
-    ):
-        table.add_column(column, overflow="fold")
+    )
+    table = new_table(title, columns)
     singles = single_devices(report)
     fastest = min(singles.values(), default=None)
     automatic = report.candidate("automatic")

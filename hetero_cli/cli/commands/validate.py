@@ -26,7 +26,7 @@ from ...errors import DeviceError
 from ...placement import device_string
 from ..files import check_writable, same_file
 from ..options import int_range_option, int_ranges, named, shared, shared_options
-from ..output import box, console, info
+from ..output import console, info, new_table
 from ..runner import CONTEXT, written
 from ..setup import prepare, report_dots, start_running
 from ..tolerance_lists import ToleranceListsCommand
@@ -282,11 +282,9 @@ def _comparison_table(
     title: str, comparisons: Sequence[OutputComparison], first_column: str = "output"
 ) -> None:
     """One row per compared tensor: its error statistics, worst element, tolerance and verdict."""
-    from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=Text(title), box=box(), show_edge=False, title_justify="left")
-    for column in (
+    columns = (
         first_column,
         "max abs",
         "mean abs",
@@ -297,8 +295,8 @@ def _comparison_table(
         "worst index",
         "tolerance",
         "verdict",
-    ):
-        table.add_column(column, overflow="fold")
+    )
+    table = new_table(title, columns)
     for c in comparisons:
         table.add_row(
             Text(c.name),
