@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import click
 
-from ...errors import HeteroError, UnsupportedNodesError
+from ...errors import UnsupportedNodesError
 from ...graph import Model
 from ...placement import device_string, visualize
 from ...placement.affinities import mark_automatic
 from ...placement.partition import Plan
-from ..files import check_writable
+from ..files import check_writable, save_model
 from ..options import named, shared, shared_options
 from ..output import console, info, new_table
 from ..progress import busy
@@ -186,13 +185,7 @@ def _save_query(
     if not m.affinities():
         m.set_affinities(dict(plan.affinities))
         mark_automatic(m, automatic)
-    written().before_writing(Path(save).parent, folder=True)  # with any data file saved beside it
-    try:
-        Path(save).parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise HeteroError(f"cannot write {save}: {exc.strerror or exc}") from None
-    m.save(save)
-    written().wrote(Path(save))
+    save_model(m, save)
     # named on stderr under --json, as every file a command writes is
     info(
         f"Saved {save} with these affinities: `hetero benchmark -m {save} -d {request}` runs it as is",

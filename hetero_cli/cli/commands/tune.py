@@ -18,10 +18,10 @@ from ...app.tune.chart import write_chart
 from ...app.tune.decide import MIN_NOISE
 from ...app.tune.runs import MEASURED_CONFIG_KEY
 from ...app.validate import Tolerances, check_sized, input_shapes
-from ...errors import HeteroError, TuneBudgetError
+from ...errors import TuneBudgetError
 from ...graph import Model
 from ...placement import devices as registry
-from ..files import check_writable
+from ..files import check_writable, save_model
 from ..floats import FiniteFloat
 from ..options import config_options, debug_option, int_range_option, int_ranges, named, read_config_file
 from ..output import console, info, new_table
@@ -474,14 +474,7 @@ def _number(value: Any) -> str:
 
 def _save_model(model: Model, save: str, setup: Setup) -> None:
     """--save: the model with the winning affinities, folders created on the way."""
-    out = Path(save)
-    written().before_writing(out.parent, folder=True)  # with any data file saved beside it
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise HeteroError(f"cannot write {save}: {exc.strerror or exc}") from None
-    model.save(save)
-    written().wrote(out)
+    save_model(model, save)
     info(
         f"Saved {save} with the winning affinities: `hetero benchmark -m {save} -d {setup.request}` runs it as is"
     )
