@@ -28,7 +28,7 @@ from ..output import console, info, new_table
 from ..progress import keep_cursor
 from ..runner import CONTEXT, running, written
 from ..setup import Setup, prepare
-from ..tolerance_lists import ToleranceListsCommand
+from ..tolerance_lists import ToleranceListsCommand, check_outputs
 
 #: the files --report DIR writes
 REPORT_JSON = "tune_report.json"
@@ -151,13 +151,7 @@ def tune(
         render=None,
     )
     setup.check_not_read(save, "--save")
-    unknown = tolerances.unknown_outputs(o.name for o in setup.model.outputs)
-    if unknown:
-        raise click.BadParameter(
-            f"names output(s) {', '.join(map(repr, unknown))} the model does not have: its outputs are "
-            f"{', '.join(o.name for o in setup.model.outputs)}",
-            param_hint="--atol/--rtol",
-        )
+    check_outputs(tolerances, setup.model, "--atol/--rtol")
     names = [i.name for i in setup.model.inputs]
     with_files = bench.parse_input_files(inputs, names) if inputs else {}
     given, ranges = int_ranges(setup.model, int_range, with_files)

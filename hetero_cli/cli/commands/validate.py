@@ -29,7 +29,7 @@ from ..options import int_range_option, int_ranges, named, shared, shared_option
 from ..output import console, info, new_table
 from ..runner import CONTEXT, written
 from ..setup import prepare, report_dots, start_running
-from ..tolerance_lists import ToleranceListsCommand
+from ..tolerance_lists import ToleranceListsCommand, check_outputs
 
 #: How validate takes inputs it cannot make random data for (validate has no -i)
 _GIVE_INPUTS = (
@@ -162,13 +162,7 @@ def validate(
     setup.check_not_read(save_outputs, "--save-outputs")
     loaded = polygraphy_json.load_inputs(load_inputs) if load_inputs else None
     m = setup.model
-    unknown = tolerances.unknown_outputs(o.name for o in m.outputs)
-    if unknown:
-        raise click.BadParameter(
-            f"names output(s) {', '.join(map(repr, unknown))} the model does not have: its outputs are "
-            f"{', '.join(o.name for o in m.outputs)}",
-            param_hint="--atol/--rtol/--check-error-stat",
-        )
+    check_outputs(tolerances, m, "--atol/--rtol/--check-error-stat")
     if loaded is not None:
         if shape or data_shape or int_range:
             raise click.UsageError(
