@@ -428,7 +428,7 @@ def _print_verdict(report: Any) -> None:
         label = "the automatic plan" if name == "automatic" else name
         vs = report.versus(winner.name, name) if final else None
         if vs is None:
-            info(f"  against {label} ({_ms(ms)} ms): {_speed(mine, ms)}")
+            info(f"  against {label} ({_ms(ms)} ms): {_speed_ratio(mine / ms)}")
         else:
             info(
                 f"  against {label} ({_ms(ms)} ms): {_speed_ratio(vs.ratio)} block by block, noise {vs.noise:.1%}"
@@ -444,11 +444,6 @@ def _speed_ratio(ratio: float) -> str:
     if abs(ratio - 1.0) <= 0.005:
         return "as fast"
     return f"{1 / ratio:.2f}x faster" if ratio < 1 else f"{ratio:.2f}x slower"
-
-
-def _speed(ms: float, base: float) -> str:
-    """``1.18x faster`` / ``1.02x slower`` / ``as fast`` (within 0.5 %)."""
-    return _speed_ratio(ms / base)
 
 
 def _print_validation(validation: Validation | None) -> None:
