@@ -96,7 +96,8 @@ def prepare(
     if perf_count:
         core.set_property("HETERO", {cfg.PERF_COUNT: "YES"})
     dots = dot_folder(core, dot_dir, render)
-    request = parse_device(core, device)
+    # checked now (a usage error), not at compile time; HETERO alone takes its priorities from the config
+    request = device_string.parse(device, core.get_property("HETERO", cfg.PRIORITIES) or None)
     if announce:
         info(f"Reading the model: {path}")
     model = exported if exported is not None else core.read_model(path)
@@ -130,12 +131,6 @@ def check_feedable(model: Model) -> None:
         reason = unfeedable(tensor.name, tensor.dtype)
         if reason:
             raise ModelError(reason)
-
-
-def parse_device(core: Core, device: str) -> device_string.DeviceRequest:
-    """The device string, checked now (a usage error) rather than at compile time: HETERO alone takes its
-    priorities from ``core``'s configuration. Raises DeviceError."""
-    return device_string.parse(device, core.get_property("HETERO", cfg.PRIORITIES) or None)
 
 
 def default_model() -> Path:
