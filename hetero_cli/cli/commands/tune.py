@@ -140,16 +140,7 @@ def tune(
     check_writable(save, "--save", folder=False)
     check_writable(report_dir, "--report", folder=True)
     tolerances = _tolerances(atol, rtol)
-    setup = prepare(
-        model,
-        device,
-        config=config,
-        load_config=load_config,
-        affinity=(),
-        affinity_file=None,
-        dot_dir=None,
-        render=None,
-    )
+    setup = prepare(model, device, config=config, load_config=load_config)
     setup.check_not_read(save, "--save")
     check_outputs(tolerances, setup.model, "--atol/--rtol")
     names = [i.name for i in setup.model.inputs]
