@@ -242,7 +242,8 @@ class _Main:
         self, exc: Exception, argv: Sequence[str], prog_name: str | None, phase: str
     ) -> tuple[str, int]:
         """The ``[ ERROR ]`` line's message for ``exc``, a failure of the command run on ``argv`` in
-        ``phase``, and the exit status: a usage error points at --help, an unexpected one asks for a report."""
+        ``phase``, and the exit status: a usage error points at --help, an unexpected error asks for a
+        report."""
         if isinstance(exc, click.UsageError):
             path = exc.ctx.command_path if exc.ctx else self._command_path(argv, prog_name)
             message = _one_line(_unknown_option(exc, argv) or exc.format_message()).rstrip(".")
