@@ -33,12 +33,10 @@ def given_on_command_line(ctx: click.Context) -> list[tuple[str, Any]]:
 
 def print_io(model: Model) -> None:
     """Step 4: the model's inputs and outputs with their types and shapes."""
-    info("Model inputs:")
-    for t in model.inputs:
-        info(f"    {t.name} : {t.dtype} / {shape_text(t.shape)}")
-    info("Model outputs:")
-    for t in model.outputs:
-        info(f"    {t.name} : {t.dtype} / {shape_text(t.shape)}")
+    for title, tensors in (("Model inputs:", model.inputs), ("Model outputs:", model.outputs)):
+        info(title)
+        for t in tensors:
+            info(f"    {t.name} : {t.dtype} / {shape_text(t.shape)}")
 
 
 def print_runtime_parameters(compiled: CompiledModel, nireq: int) -> None:

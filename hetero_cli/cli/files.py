@@ -14,6 +14,7 @@ import click
 
 from ..app.paths import file_problem
 from ..errors import HeteroError
+from ..graph import Model
 from .runner import written
 
 
@@ -121,6 +122,18 @@ def check_current_directory(what: str, option: str) -> None:
     problem = unwritable(Path.cwd(), folder=True)
     if problem:
         raise click.UsageError(f"{what} go into the current directory, but {problem}: give {option} DIR")
+
+
+def save_model(model: Model, path: str) -> None:
+    """Save ``model`` at ``path`` (with any data file beside it), creating the folders on the way; a later
+    failure removes what it wrote (``written``). Raises HeteroError where a folder cannot be created."""
+    written().before_writing(Path(path).parent, folder=True)
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HeteroError(f"cannot write {path}: {exc.strerror or exc}") from None
+    model.save(path)
+    written().wrote(Path(path))
 
 
 def write_json(path: str, doc: Any) -> None:

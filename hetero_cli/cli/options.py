@@ -205,6 +205,31 @@ def shared(values: Mapping[str, Any]) -> dict[str, Any]:
     return {k: values[k] for k in SHARED}
 
 
+#: --debug, as every command and the ``hetero`` group take it
+debug_option = click.option(
+    "--debug", is_flag=True, help="Show Python tracebacks on errors, and debug lines."
+)
+
+
+def config_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorate a command with --config and -load_config: among the shared options, and tune's own."""
+    func = click.option(
+        "-load_config",
+        "--load-config",
+        "load_config",
+        metavar="FILE",
+        callback=named,
+        help='JSON {"DEVICE": {"KEY": "VALUE"}} of configuration ("HETERO" for its own keys); options win.',
+    )(func)
+    return click.option(
+        "--config",
+        "config",
+        multiple=True,
+        metavar="[DEVICE:]KEY=VALUE",
+        help="HETERO's own key (KEY=VALUE) or one device's (DEVICE:KEY=VALUE); repeatable.",
+    )(func)
+
+
 def shared_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Decorate a command with the options classify, benchmark and query have in common."""
     decorators = [
@@ -221,21 +246,7 @@ def shared_options(func: Callable[..., Any]) -> Callable[..., Any]:
             callback=named,
             help='JSON {"node": "DEVICE"} of affinities (--affinity wins over it).',
         ),
-        click.option(
-            "--config",
-            "config",
-            multiple=True,
-            metavar="[DEVICE:]KEY=VALUE",
-            help="HETERO's own key (KEY=VALUE) or one device's (DEVICE:KEY=VALUE); repeatable.",
-        ),
-        click.option(
-            "-load_config",
-            "--load-config",
-            "load_config",
-            metavar="FILE",
-            callback=named,
-            help='JSON {"DEVICE": {"KEY": "VALUE"}} of configuration ("HETERO" for its own keys); options win.',
-        ),
+        config_options,
         click.option(
             "--dot-dir",
             metavar="DIR",
@@ -247,7 +258,7 @@ def shared_options(func: Callable[..., Any]) -> Callable[..., Any]:
             type=click.Choice(["svg", "png"]),
             help="Render the .dot files with Graphviz beside them (into --dot-dir, else here).",
         ),
-        click.option("--debug", is_flag=True, help="Show Python tracebacks on errors, and debug lines."),
+        debug_option,
     ]
     for decorator in reversed(decorators):
         func = decorator(func)

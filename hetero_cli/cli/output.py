@@ -3,6 +3,7 @@ headers, and the console and box style of the tables (rich, imported only when a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -24,11 +25,17 @@ def step(number: int, text: str) -> None:
     click.echo(f"[Step {number}/11] {text}")
 
 
-def box() -> Any:
-    """The tables' rich box style: a line under the header only."""
-    from rich import box as boxes
+def new_table(title: str, columns: Sequence[str]) -> Any:
+    """A rich table titled ``title`` with ``columns``, in the tables' style: a line under the header only,
+    long cells folded. Rows are added to it, then ``console().print`` prints it."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
 
-    return boxes.SIMPLE_HEAD
+    table = Table(title=Text(title), box=box.SIMPLE_HEAD, show_edge=False, title_justify="left")
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    return table
 
 
 def console() -> Any:

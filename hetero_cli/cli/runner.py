@@ -238,6 +238,28 @@ class _Main:
         name = next((a for a in argv if a in commands), None)
         return f"{path} {name}" if name else path
 
+    def _error(
+        self, exc: Exception, argv: Sequence[str], prog_name: str | None, phase: str
+    ) -> tuple[str, int]:
+        """The ``[ ERROR ]`` line's message for ``exc``, a failure of the command run on ``argv`` in
+        ``phase``, and the exit status: a usage error points at --help, an unexpected error asks for a
+        report."""
+        if isinstance(exc, click.UsageError):
+            path = exc.ctx.command_path if exc.ctx else self._command_path(argv, prog_name)
+            message = _one_line(_unknown_option(exc, argv) or exc.format_message()).rstrip(".")
+            return f"{message}. See '{path} --help'", 2
+        if isinstance(exc, click.ClickException):
+            return _one_line(exc.format_message()), exc.exit_code or 1
+        if isinstance(exc, HeteroError):
+            return _one_line(str(exc)), exit_code(exc, phase)
+        if isinstance(exc, OSError):
+            where = f" {exc.filename}" if exc.filename else ""
+            return f"cannot access{where}: {exc.strerror or exc}", 1
+        return (
+            f"internal error: {type(exc).__name__}: {_one_line(str(exc))[:300]}. Run again with --debug for "
+            "the traceback, and report it"
+        ), 1
+
     def main(  # type: ignore[override]
         self,
         args: Sequence[str] | None = None,
@@ -272,43 +294,16 @@ class _Main:
         except _NoArgsIsHelp as exc:
             click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
             code = 0
-        except click.UsageError as exc:
-            if debug:
-                traceback.print_exc()
-            path = exc.ctx.command_path if exc.ctx else self._command_path(argv, prog_name)
-            message = _one_line(_unknown_option(exc, argv) or exc.format_message()).rstrip(".")
-            click.echo(f"[ ERROR ] {message}. See '{path} --help'", err=True)
-            code = 2
-        except click.ClickException as exc:
-            if debug:
-                traceback.print_exc()
-            click.echo(f"[ ERROR ] {_one_line(exc.format_message())}", err=True)
-            code = exc.exit_code or 1
         except (click.Abort, KeyboardInterrupt):
             click.echo("[ ERROR ] interrupted", err=True)
             code = 130
-        except HeteroError as exc:
-            if debug:
-                traceback.print_exc()
-            click.echo(f"[ ERROR ] {_one_line(str(exc))}", err=True)
-            code = exit_code(exc, run.phase)
         except BrokenPipeError:
-            code = 1
-        except OSError as exc:
-            if debug:
-                traceback.print_exc()
-            where = f" {exc.filename}" if exc.filename else ""
-            click.echo(f"[ ERROR ] cannot access{where}: {exc.strerror or exc}", err=True)
             code = 1
         except Exception as exc:
             if debug:
                 traceback.print_exc()
-            click.echo(
-                f"[ ERROR ] internal error: {type(exc).__name__}: {_one_line(str(exc))[:300]}. Run again with "
-                f"--debug for the traceback, and report it",
-                err=True,
-            )
-            code = 1
+            message, code = self._error(exc, argv, prog_name, run.phase)
+            click.echo(f"[ ERROR ] {message}", err=True)
         finally:
             interrupt_ends_process(False)
             log.removeHandler(handler)

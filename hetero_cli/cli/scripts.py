@@ -18,6 +18,7 @@ from .commands.query import query
 from .commands.serve import serve
 from .commands.tune import tune
 from .commands.validate import validate
+from .options import debug_option
 from .runner import CONTEXT, Group
 
 
@@ -41,7 +42,7 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
     callback=_print_version,
     help="Show hetero-cli's version, ONNX Runtime's with its execution providers, and OpenVINO's.",
 )
-@click.option("--debug", is_flag=True, help="Show Python tracebacks on errors, and debug lines.")
+@debug_option
 def hetero(debug: bool) -> None:
     """Run ONNX models across devices the way OpenVINO's HETERO device does (ONNX Runtime underneath).
 

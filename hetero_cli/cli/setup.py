@@ -64,22 +64,23 @@ def prepare(
     model_path: str | None,
     device: str,
     *,
-    config: Sequence[str],
-    load_config: str | None,
-    affinity: Sequence[str],
-    affinity_file: str | None,
-    dot_dir: str | None,
-    render: str | None,
+    config: Sequence[str] = (),
+    load_config: str | None = None,
+    affinity: Sequence[str] = (),
+    affinity_file: str | None = None,
+    dot_dir: str | None = None,
+    render: str | None = None,
     perf_count: bool = False,
     announce: bool = True,
     feeds: bool = True,
 ) -> Setup:
     """Everything a command reads from the user, checked before anything runs (errors here exit with 2):
-    the model at ``model_path`` (default: models/digits.onnx) for ``device``, the shared options' values.
-    Prints the model read unless ``announce`` is off. An export (hetero compile's, told by its first bytes)
-    gives its source model, compiled by importing the export on its own device string unless -d names
-    another (Core.read_model). With ``feeds`` (a command that runs inferences) a
-    model input no data can be fed to (bfloat16, float8) is a ModelError, before any data is read."""
+    the model at ``model_path`` (default: models/digits.onnx) for ``device``, the shared options' values
+    (one left out: none given). Prints the model read unless ``announce`` is off. An export (hetero
+    compile's, told by its first bytes) gives its source model, compiled by importing the export on its own
+    device string unless -d names another (Core.read_model). With ``feeds`` (a command that runs
+    inferences) a model input no data can be fed to (bfloat16, float8) is a ModelError, before any data is
+    read."""
     options = parse_config_options(config)
     loaded = read_config_file(load_config) if load_config else {}
     affinities_given = read_affinities(affinity, affinity_file)
@@ -96,7 +97,8 @@ def prepare(
     if perf_count:
         core.set_property("HETERO", {cfg.PERF_COUNT: "YES"})
     dots = dot_folder(core, dot_dir, render)
-    request = parse_device(core, device)
+    # checked now (a usage error), not at compile time; HETERO alone takes its priorities from the config
+    request = device_string.parse(device, core.get_property("HETERO", cfg.PRIORITIES) or None)
     if announce:
         info(f"Reading the model: {path}")
     model = exported if exported is not None else core.read_model(path)
@@ -130,12 +132,6 @@ def check_feedable(model: Model) -> None:
         reason = unfeedable(tensor.name, tensor.dtype)
         if reason:
             raise ModelError(reason)
-
-
-def parse_device(core: Core, device: str) -> device_string.DeviceRequest:
-    """The device string, checked now (a usage error) rather than at compile time: HETERO alone takes its
-    priorities from ``core``'s configuration. Raises DeviceError."""
-    return device_string.parse(device, core.get_property("HETERO", cfg.PRIORITIES) or None)
 
 
 def default_model() -> Path:

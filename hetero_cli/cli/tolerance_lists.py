@@ -1,6 +1,7 @@
 """Polygraphy's tolerance options take several values at once (``--atol 1e-5 logits:1e-3``, argparse's
 nargs="+"); click takes repeated options. The commands with tolerance options (validate, tune) parse their
-arguments through ``spread_lists`` first."""
+arguments through ``spread_lists`` first, and refuse with ``check_outputs`` a tolerance for an output the
+model lacks."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from collections.abc import Sequence
 
 import click
 
+from ..app.validate import Tolerances
+from ..graph import Model
 from .runner import Command
 
 #: Polygraphy's options that take several values at once (argparse's nargs="+"): ``--atol 1e-5 logits:1e-3``
@@ -38,3 +41,16 @@ class ToleranceListsCommand(Command):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         """click's parsing, after spread_lists."""
         return super().parse_args(ctx, spread_lists(args))
+
+
+def check_outputs(tolerances: Tolerances, model: Model, options: str) -> None:
+    """A usage error (click.BadParameter naming ``options``) where a tolerance option names an output
+    ``model`` does not have: a typo would leave that output at the default tolerance unnoticed."""
+    outputs = [o.name for o in model.outputs]
+    unknown = tolerances.unknown_outputs(outputs)
+    if unknown:
+        raise click.BadParameter(
+            f"names output(s) {', '.join(map(repr, unknown))} the model does not have: its outputs are "
+            f"{', '.join(outputs)}",
+            param_hint=options,
+        )

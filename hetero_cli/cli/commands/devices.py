@@ -11,6 +11,7 @@ from ...core import DEVICE_READ_ONLY, SUPPORTED_PROPERTIES, Core
 from ...errors import HeteroError
 from ...placement import config as cfg
 from ...placement import devices as registry
+from ..options import debug_option
 from ..output import info
 from ..runner import CONTEXT, Command
 
@@ -31,7 +32,7 @@ def _value_text(value: Any) -> str:
     context_settings=CONTEXT,
     short_help="List devices, like hello_query_device.",
 )
-@click.option("--debug", is_flag=True, help="Show Python tracebacks on errors, and debug lines.")
+@debug_option
 def devices(debug: bool) -> None:
     """Every available device with its execution provider, full name and properties (OpenVINO's
     hello_query_device layout), then the known devices this machine lacks and how to get each.

@@ -5,19 +5,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import click
 
-from ...errors import HeteroError, UnsupportedNodesError
+from ...errors import UnsupportedNodesError
 from ...graph import Model
 from ...placement import device_string, visualize
 from ...placement.affinities import mark_automatic
 from ...placement.partition import Plan
-from ..files import check_writable
+from ..files import check_writable, save_model
 from ..options import named, shared, shared_options
-from ..output import box, console, info
+from ..output import console, info, new_table
 from ..progress import busy
 from ..runner import CONTEXT, Command, running, written
 from ..setup import (
@@ -186,13 +185,7 @@ def _save_query(
     if not m.affinities():
         m.set_affinities(dict(plan.affinities))
         mark_automatic(m, automatic)
-    written().before_writing(Path(save).parent, folder=True)  # with any data file saved beside it
-    try:
-        Path(save).parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise HeteroError(f"cannot write {save}: {exc.strerror or exc}") from None
-    m.save(save)
-    written().wrote(Path(save))
+    save_model(m, save)
     # named on stderr under --json, as every file a command writes is
     info(
         f"Saved {save} with these affinities: `hetero benchmark -m {save} -d {request}` runs it as is",
@@ -205,12 +198,9 @@ def _affinity_table(
 ) -> None:
     """Each node of ``model`` with its device and who set it (``source``); with ``unsupported_only``, only
     the nodes no device takes."""
-    from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=Text(f"Affinities of {model.name}"), box=box(), show_edge=False, title_justify="left")
-    for column in ("#", "node", "op type", "device", "set by"):
-        table.add_column(column, overflow="fold")
+    table = new_table(f"Affinities of {model.name}", ("#", "node", "op type", "device", "set by"))
     for k, node in enumerate(model.get_ops(), 1):
         name = node.get_friendly_name()
         dev = affinities.get(name)
@@ -228,18 +218,12 @@ def _affinity_table(
 
 def _subgraph_table(plan: Plan, links: Mapping[int, tuple[list[str], list[str]]]) -> None:
     """The plan's subgraphs in execution order, with the tensors each receives and sends (``links``)."""
-    from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=Text("Subgraphs (execution order)"), box=box(), show_edge=False, title_justify="left")
-    for column in (
-        "subgraph",
-        "device",
-        "nodes",
-        "tensors in from another device",
-        "tensors out to another device",
-    ):
-        table.add_column(column, overflow="fold")
+    table = new_table(
+        "Subgraphs (execution order)",
+        ("subgraph", "device", "nodes", "tensors in from another device", "tensors out to another device"),
+    )
     for s in plan.subgraphs:
         got, sent = links[s.index]
         table.add_row(

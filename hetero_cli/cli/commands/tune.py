@@ -18,17 +18,17 @@ from ...app.tune.chart import write_chart
 from ...app.tune.decide import MIN_NOISE
 from ...app.tune.runs import MEASURED_CONFIG_KEY
 from ...app.validate import Tolerances, check_sized, input_shapes
-from ...errors import HeteroError, TuneBudgetError
+from ...errors import TuneBudgetError
 from ...graph import Model
 from ...placement import devices as registry
-from ..files import check_writable
+from ..files import check_writable, save_model
 from ..floats import FiniteFloat
-from ..options import int_range_option, int_ranges, named, read_config_file
-from ..output import box, console, info
+from ..options import config_options, debug_option, int_range_option, int_ranges, named, read_config_file
+from ..output import console, info, new_table
 from ..progress import keep_cursor
 from ..runner import CONTEXT, running, written
 from ..setup import Setup, prepare
-from ..tolerance_lists import ToleranceListsCommand
+from ..tolerance_lists import ToleranceListsCommand, check_outputs
 
 #: the files --report DIR writes
 REPORT_JSON = "tune_report.json"
@@ -101,22 +101,8 @@ REPORT_CHART = "tune_chart.png"
     metavar="[OUT:]V",
     help="Validation's relative tolerance (default 1e-3), per output.",
 )
-@click.option(
-    "--config",
-    "config",
-    multiple=True,
-    metavar="[DEVICE:]KEY=VALUE",
-    help="HETERO's own key (KEY=VALUE) or one device's (DEVICE:KEY=VALUE); repeatable.",
-)
-@click.option(
-    "-load_config",
-    "--load-config",
-    "load_config",
-    metavar="FILE",
-    callback=named,
-    help='JSON {"DEVICE": {"KEY": "VALUE"}} of configuration ("HETERO" for its own keys); options win.',
-)
-@click.option("--debug", is_flag=True, help="Show Python tracebacks on errors, and debug lines.")
+@config_options
+@debug_option
 def tune(
     model: str | None,
     device: str,
@@ -154,24 +140,9 @@ def tune(
     check_writable(save, "--save", folder=False)
     check_writable(report_dir, "--report", folder=True)
     tolerances = _tolerances(atol, rtol)
-    setup = prepare(
-        model,
-        device,
-        config=config,
-        load_config=load_config,
-        affinity=(),
-        affinity_file=None,
-        dot_dir=None,
-        render=None,
-    )
+    setup = prepare(model, device, config=config, load_config=load_config)
     setup.check_not_read(save, "--save")
-    unknown = tolerances.unknown_outputs(o.name for o in setup.model.outputs)
-    if unknown:
-        raise click.BadParameter(
-            f"names output(s) {', '.join(map(repr, unknown))} the model does not have: its outputs are "
-            f"{', '.join(o.name for o in setup.model.outputs)}",
-            param_hint="--atol/--rtol",
-        )
+    check_outputs(tolerances, setup.model, "--atol/--rtol")
     names = [i.name for i in setup.model.inputs]
     with_files = bench.parse_input_files(inputs, names) if inputs else {}
     given, ranges = int_ranges(setup.model, int_range, with_files)
@@ -369,7 +340,6 @@ def _versus(report: Any, name: str, other: str | None) -> str:
 def _print_candidates(report: Any) -> None:
     """One row per candidate tried: its placement, the prediction, the measured medians and the ratios
     (block by block, with their noise, where the finalists were timed per process)."""
-    from rich.table import Table
     from rich.text import Text
 
     final = per_process(report)
@@ -377,16 +347,11 @@ def _print_candidates(report: Any) -> None:
         how = "ratios: block by block against the fastest single device and the automatic plan, ± their noise"
     else:
         how = "ratios: of the search's medians"
-    table = Table(
-        title=Text(
-            f"Candidates on {report.device} (median: the search's, interleaved in one process; final: the "
-            f"median of the finalists' per-process medians, each alone in its own process; {how})"
-        ),
-        box=box(),
-        show_edge=False,
-        title_justify="left",
+    title = (
+        f"Candidates on {report.device} (median: the search's, interleaved in one process; final: the "
+        f"median of the finalists' per-process medians, each alone in its own process; {how})"
     )
-    for column in (
+    columns = (
         "candidate",
         "kind",
         "subgraphs",
@@ -397,8 +362,8 @@ def _print_candidates(report: Any) -> None:
         "vs fastest single device",
         "vs automatic",
         "note",
-    ):
-        table.add_column(column, overflow="fold")
+    )
+    table = new_table(title, columns)
     singles = single_devices(report)
     fastest = min(singles.values(), default=None)
     automatic = report.candidate("automatic")
@@ -454,7 +419,7 @@ def _print_verdict(report: Any) -> None:
         label = "the automatic plan" if name == "automatic" else name
         vs = report.versus(winner.name, name) if final else None
         if vs is None:
-            info(f"  against {label} ({_ms(ms)} ms): {_speed(mine, ms)}")
+            info(f"  against {label} ({_ms(ms)} ms): {_speed_ratio(mine / ms)}")
         else:
             info(
                 f"  against {label} ({_ms(ms)} ms): {_speed_ratio(vs.ratio)} block by block, noise {vs.noise:.1%}"
@@ -470,11 +435,6 @@ def _speed_ratio(ratio: float) -> str:
     if abs(ratio - 1.0) <= 0.005:
         return "as fast"
     return f"{1 / ratio:.2f}x faster" if ratio < 1 else f"{ratio:.2f}x slower"
-
-
-def _speed(ms: float, base: float) -> str:
-    """``1.18x faster`` / ``1.02x slower`` / ``as fast`` (within 0.5 %)."""
-    return _speed_ratio(ms / base)
 
 
 def _print_validation(validation: Validation | None) -> None:
@@ -494,14 +454,7 @@ def _number(value: Any) -> str:
 
 def _save_model(model: Model, save: str, setup: Setup) -> None:
     """--save: the model with the winning affinities, folders created on the way."""
-    out = Path(save)
-    written().before_writing(out.parent, folder=True)  # with any data file saved beside it
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise HeteroError(f"cannot write {save}: {exc.strerror or exc}") from None
-    model.save(save)
-    written().wrote(out)
+    save_model(model, save)
     info(
         f"Saved {save} with the winning affinities: `hetero benchmark -m {save} -d {setup.request}` runs it as is"
     )

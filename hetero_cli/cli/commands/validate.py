@@ -26,10 +26,10 @@ from ...errors import DeviceError
 from ...placement import device_string
 from ..files import check_writable, same_file
 from ..options import int_range_option, int_ranges, named, shared, shared_options
-from ..output import box, console, info
+from ..output import console, info, new_table
 from ..runner import CONTEXT, written
 from ..setup import prepare, report_dots, start_running
-from ..tolerance_lists import ToleranceListsCommand
+from ..tolerance_lists import ToleranceListsCommand, check_outputs
 
 #: How validate takes inputs it cannot make random data for (validate has no -i)
 _GIVE_INPUTS = (
@@ -162,13 +162,7 @@ def validate(
     setup.check_not_read(save_outputs, "--save-outputs")
     loaded = polygraphy_json.load_inputs(load_inputs) if load_inputs else None
     m = setup.model
-    unknown = tolerances.unknown_outputs(o.name for o in m.outputs)
-    if unknown:
-        raise click.BadParameter(
-            f"names output(s) {', '.join(map(repr, unknown))} the model does not have: its outputs are "
-            f"{', '.join(o.name for o in m.outputs)}",
-            param_hint="--atol/--rtol/--check-error-stat",
-        )
+    check_outputs(tolerances, m, "--atol/--rtol/--check-error-stat")
     if loaded is not None:
         if shape or data_shape or int_range:
             raise click.UsageError(
@@ -282,11 +276,9 @@ def _comparison_table(
     title: str, comparisons: Sequence[OutputComparison], first_column: str = "output"
 ) -> None:
     """One row per compared tensor: its error statistics, worst element, tolerance and verdict."""
-    from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=Text(title), box=box(), show_edge=False, title_justify="left")
-    for column in (
+    columns = (
         first_column,
         "max abs",
         "mean abs",
@@ -297,8 +289,8 @@ def _comparison_table(
         "worst index",
         "tolerance",
         "verdict",
-    ):
-        table.add_column(column, overflow="fold")
+    )
+    table = new_table(title, columns)
     for c in comparisons:
         table.add_row(
             Text(c.name),
