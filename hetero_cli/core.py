@@ -17,6 +17,7 @@ from typing import Any
 
 import onnx
 
+from . import __version__
 from . import device as device_keys
 from . import properties as props
 from .errors import ArtifactError, CompileError, ConfigError, HeteroError
@@ -29,7 +30,14 @@ from .placement.device_string import DeviceRequest
 from .placement.devices import Device
 from .placement.partition import Plan, partition
 from .placement.schedule import CONCURRENT, Schedule, plan_schedule
-from .runtime import Compiled, CompiledModel, Fallback, check_loadable, compile_with_fallback
+from .runtime import (
+    Compiled,
+    CompiledModel,
+    Fallback,
+    check_loadable,
+    compile_with_fallback,
+    runtime_versions,
+)
 from .runtime.artifacts import cache as compile_cache
 from .runtime.artifacts import importing
 from .runtime.artifacts.artifact import Unpacked
@@ -128,6 +136,18 @@ class Core:
     def get_available_devices(self) -> list[str]:
         """``available_devices`` under OpenVINO's name: canonical names of the devices that can run here."""
         return self.available_devices
+
+    def get_versions(self, device_name: str) -> dict[str, Version]:
+        """OpenVINO's get_versions: {device: Version} for ``device_name`` (a device, or a HETERO device
+        string: HETERO itself, then each device it lists), each naming what runs it (hetero-cli, or its
+        execution provider) and the release (hetero-cli's, or ONNX Runtime's with its flavour's wheel).
+        DeviceError as compile_model's device string."""
+        request = device_string.parse(device_name, self._properties.priorities)
+        ort_release = runtime_versions()["onnxruntime"]
+        versions = {d.name: Version(d.ep, ort_release) for d in request.priorities}
+        if request.hetero:
+            versions = {device_string.HETERO: Version("hetero-cli", __version__), **versions}
+        return versions
 
     def get_property(self, device_name: str, name: str) -> Any:
         """Property ``name`` of ``device_name`` (a device or "HETERO"): as set_property set it, else its
@@ -330,6 +350,15 @@ class Core:
         return CompiledModel(compiled)
 
 
+@dataclass(frozen=True)
+class Version:
+    """What Core.get_versions gives per device, shaped like ``openvino.Version``: ``description``, what
+    runs the device, and ``build_number``, its release."""
+
+    description: str
+    build_number: str
+
+
 def _hetero_property(settings: cfg.SplitConfig, name: str, key: str) -> Any:
     """HETERO's property ``key`` (asked for as ``name``) from what set_property gave (``settings``)."""
     if key == SUPPORTED_PROPERTIES:
@@ -339,7 +368,7 @@ def _hetero_property(settings: cfg.SplitConfig, name: str, key: str) -> Any:
     if key == cfg.PRIORITIES:
         return settings.priorities or ""
     if key == cfg.DEVICE_PROPERTIES:
-        return {device: dict(values) for device, values in settings.devices.items()}
+        return {device: cfg.shown_values(values) for device, values in settings.devices.items()}
     if key == cfg.PERFORMANCE_HINT:
         return settings.performance_mode
     if key == cfg.DISTRIBUTION_POLICY:

@@ -22,13 +22,13 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from ..errors import AffinityError
+from ..errors import AffinityError, ModelError
 from .copies import model_copy
 from .index import GraphIndex
 from .node import AFFINITY, Node
 from .saving import write_model
 from .shape_values import shape_values
-from .types import TypeTable, has_half_floats, type_shape
+from .types import TypeTable, has_half_floats, shape_text, type_shape
 from .weights import Weights
 
 V = TypeVar("V")
@@ -45,6 +45,35 @@ class TensorInfo:
     def get_any_name(self) -> str:
         """The tensor's name (OpenVINO's port API)."""
         return self.name
+
+    @property
+    def any_name(self) -> str:
+        """The tensor's name (OpenVINO's port API)."""
+        return self.name
+
+    def get_names(self) -> set[str]:
+        """The tensor's names: its one name (OpenVINO's port API)."""
+        return {self.name}
+
+    def get_element_type(self) -> np.dtype | None:
+        """The tensor's numpy dtype, None where the model leaves it unknown (OpenVINO's port API gives an
+        openvino.Type; numpy's dtype is what hetero-cli's arrays carry)."""
+        return self.dtype
+
+    def get_partial_shape(self) -> tuple[int | str | None, ...] | None:
+        """The shape as the model declares it: ints, dimension names, None for an unknown dimension, or
+        None for an unknown rank (OpenVINO's port API)."""
+        return self.shape
+
+    def get_shape(self) -> tuple[int, ...]:
+        """The static shape (OpenVINO's port API); ModelError for a shape with a dimension that is not fixed
+        (get_partial_shape gives it as declared)."""
+        if self.shape is None or not all(isinstance(d, int) and d >= 0 for d in self.shape):
+            raise ModelError(
+                f"{self.name!r} has a dynamic shape {shape_text(self.shape)}: get_partial_shape() gives it as "
+                "the model declares it"
+            )
+        return tuple(int(d) for d in self.shape)
 
 
 class Model:

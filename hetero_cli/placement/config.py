@@ -329,6 +329,12 @@ def named_value(key: str, value: Any) -> Any:
     return value
 
 
+def shown_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A device's values as DEVICE_PROPERTIES answers them: each named key's typed as named_value types it
+    (INFERENCE_PRECISION_HINT "f32" however it was set), provider options as set."""
+    return {k: named_value(k, v) if k in NAMED_KEYS else v for k, v in values.items()}
+
+
 def known_keys(device: Device) -> list[str]:
     """The keys a device accepts: named keys first, then its EP's provider options."""
     named = [k for k, (_, families) in NAMED_KEYS.items() if device.kind.family in families]

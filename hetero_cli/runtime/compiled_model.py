@@ -26,6 +26,7 @@ from .compiled_subgraph import CompiledSubgraph
 from .fallback import Fallback
 from .infer_request import InferRequest
 from .pipeline import Pipeline
+from .results import port_name
 from .revision import Move, Revision
 
 SUPPORTED_PROPERTIES = str(properties.supported_properties)
@@ -200,10 +201,35 @@ class CompiledModel:
         (a request runs one inference at a time), or several in an AsyncInferQueue."""
         return InferRequest(self._compiled, self._pipeline)
 
-    def __call__(self, inputs: Any) -> dict[str, np.ndarray]:
+    def __call__(
+        self, inputs: Any = None, share_inputs: bool = False, share_outputs: bool = False
+    ) -> dict[str, np.ndarray]:
         """Infer once with a throwaway request: ``compiled({"x": x})`` gives {output name: array}, as
-        InferRequest.infer, and raises as it does (InferenceError)."""
-        return self.create_infer_request().infer(inputs)
+        InferRequest.infer (which takes ``share_inputs`` and ``share_outputs`` as it does), and raises as
+        it does (InferenceError)."""
+        return self.create_infer_request().infer(inputs, share_inputs, share_outputs)
+
+    def infer_new_request(self, inputs: Any = None) -> dict[str, np.ndarray]:
+        """OpenVINO's name for ``compiled(inputs)``: one inference with a throwaway request."""
+        return self(inputs)
+
+    def input(self, key: int | str | None = None) -> TensorInfo:
+        """The model input ``key`` names (its index or name; None: the only one), OpenVINO's port: results
+        and infer() take it as a key. ModelError for a key that names none, or None with several inputs."""
+        return _port(self.inputs, key, "input")
+
+    def output(self, key: int | str | None = None) -> TensorInfo:
+        """The model output ``key`` names (its index or name; None: the only one), OpenVINO's port:
+        ``compiled(x)[compiled.output(0)]``. ModelError as ``input``."""
+        return _port(self.outputs, key, "output")
+
+    def set_property(self, properties: Any) -> None:
+        """Refused (ConfigError): what a compile decided is fixed, as this compiled model's requests rely on
+        it. Properties are given to Core.compile_model's config, or to Core.set_property before it."""
+        raise ConfigError(
+            "a compiled model's properties are fixed by its compile: give them in Core.compile_model's config "
+            "(or Core.set_property before compiling), then compile again"
+        )
 
     def export_model(self, path: str | os.PathLike[str] | BinaryIO | None = None) -> bytes:
         """This compiled model as it runs now, as one self-contained artifact (exporting.export_compiled):
@@ -252,7 +278,7 @@ class CompiledModel:
             return config.performance_mode
         if key == cfg.DEVICE_PROPERTIES:  # of the devices this compile could use, not every one configured
             named = {registry.lookup(name).name for name in self._priorities().split(",") if name}
-            return {k: dict(v) for k, v in config.devices.items() if k in named}
+            return {k: cfg.shown_values(v) for k, v in config.devices.items() if k in named}
         if key == cfg.PRIORITIES:
             return self._priorities()
         if key == FALLBACK:
@@ -272,3 +298,20 @@ class CompiledModel:
 
     def __repr__(self) -> str:
         return f"<CompiledModel {self.model.name} on {self.device_name}: {len(self.subgraphs)} subgraph(s)>"
+
+
+def _port(ports: list[TensorInfo], key: int | str | None, what: str) -> TensorInfo:
+    """The one of ``ports`` (the model's inputs or outputs) that ``key`` names (CompiledModel.input)."""
+    names = [p.name for p in ports]
+    if key is None:
+        if len(ports) == 1:
+            return ports[0]
+        raise ModelError(
+            f"the model has {len(ports)} {what}s ({', '.join(names)}): give {what}(index) or {what}(name)"
+        )
+    name = port_name(key, names)
+    if name not in names:
+        raise ModelError(
+            f"no {what} {key!r:.60}: the model's {what}s are {', '.join(names)}, by name or index"
+        )
+    return ports[names.index(name)]

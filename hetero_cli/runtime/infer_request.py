@@ -57,12 +57,17 @@ class InferRequest(AsyncRequest):
         self._init_async(pipeline)
 
     def infer(
-        self, inputs: Mapping[str, Any] | Sequence[Any] | np.ndarray | None = None
+        self,
+        inputs: Mapping[str, Any] | Sequence[Any] | np.ndarray | None = None,
+        share_inputs: bool = False,
+        share_outputs: bool = False,
     ) -> dict[str, np.ndarray]:
         """Run once; ``inputs`` is {name: array}, a list in input order, or one array for one input.
 
         Returns {output name: array}, also keyed by output port and index (Results). InferenceError for
         inputs the model does not take, a subgraph that fails, or an asynchronous inference still running.
+        ``share_inputs`` and ``share_outputs`` are OpenVINO's and change nothing here: the inputs are read
+        during the call only, and the outputs are always arrays of the caller's own.
         """
         if self._busy:
             raise InferenceError(
@@ -139,6 +144,16 @@ class InferRequest(AsyncRequest):
             f"no output {name!r:.60} from the last inference: give an output's name, port or index "
             f"(outputs are {', '.join(names)})"
         )
+
+    def get_output_tensor(self, index: int | None = None) -> np.ndarray:
+        """OpenVINO's get_output_tensor: the last inference's output ``index`` (None: the only one), as
+        get_tensor gives it. InferenceError as get_tensor, and for None with several outputs."""
+        names = self._executor.output_names
+        if index is None and len(names) != 1:
+            raise InferenceError(
+                f"the model has {len(names)} outputs ({', '.join(names)}): give get_output_tensor(index)"
+            )
+        return self.get_tensor(0 if index is None else index)
 
     @property
     def links(self) -> LinkPlan:

@@ -14,10 +14,17 @@ class Results(dict):
     """An inference's outputs, ``{name: array}`` in the model's output order; like OpenVINO's results, also
     keyed by output port or index: ``results["y"]``, ``results[compiled.outputs[0]]``, ``results[0]``.
 
-    A plain dict otherwise (``in``, iteration and ``keys()`` see the names).
+    ``in`` takes the same keys (``compiled.outputs[0] in results``); otherwise a plain dict (iteration and
+    ``keys()`` see the names).
     """
 
     __slots__ = ("_names",)
+
+    def __contains__(self, key: object) -> bool:
+        if dict.__contains__(self, key):
+            return True
+        name = port_name(key, getattr(self, "_names", ()))
+        return name is not None and dict.__contains__(self, name)
 
     def __missing__(self, key: Any) -> np.ndarray:
         name = port_name(key, getattr(self, "_names", ()))

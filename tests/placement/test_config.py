@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import onnxruntime as ort
 import pytest
 from support.helpers import HAS_OPENVINO, OPENVINO_ONLY, chain_model, hardmax_model, needs_openvino
 from support.robust import invoke, one_error_line
@@ -577,6 +578,27 @@ def test_hetero_properties_answer_their_defaults_and_refuse_unknown_keys():
         core.get_property("HETERO", "NO_SUCH_KEY")
     assert core.configured("HETERO", "PERFORMANCE_HINT") is None
     assert core.get_available_devices() == core.available_devices
+
+
+def test_device_properties_answer_each_value_as_get_property_types_it():
+    core = hc.Core()
+    core.set_property("CPU", {hints.inference_precision: hc.Type.f32, "INFERENCE_NUM_THREADS": "2"})
+    assert core.get_property("CPU", "INFERENCE_PRECISION_HINT") == "f32"
+    typed = {"CPU": {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 2}}
+    assert core.get_property("HETERO", "DEVICE_PROPERTIES") == typed
+    assert core.compile_model(chain_model(), "HETERO:CPU").get_property("DEVICE_PROPERTIES") == typed
+
+
+def test_get_versions_names_what_runs_each_device():
+    core = hc.Core()
+    versions = core.get_versions("HETERO:CPU")
+    assert list(versions) == ["HETERO", "CPU"]
+    assert versions["HETERO"] == hc.core.Version("hetero-cli", hc.__version__)
+    assert versions["CPU"].description == "CPUExecutionProvider"
+    assert versions["CPU"].build_number.startswith(ort.__version__)
+    assert list(core.get_versions("cpu")) == ["CPU"]
+    with pytest.raises(hc.DeviceError, match="unknown device"):
+        core.get_versions("XPU")
 
 
 def test_plain_device_compile_reports_its_own_device_and_properties():

@@ -311,6 +311,67 @@ def test_inputs_and_results_by_port_or_index(compiled_chain):
         np.testing.assert_array_equal(again[0], want)
 
 
+def test_in_takes_the_keys_results_take(compiled_chain):
+    results = compiled_chain({"x": seeded((2, 3))})
+    for key in ("y", compiled_chain.outputs[0], compiled_chain.output(0), 0, -1):
+        assert key in results
+    for key in ("x", compiled_chain.inputs[0], 1, -2, True, None):
+        assert key not in results
+
+
+def test_ports_as_openvino_gives_them():
+    compiled = hc.Core().compile_model(two_input_model(), "HETERO:CPU")
+    a, b = seeded((2, 3), seed=1), seeded((2, 3), seed=2)
+    assert compiled.input(1) == compiled.inputs[1] and compiled.input("a") == compiled.inputs[0]
+    y = compiled.output()
+    assert y == compiled.output(0) == compiled.output("y") == compiled.outputs[0]
+    assert (y.any_name, y.get_names(), y.get_element_type()) == ("y", {"y"}, np.dtype(np.float32))
+    assert y.get_shape() == y.get_partial_shape() == (2, 3)
+    want = ort_run(two_input_model(), {"a": a, "b": b})["y"]
+    np.testing.assert_array_equal(compiled({compiled.input(0): a, compiled.input(1): b})[compiled.output()], want)
+    np.testing.assert_array_equal(compiled.infer_new_request([a, b])[y], want)
+    with pytest.raises(hc.ModelError, match=r"2 inputs \(a, b\): give input\(index\) or input\(name\)"):
+        compiled.input()
+    for key in (2, "c", -3):
+        with pytest.raises(hc.ModelError, match="the model's inputs are a, b"):
+            compiled.input(key)
+
+
+def test_get_shape_of_a_dynamic_port_says_what_gives_it():
+    nodes = [h.make_node("Relu", ["x"], ["y"], name="relu")]
+    compiled = hc.Core().compile_model(make_model(nodes, [vi("x", ["n", 3])], [vi("y", ["n", 3])]), "CPU")
+    assert compiled.input().get_partial_shape() == ("n", 3)
+    with pytest.raises(hc.ModelError, match=r"'x' has a dynamic shape \[n,3\]: get_partial_shape\(\)"):
+        compiled.input().get_shape()
+
+
+def test_openvinos_share_keywords_are_taken_and_change_nothing(compiled_chain):
+    x = seeded((2, 3))
+    want = ort_run(chain_model(), {"x": x})["y"]
+    request = compiled_chain.create_infer_request()
+    first = request.infer({"x": x}, share_inputs=True, share_outputs=True)["y"]
+    np.testing.assert_array_equal(first, want)
+    np.testing.assert_array_equal(compiled_chain({"x": x}, share_outputs=True)["y"], want)
+    request.infer({"x": x + 1}, True, True)
+    np.testing.assert_array_equal(first, want)  # the first inference's array stays the caller's
+    np.testing.assert_array_equal(request.get_output_tensor(), request.get_tensor("y"))
+    np.testing.assert_array_equal(request.get_output_tensor(0), request.get_tensor("y"))
+
+
+def test_get_output_tensor_without_an_index_needs_one_output():
+    compiled = hc.Core().compile_model(passthrough_model(), "HETERO:CPU")
+    request = compiled.create_infer_request()
+    request.infer({i.name: seeded(i.shape) for i in compiled.inputs})
+    with pytest.raises(hc.InferenceError, match=r"give get_output_tensor\(index\)"):
+        request.get_output_tensor()
+    np.testing.assert_array_equal(request.get_output_tensor(1), request.get_tensor(compiled.outputs[1].name))
+
+
+def test_a_compiled_models_properties_are_not_set_after_its_compile(compiled_chain):
+    with pytest.raises(hc.ConfigError, match="fixed by its compile: give them in Core.compile_model's config"):
+        compiled_chain.set_property({"PERF_COUNT": True})
+
+
 def test_get_tensor_refuses_inputs_and_unknown_keys_with_a_message(compiled_chain):
     request = compiled_chain.create_infer_request()
     with pytest.raises(hc.InferenceError, match="no outputs yet"):
