@@ -353,8 +353,13 @@ def device_settings(device: Device, config: Mapping[str, Any], *, whole: bool = 
         elif key in device.kind.provider_option_names:
             settings.provider_options[key] = provider_option_value(device, key, value)
         else:
+            hetero = (
+                f" ({key.upper()} is HETERO's: give it at the config's top level, not under a device)"
+                if key.upper() in HETERO_KEYS
+                else ""
+            )
             raise ConfigError(
-                f"unknown config key {key!r} for {device.name}: it knows {', '.join(known_keys(device))}"
+                f"unknown config key {key!r} for {device.name}{hetero}: it knows {', '.join(known_keys(device))}"
             )
     if whole and device.kind.family == "OPENVINO":  # the precision against the device_type it ends up with
         _check_openvino_device_type(device, settings.provider_options)

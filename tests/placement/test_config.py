@@ -643,6 +643,16 @@ def test_an_openvino_device_type_the_ep_knows_no_device_by_is_refused(value):
         hc.Core().set_property("OPENVINO", {"device_type": good})
 
 
+def test_a_hetero_key_under_a_device_says_where_it_goes():
+    """benchmark_app's -dump_config writes PERFORMANCE_HINT under the device; here it is HETERO's."""
+    for target in ("CPU", "HETERO:CPU"):
+        with pytest.raises(hc.ConfigError, match="PERFORMANCE_HINT is HETERO's: give it at the config's top"):
+            hc.Core().compile_model(chain_model(), target, {"CPU": {"PERFORMANCE_HINT": "LATENCY"}})
+    with pytest.raises(hc.ConfigError) as caught:
+        hc.Core().compile_model(chain_model(), "CPU", {"CPU": {"NUM_STREAMS": "1"}})
+    assert "HETERO's" not in str(caught.value)
+
+
 def test_plain_device_config_names_a_misplaced_key_and_takes_dot_keys(tmp_path):
     with pytest.raises(hc.ConfigError, match="unknown config key 'load_config' for CPU"):
         hc.Core().compile_model(chain_model(), "CPU", {"load_config": {"CPU": {"NUM_STREAMS": "1"}}})
