@@ -34,7 +34,7 @@ from ..tolerance_lists import ToleranceListsCommand, check_outputs
 #: How validate takes inputs it cannot make random data for (validate has no -i)
 _GIVE_INPUTS = (
     "validate makes random data of numbers and booleans only, so give the inputs in a Polygraphy inputs file "
-    "with --load-inputs FILE.json (polygraphy run --save-inputs or polygraphy data to-input writes one)"
+    "with --load-inputs FILE.json (polygraphy run --save-inputs or polygraphy data merge writes one)"
 )
 #: nodes of a subgraph named in full before "and N more"
 SHOWN_NODES = 12
@@ -86,7 +86,7 @@ SHOWN_NODES = 12
     "--load-inputs",
     metavar="FILE.json",
     callback=named,
-    help="Inputs from a Polygraphy inputs file (polygraphy run --save-inputs, data to-input).",
+    help="Inputs from a Polygraphy inputs file (polygraphy run --save-inputs, data merge).",
 )
 @click.option(
     "--save-inputs",
