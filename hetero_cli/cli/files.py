@@ -6,7 +6,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +136,22 @@ def save_model(model: Model, path: str) -> None:
         raise HeteroError(f"cannot write {path}: {exc.strerror or exc}") from None
     model.save(path)
     written().wrote(Path(path))
+
+
+def benchmark_line(
+    path: str, request: object, model: Model, sizes: Sequence[tuple[str, str | None]] = ()
+) -> str:
+    """The ``hetero benchmark`` command that runs a model saved at ``path`` as it is on ``request``: with
+    ``sizes`` ((option, value) pairs: the -shape and -data_shape it was sized with, None where not given)
+    or --fill-dynamic where its inputs have dimensions no value fixes (else benchmark asks for them)."""
+    line = f"hetero benchmark -m {shlex.quote(path)} -d {shlex.quote(str(request))}"
+    given = [f"{option} {shlex.quote(value)}" for option, value in sizes if value]
+    dynamic = any(
+        i.shape is None or not all(isinstance(d, int) and d >= 0 for d in i.shape) for i in model.inputs
+    )
+    if dynamic:
+        line += " " + (" ".join(given) or "--fill-dynamic")
+    return f"`{line}`"
 
 
 def write_json(path: str, doc: Any) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from click.testing import CliRunner
 from onnx import TensorProto
 from onnx import helper as h
 from support.counters import parse_counters
+from support.helpers import chain_model
 
 import hetero_cli as hc
 from hetero_cli import cli
@@ -474,6 +476,28 @@ def test_query_table_summary_and_save(tmp_path):
     assert len(saved.affinities()) == len(saved.get_ops())
     again = run(cli.query, "-m", out, "-d", "HETERO:CPU")
     assert "manual mode" in again.stdout and again.exit_code == 0
+
+
+def test_the_command_query_save_prints_runs_the_saved_model(tmp_path):
+    """digits.onnx has a dynamic batch: the printed command sizes it, as benchmark asks."""
+    out = tmp_path / "fixed it.onnx"
+    result = run(cli.query, "-m", DIGITS, "-d", "HETERO:CPU", "--save", out)
+    line = re.search(r"`hetero benchmark (.*)` runs it as is", result.stdout + result.stderr)
+    assert line is not None and "--fill-dynamic" in line.group(1)
+    again = run(cli.benchmark, *shlex.split(line.group(1)), "-niter", "2")
+    assert again.exit_code == 0, again.stderr
+
+
+def test_benchmark_line_carries_the_sizes_a_dynamic_model_was_given():
+    from hetero_cli.cli.files import benchmark_line
+
+    dynamic, static = hc.Core().read_model(DIGITS), hc.Core().read_model(chain_model())
+    sizes = [("-shape", None), ("-data_shape", "[1,1,32,32]")]
+    assert (
+        benchmark_line("t.onnx", "CPU", dynamic, sizes)
+        == "`hetero benchmark -m t.onnx -d CPU -data_shape '[1,1,32,32]'`"
+    )
+    assert benchmark_line("t.onnx", "CPU", static, sizes) == "`hetero benchmark -m t.onnx -d CPU`"
 
 
 def test_query_json():

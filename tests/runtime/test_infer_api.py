@@ -328,7 +328,9 @@ def test_ports_as_openvino_gives_them():
     assert (y.any_name, y.get_names(), y.get_element_type()) == ("y", {"y"}, np.dtype(np.float32))
     assert y.get_shape() == y.get_partial_shape() == (2, 3)
     want = ort_run(two_input_model(), {"a": a, "b": b})["y"]
-    np.testing.assert_array_equal(compiled({compiled.input(0): a, compiled.input(1): b})[compiled.output()], want)
+    np.testing.assert_array_equal(
+        compiled({compiled.input(0): a, compiled.input(1): b})[compiled.output()], want
+    )
     np.testing.assert_array_equal(compiled.infer_new_request([a, b])[y], want)
     with pytest.raises(hc.ModelError, match=r"2 inputs \(a, b\): give input\(index\) or input\(name\)"):
         compiled.input()
@@ -368,7 +370,9 @@ def test_get_output_tensor_without_an_index_needs_one_output():
 
 
 def test_a_compiled_models_properties_are_not_set_after_its_compile(compiled_chain):
-    with pytest.raises(hc.ConfigError, match="fixed by its compile: give them in Core.compile_model's config"):
+    with pytest.raises(
+        hc.ConfigError, match=r"fixed by its compile: give them in Core\.compile_model's config"
+    ):
         compiled_chain.set_property({"PERF_COUNT": True})
 
 

@@ -50,7 +50,7 @@ def compile_command(
     query, validate, classify, tune, Core.import_model) loads it without a query or a compile.
 
     \b
-      hetero compile -m models/digits.onnx -d HETERO:OPENVINO,CPU -o digits.hetero
+      hetero compile -m models/digits.onnx -d HETERO:OPENVINO,CPU -shape [1,1,32,32] -o digits.hetero
       hetero compile -m model.onnx -d HETERO:OPENVINO,CPU --affinity softmax=CPU --config PERFORMANCE_HINT=THROUGHPUT
       hetero compile -m dynamic.onnx -d HETERO:OPENVINO,CPU -shape [1,3,224,224] -o fixed.hetero
       hetero benchmark -m digits.hetero -niter 100

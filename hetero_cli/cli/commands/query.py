@@ -14,7 +14,7 @@ from ...graph import Model
 from ...placement import device_string, visualize
 from ...placement.affinities import mark_automatic
 from ...placement.partition import Plan
-from ..files import check_writable, save_model
+from ..files import benchmark_line, check_writable, save_model
 from ..options import named, shared, shared_options
 from ..output import console, info, new_table
 from ..progress import busy
@@ -188,7 +188,7 @@ def _save_query(
     save_model(m, save)
     # named on stderr under --json, as every file a command writes is
     info(
-        f"Saved {save} with these affinities: `hetero benchmark -m {save} -d {request}` runs it as is",
+        f"Saved {save} with these affinities: {benchmark_line(save, request, m)} runs it as is",
         err=as_json,
     )
 

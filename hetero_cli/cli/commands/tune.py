@@ -21,7 +21,7 @@ from ...app.validate import Tolerances, check_sized, input_shapes
 from ...errors import TuneBudgetError
 from ...graph import Model
 from ...placement import devices as registry
-from ..files import check_writable, save_model
+from ..files import benchmark_line, check_writable, save_model
 from ..floats import FiniteFloat
 from ..options import config_options, debug_option, int_range_option, int_ranges, named, read_config_file
 from ..output import console, info, new_table
@@ -135,7 +135,7 @@ def tune(
     \b
       hetero tune -m model.onnx -d HETERO:OPENVINO,CPU --save tuned.onnx
       hetero tune -m det.onnx -d HETERO:OPENVINO,CPU -data_shape [1,3,320,320] -t 30 --save det_tuned.onnx --report out
-      hetero benchmark -m tuned.onnx -d HETERO:OPENVINO,CPU          # runs the saved placement as is
+      hetero benchmark -m det_tuned.onnx -d HETERO:OPENVINO,CPU -data_shape [1,3,320,320]   # the placement saved
     """
     check_writable(save, "--save", folder=False)
     check_writable(report_dir, "--report", folder=True)
@@ -157,7 +157,7 @@ def tune(
     _record_config(result, config, load_config)
     _print_candidates(report)
     _print_verdict(report)
-    _save_model(result.model, save, setup)
+    _save_model(result.model, save, setup, [("-shape", shape), ("-data_shape", data_shape)])
     if report_dir:
         _save_report(report, Path(report_dir))
     if report.validation is not None and report.validation.passed:
@@ -452,12 +452,12 @@ def _number(value: Any) -> str:
     return f"{value:.3g}" if isinstance(value, int | float) else "-"
 
 
-def _save_model(model: Model, save: str, setup: Setup) -> None:
-    """--save: the model with the winning affinities, folders created on the way."""
+def _save_model(model: Model, save: str, setup: Setup, sizes: list[tuple[str, str | None]]) -> None:
+    """--save: the model with the winning affinities, folders created on the way; ``sizes``: the -shape and
+    -data_shape the tune was given, for the command that runs it."""
     save_model(model, save)
-    info(
-        f"Saved {save} with the winning affinities: `hetero benchmark -m {save} -d {setup.request}` runs it as is"
-    )
+    run = benchmark_line(save, setup.request, model, sizes)
+    info(f"Saved {save} with the winning affinities: {run} runs it as is")
     measured = model.metadata_props.get(MEASURED_CONFIG_KEY)
     if measured:
         info(
