@@ -8,6 +8,7 @@ outputs = compiled.create_infer_request().infer({"x": x})
 
 from __future__ import annotations
 
+import logging
 import os
 import weakref
 from collections.abc import Mapping, Sequence
@@ -41,6 +42,8 @@ from .runtime import (
 from .runtime.artifacts import cache as compile_cache
 from .runtime.artifacts import importing
 from .runtime.artifacts.artifact import Unpacked
+
+log = logging.getLogger("hetero_cli")
 
 ModelSource = Model | str | os.PathLike[str] | bytes | onnx.ModelProto
 SUPPORTED_PROPERTIES = str(props.supported_properties)
@@ -500,6 +503,13 @@ def _plan(
     a split's branches that meet only at a model input are subgraphs of their own, even on one device, so
     that they can run at the same time."""
     branches = request.hetero and config.concurrency == CONCURRENT
+    if not request.hetero and config.concurrency == CONCURRENT:
+        log.warning(
+            "HETERO_CONCURRENCY=CONCURRENT cuts a HETERO split's branches apart: %s runs the model whole, in "
+            "one session (give HETERO:%s to cut it)",
+            request,
+            request,
+        )
     return partition(model, _affinities(model, request, devices, probes, config), branches=branches)
 
 

@@ -94,6 +94,17 @@ def test_the_mode_key_takes_three_values_and_refuses_others():
         hc.Core().set_property("HETERO", {CONCURRENCY: "sometimes"})
 
 
+def test_concurrent_on_a_plain_device_says_it_runs_the_model_whole(caplog):
+    with caplog.at_level("WARNING", logger="hetero_cli"):
+        plain = hc.Core().compile_model(fork(), "CPU", {CONCURRENCY: "CONCURRENT"})
+    assert len(plain.subgraphs) == 1 and plain.get_property(CONCURRENCY) == "SEQUENTIAL"
+    assert "CPU runs the model whole, in one session (give HETERO:CPU to cut it)" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="hetero_cli"):
+        hc.Core().compile_model(fork(), "HETERO:CPU", {CONCURRENCY: "CONCURRENT"})
+    assert "runs the model whole" not in caplog.text
+
+
 def test_the_width_counts_subgraphs_no_path_joins():
     # 0 -> 2, 1 -> 2, 1 -> 3: two at once ({0, 1}, {0, 3}, {2, 3}), never three
     plan_after = ((), (), (0, 1), (1,))
