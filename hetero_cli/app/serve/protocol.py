@@ -137,7 +137,9 @@ def parse_infer_request(
     (every one given once, by name, in its datatype and a shape that fits its own), the outputs asked for
     against ``outputs``. Returns an InferRequest; raises RequestError (400) saying what is wrong."""
     header, binary = _split_body(body, header_length)
-    doc = _json_object(header)
+    doc = read_json(header)
+    if not isinstance(doc, dict):
+        raise RequestError(f"the request body must be a JSON object, not {type(doc).__name__}")
     given = doc.get("inputs")
     if not isinstance(given, list) or not given:
         raise RequestError(
@@ -222,13 +224,6 @@ def _split_body(body: bytes, header_length: int | str | None) -> tuple[bytes, by
     if not 0 <= length <= len(body):
         raise RequestError(f"{HEADER_LENGTH} is {length}, but the body has {len(body)} byte(s)")
     return body[:length], body[length:]
-
-
-def _json_object(header: bytes) -> dict[str, Any]:
-    doc = read_json(header)
-    if not isinstance(doc, dict):
-        raise RequestError(f"the request body must be a JSON object, not {type(doc).__name__}")
-    return doc
 
 
 def _names(specs: Sequence[TensorSpec]) -> str:
