@@ -14,6 +14,7 @@ import contextlib
 import errno
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -167,19 +168,13 @@ def serving(app: Any, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="hetero-serve", daemon=True)
     thread.start()
     try:
-        if not _wait(lambda: server.started or not thread.is_alive()) or not server.started:
+        deadline = time.monotonic() + THREAD_WAIT_S
+        while not server.started and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if not server.started:
             raise RuntimeError("the server did not start: run with log_level='info' to see why")
         yield f"http://{host}:{sock.getsockname()[1]}"
     finally:
         server.should_exit = True
         thread.join(THREAD_WAIT_S)
         sock.close()
-
-
-def _wait(condition: Any) -> bool:
-    event = threading.Event()
-    for _ in range(int(THREAD_WAIT_S * 100)):
-        if condition():
-            return True
-        event.wait(0.01)
-    return bool(condition())
