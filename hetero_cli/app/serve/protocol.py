@@ -149,8 +149,8 @@ def parse_infer_request(
     feeds: dict[str, np.ndarray] = {}
     offset = 0
     for entry in given:
-        name, spec = _input_spec(entry, specs, feeds)
-        feeds[name], offset = _input_array(entry, spec, binary, offset)
+        spec = _input_spec(entry, specs, feeds)
+        feeds[spec.name], offset = _input_array(entry, spec, binary, offset)
     if offset != len(binary):
         raise RequestError(
             f"the request carries {len(binary) - offset} byte(s) of binary data no input's binary_data_size claims"
@@ -230,10 +230,8 @@ def _names(specs: Sequence[TensorSpec]) -> str:
     return ", ".join(f"{t.name} ({t.datatype} {list(t.shape)})" for t in specs)
 
 
-def _input_spec(
-    entry: Any, specs: Mapping[str, TensorSpec], seen: Mapping[str, np.ndarray]
-) -> tuple[str, TensorSpec]:
-    """An input entry's name and the model's spec for it; RequestError for an entry that is no object, an
+def _input_spec(entry: Any, specs: Mapping[str, TensorSpec], seen: Mapping[str, np.ndarray]) -> TensorSpec:
+    """The model's spec for an input entry (by its name); RequestError for an entry that is no object, an
     unknown name or one given twice."""
     if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
         raise RequestError('each of "inputs" must be an object with a "name"')
@@ -242,7 +240,7 @@ def _input_spec(
         raise RequestError(f"unknown input {name!r}: the model takes {_names(list(specs.values()))}")
     if name in seen:
         raise RequestError(f"input {name!r} is given twice")
-    return name, specs[name]
+    return specs[name]
 
 
 def _input_array(
