@@ -138,7 +138,6 @@ def serve(
     app: Any,
     sock: socket.socket,
     *,
-    log_level: str = "warning",
     graceful_s: float | None = None,
     on_stop: Callable[[], None] | None = None,
     on_started: Callable[[], None] | None = None,
@@ -148,9 +147,7 @@ def serve(
     event loop), give the requests in flight up to ``graceful_s`` seconds (None: all the time they take;
     a second signal: none), close what is left and return how many connections were closed with a
     request or an answer still on them; the socket is closed."""
-    server = make_server(
-        app, log_level=log_level, graceful_s=graceful_s, on_stop=on_stop, on_started=on_started
-    )
+    server = make_server(app, graceful_s=graceful_s, on_stop=on_stop, on_started=on_started)
     try:
         server.run(sockets=[sock])
     finally:
