@@ -260,8 +260,7 @@ def _input_array(
                 f"input {spec.name!r}: binary_data_size {size!r} does not fit the {len(binary) - offset} "
                 "byte(s) of binary data left"
             )
-        array = _from_bytes(binary[offset : offset + size], spec, shape)
-        return array, offset + size
+        return _from_bytes(binary[offset : offset + size], spec, shape), offset + size
     if "data" not in entry:
         raise RequestError(f'input {spec.name!r} has no "data" (nor binary_data_size)')
     return _from_json(entry["data"], spec, shape), offset
