@@ -119,10 +119,7 @@ def sorted_counters(infos: Sequence[ProfilingInfo], mode: str) -> str:
 def counter_rows(infos: Sequence[ProfilingInfo]) -> list[list[str]]:
     """The rows of a CSV counter report under benchmark_app's header (layerName;execStatus;layerType;
     execType;realTime (ms);cpuTime (ms)), then its ``Total`` row."""
-    rows = [
-        [layer_name(i), i.status, i.node_type, i.exec_type, _ms(i.real_time_us), _ms(i.cpu_time_us)]
-        for i in infos
-    ]
+    rows = [_row(i) for i in infos]
     total, total_cpu = _totals_us(infos)
     rows.append(["Total", "", "", "", _ms(total), _ms(total_cpu)])
     return rows
@@ -133,19 +130,13 @@ def sorted_report_rows(infos: Sequence[ProfilingInfo], mode: str) -> tuple[list[
     ms, proportion "12.34%") and the totals in µs. Raises ValueError for an unknown mode."""
     total = sum(i.real_time_us for i in infos)
     rows = sorted_rows(infos, mode)
-    out = [
-        [
-            layer_name(i),
-            i.status,
-            i.node_type,
-            i.exec_type,
-            _ms(i.real_time_us),
-            _ms(i.cpu_time_us),
-            f"{_share(i.real_time_us, total) * 100:.2f}%",
-        ]
-        for i in rows
-    ]
-    return out, sum(i.real_time_us for i in rows), sum(i.cpu_time_us for i in rows)
+    out = [[*_row(i), f"{_share(i.real_time_us, total) * 100:.2f}%"] for i in rows]
+    return (out, *_totals_us(rows))
+
+
+def _row(i: ProfilingInfo) -> list[str]:
+    """A counter line's columns in the CSV reports: name, status, type, exec type, real and CPU ms."""
+    return [layer_name(i), i.status, i.node_type, i.exec_type, _ms(i.real_time_us), _ms(i.cpu_time_us)]
 
 
 def counters_json(infos: Sequence[ProfilingInfo], *, proportion: bool = False) -> dict[str, Any]:

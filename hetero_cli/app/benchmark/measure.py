@@ -117,55 +117,68 @@ def measure(
     ``on_progress`` is called at most every 0.1 s and once at the end. Returns the Measurement; an
     inference that fails raises its InferenceError (async: the first one, after every request is done).
     """
-    pace = _Pace(max_irate, batch)
     if api == "sync":
         request = compiled.create_infer_request()
         first_ms = _timed_ms(lambda: request.infer(feeds[0])) if warmup else 0.0
-        result = _measure_sync(request, feeds[0], api, batch, first_ms, niter, duration_s, on_progress, pace)
+        loop = _Loop(niter, duration_s, max_irate, batch, on_progress)
+        duration_ms, latencies = _measure_sync(request, feeds[0], loop)
     else:
-        result = _measure_async(
-            compiled, feeds, api, nireq, batch, niter, duration_s, on_progress, pace, warmup=warmup
-        )
-    result.percentile = percentile
-    return result
+        queue = AsyncInferQueue(compiled, nireq)
+        first_ms = _timed_ms(lambda: queue[0].infer(feeds[0])) if warmup else 0.0
+        loop = _Loop(niter, duration_s, max_irate, batch, on_progress)
+        duration_ms, latencies = _measure_async(queue, feeds, loop)
+    requests = 1 if api == "sync" else nireq
+    return Measurement(api, requests, batch, first_ms, duration_ms, latencies, percentile)
 
 
-class _Pace:
-    """-max_irate: the sleep before each start that keeps the loop at most ``rate`` frames per second
-    (``batch`` frames per inference); no sleep at rate 0."""
+class _Loop:
+    """A measuring loop, begun when made: benchmark_app's condition to go on (``more``), the -max_irate
+    sleep before each start (``wait``: at most ``rate`` frames per second, ``batch`` frames per inference;
+    none at rate 0) and its progress, reported to ``on_progress`` (if any) at most every 0.1 s (``tick``)
+    and once at its end (``end``)."""
 
-    def __init__(self, rate: float, batch: int) -> None:
+    def __init__(
+        self,
+        niter: int | None,
+        duration_s: float | None,
+        rate: float,
+        batch: int,
+        on_progress: ProgressCallback | None,
+    ) -> None:
+        self.niter = niter
+        self.duration_s = duration_s
         self.rate = rate
         self.batch = batch
+        self.on_progress = on_progress
+        self.last = 0.0
+        self.t0 = time.perf_counter()
 
-    def wait(self, started: int, t0: float) -> None:
-        """Before starting inference number ``started`` (from 0) of a loop that began at perf_counter()
-        ``t0``: sleep until its frames are due."""
+    def more(self, done: int) -> bool:
+        """Whether the loop goes on after ``done`` iterations: below -niter iterations or below -t seconds,
+        whichever are given."""
+        elapsed = time.perf_counter() - self.t0
+        return bool((self.niter and done < self.niter) or (self.duration_s and elapsed < self.duration_s))
+
+    def wait(self, started: int) -> None:
+        """Before starting inference number ``started`` (from 0): sleep until its frames are due."""
         if self.rate <= 0:
             return
-        delay = started * self.batch / self.rate - (time.perf_counter() - t0)
+        delay = started * self.batch / self.rate - (time.perf_counter() - self.t0)
         if delay > 0:
             time.sleep(delay)
 
-
-class _Progress:
-    """Reports a loop's progress to on_progress (if any): at most every 0.1 s, and once at its end."""
-
-    def __init__(self, on_progress: ProgressCallback | None, t0: float) -> None:
-        self._call = on_progress
-        self._t0 = t0
-        self._last = 0.0
-
     def tick(self, done: int, now: float) -> None:
         """Report ``done`` iterations at perf_counter() ``now``, unless the last report is <= 0.1 s old."""
-        if self._call is not None and now - self._last > 0.1:
-            self._last = now
-            self._call(done, now - self._t0)
+        if self.on_progress is not None and now - self.last > 0.1:
+            self.last = now
+            self.on_progress(done, now - self.t0)
 
-    def end(self, done: int, duration_ms: float) -> None:
-        """The loop ended after ``duration_ms`` with ``done`` iterations: always reported."""
-        if self._call is not None:
-            self._call(done, duration_ms / 1000.0)
+    def end(self, done: int) -> float:
+        """The loop ended with ``done`` iterations: always reported. Returns its duration in ms."""
+        duration_ms = (time.perf_counter() - self.t0) * 1000.0
+        if self.on_progress is not None:
+            self.on_progress(done, duration_ms / 1000.0)
+        return duration_ms
 
 
 def _timed_ms(fn: Callable[[], Any]) -> float:
@@ -175,72 +188,41 @@ def _timed_ms(fn: Callable[[], Any]) -> float:
     return (time.perf_counter() - start) * 1000.0
 
 
-def _more(niter: int | None, duration_s: float | None, done: int, elapsed: float) -> bool:
-    """benchmark_app's loop condition: below -niter iterations or below -t seconds, whichever are given."""
-    return bool((niter and done < niter) or (duration_s and elapsed < duration_s))
-
-
 def _measure_sync(
-    request: InferRequest,
-    data: Mapping[str, np.ndarray],
-    api: str,
-    batch: int,
-    first_ms: float,
-    niter: int | None,
-    duration_s: float | None,
-    on_progress: ProgressCallback | None,
-    pace: _Pace,
-) -> Measurement:
-    """One request inferring ``data`` again and again, each inference timed on its own."""
+    request: InferRequest, data: Mapping[str, np.ndarray], loop: _Loop
+) -> tuple[float, list[float]]:
+    """One request inferring ``data`` again and again, each inference timed on its own: the loop's
+    duration and the latencies, in ms."""
     latencies: list[float] = []
-    t0 = time.perf_counter()
-    progress = _Progress(on_progress, t0)
-    while _more(niter, duration_s, len(latencies), time.perf_counter() - t0):
-        pace.wait(len(latencies), t0)
+    while loop.more(len(latencies)):
+        loop.wait(len(latencies))
         begin = time.perf_counter()
         request.infer(data)
         now = time.perf_counter()
         latencies.append((now - begin) * 1000.0)
-        progress.tick(len(latencies), now)
-    duration_ms = (time.perf_counter() - t0) * 1000.0
-    progress.end(len(latencies), duration_ms)
-    return Measurement(api, 1, batch, first_ms, duration_ms, latencies)
+        loop.tick(len(latencies), now)
+    return loop.end(len(latencies)), latencies
 
 
 def _measure_async(
-    compiled: CompiledModel,
-    feeds: Sequence[Mapping[str, np.ndarray]],
-    api: str,
-    nireq: int,
-    batch: int,
-    niter: int | None,
-    duration_s: float | None,
-    on_progress: ProgressCallback | None,
-    pace: _Pace,
-    *,
-    warmup: bool,
-) -> Measurement:
-    """``nireq`` requests kept in flight on an AsyncInferQueue, each latency start_async to completion;
-    on a failure every request still running is waited for before the first failure is raised."""
-    queue = AsyncInferQueue(compiled, nireq)
-    first_ms = _timed_ms(lambda: queue[0].infer(feeds[0])) if warmup else 0.0
+    queue: AsyncInferQueue, feeds: Sequence[Mapping[str, np.ndarray]], loop: _Loop
+) -> tuple[float, list[float]]:
+    """``queue``'s requests kept in flight, each latency start_async to completion: the loop's duration and
+    the latencies, in ms. On a failure every request still running is waited for before the first failure
+    is raised."""
     latencies: list[float] = []
     queue.set_callback(lambda request, _: latencies.append(request.latency))
     started = 0
-    t0 = time.perf_counter()
-    progress = _Progress(on_progress, t0)
     try:
-        while _more(niter, duration_s, started, time.perf_counter() - t0):
-            pace.wait(started, t0)
+        while loop.more(started):
+            loop.wait(started)
             k = queue.get_idle_request_id()
             queue.start_async(feeds[k % len(feeds)], share_inputs=True)  # filled once, never changed
             started += 1
-            progress.tick(len(latencies), time.perf_counter())
+            loop.tick(len(latencies), time.perf_counter())
     except BaseException:
         with contextlib.suppress(InferenceError):  # the first failure is the one to report
             queue.wait_all()
         raise
     queue.wait_all()
-    duration_ms = (time.perf_counter() - t0) * 1000.0
-    progress.end(len(latencies), duration_ms)
-    return Measurement(api, nireq, batch, first_ms, duration_ms, latencies)
+    return loop.end(len(latencies)), latencies

@@ -83,26 +83,19 @@ def _write_summary(
 ) -> Path:
     """benchmark_report.json (one object per section) or .csv (key;value lines under each section's title)."""
     if json_stats:
-        path = out_dir / "benchmark_report.json"
         doc = {
             "cmd_options": {k: _option_value(v) for k, v in parameters},
             "configuration_setup": {k: _json_value(v) for k, v in configuration},
             "execution_results": {k: _json_value(v) for k, v in results},
         }
-        path.write_text(json.dumps(doc, indent=4) + "\n", encoding="utf-8")
-        return path
-    path = out_dir / "benchmark_report.csv"
-    lines = []
-    for title, pairs in (
+        return _json_file(out_dir / "benchmark_report.json", doc)
+    sections = (
         ("Command line parameters", [(k, _option_value(v)) for k, v in parameters]),
         ("Configuration setup", configuration),
         ("Execution results", results),
-    ):
-        lines.append(title)
-        lines += [f"{k};{_csv_value(v)}" for k, v in pairs]
-        lines.append("")
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    )
+    blocks = [[title, *(f"{k};{_csv_value(v)}" for k, v in pairs)] for title, pairs in sections]
+    return _text_file(out_dir / "benchmark_report.csv", blocks)
 
 
 def _write_counters(
@@ -115,15 +108,8 @@ def _write_counters(
             doc: dict[str, Any] = {"report_type": "average", "avg_performance": counters_json(groups[0])}
         else:
             doc = {"report_type": "detailed", "detailed_performance": [counters_json(g) for g in groups]}
-        path.write_text(json.dumps(doc, indent=4) + "\n", encoding="utf-8")
-        return path
-    lines = []
-    for g in groups:
-        lines.append(_COUNTERS_HEADER)
-        lines += [";".join(row) for row in counter_rows(g)]
-        lines.append("")
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+        return _json_file(path, doc)
+    return _text_file(path, [[_COUNTERS_HEADER, *(";".join(row) for row in counter_rows(g))] for g in groups])
 
 
 def _write_sorted(out_dir: Path, json_stats: bool, infos: Sequence[ProfilingInfo], mode: str) -> Path:
@@ -139,8 +125,7 @@ def _write_sorted(out_dir: Path, json_stats: bool, infos: Sequence[ProfilingInfo
             "report_type": "sorted",
             "avg_performance": counters_json(sorted_rows(infos, mode), proportion=True),
         }
-        path.write_text(json.dumps(doc, indent=4) + "\n", encoding="utf-8")
-        return path
+        return _json_file(path, doc)
     rows, total, total_cpu = sorted_report_rows(infos, mode)
     with path.open("w", encoding="utf-8", newline="") as f:
         writer = csv.writer(f)
@@ -150,6 +135,20 @@ def _write_sorted(out_dir: Path, json_stats: bool, infos: Sequence[ProfilingInfo
         writer.writerow([f"Total time: {total / 1000:.2f} milliseconds"])
         writer.writerow([f"Total CPU time: {total_cpu / 1000:.2f} milliseconds"])
         f.write("\n\n")
+    return path
+
+
+def _json_file(path: Path, doc: Any) -> Path:
+    """Write ``doc`` to ``path`` as benchmark_app writes its JSON reports (indented by 4); returns ``path``."""
+    path.write_text(json.dumps(doc, indent=4) + "\n", encoding="utf-8")
+    return path
+
+
+def _text_file(path: Path, blocks: Sequence[Sequence[str]]) -> Path:
+    """Write ``blocks`` of lines to ``path``, each followed by a blank line, as the CSV reports' sections
+    are; returns ``path``."""
+    lines = [line for block in blocks for line in (*block, "")]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
 

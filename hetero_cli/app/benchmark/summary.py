@@ -79,9 +79,7 @@ def summary(
         "api": result.api,
         "nireq": result.nireq,
         "batch": result.batch,
-        "subgraphs": [
-            {"name": s.name, "device": s.device, "nodes": len(s.nodes)} for s in compiled.subgraphs
-        ],
+        "subgraphs": _subgraphs(compiled),
         "count": result.count,
         "duration_ms": round(result.duration_ms, 3),
         "first_inference_ms": round(result.first_inference_ms, 3),

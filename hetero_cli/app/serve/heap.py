@@ -46,15 +46,6 @@ def _malloc_trim() -> Any:
 _TRIM = _malloc_trim()
 
 
-def give_back() -> bool:
-    """Hand the C heap's free pages (every arena's) back to the system; True where the C library can (glibc),
-    and did or had nothing to give."""
-    if _TRIM is None:
-        return False
-    _TRIM(0)
-    return True
-
-
 def mark_large(request: Request, size: int) -> None:
     """Mark ``request`` as one to give memory back after, where ``size`` (bytes it read or writes) is
     LARGE_BYTES or more."""
@@ -64,7 +55,8 @@ def mark_large(request: Request, size: int) -> None:
 
 class GiveBack:
     """ASGI middleware: after a request ``mark_large`` marked has been answered (its response sent, its
-    exception handled, so its arrays are freed), ``give_back`` on a worker thread."""
+    exception handled, so its arrays are freed), malloc_trim hands the C heap's free pages (every arena's)
+    back to the system, on a worker thread (where the C library has it: glibc)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -73,5 +65,5 @@ class GiveBack:
         try:
             await self.app(scope, receive, send)
         finally:
-            if scope.get("state", {}).get(_MARK):
-                await asyncio.to_thread(give_back)
+            if _TRIM is not None and scope.get("state", {}).get(_MARK):
+                await asyncio.to_thread(_TRIM, 0)

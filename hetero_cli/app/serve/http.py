@@ -139,22 +139,21 @@ def _infer_routes(
 
     async def infer(model: str, request: Request, version: str = VERSION) -> Response:
         start = time.perf_counter()
-        outcome = FAILURE
+        ok = False
         stage = [BODY]  # what the request waits for: its body, then its inference (CUT: stopped waiting)
         metrics.request_started()
         try:
-            try:
-                response = await asyncio.wait_for(answer(model, version, request, stage), timeout_s)
-            except asyncio.TimeoutError:
-                late = _late(stage[0], timeout_s)
-                stage[0] = CUT
-                raise late from None
-            outcome = SUCCESS
+            response = await asyncio.wait_for(answer(model, version, request, stage), timeout_s)
+            ok = True
+        except asyncio.TimeoutError:
+            late = _late(stage[0], timeout_s)
+            stage[0] = CUT
+            raise late from None
         except asyncio.CancelledError:  # the server stopped without waiting any longer: not answered
             stage[0] = CUT
             raise
         finally:
-            metrics.observe_request(time.perf_counter() - start, outcome == SUCCESS, cut=stage[0] == CUT)
+            metrics.observe_request(time.perf_counter() - start, ok, cut=stage[0] == CUT)
         return response
 
     app.post("/v2/models/{model}/infer")(infer)
@@ -235,7 +234,6 @@ def _stopping() -> RequestError:
 
 
 BODY, INFERENCE, CUT = "body", "inference", "cut"
-SUCCESS, FAILURE = "success", "failure"
 #: a body (or a response's tensors) this many bytes or more is parsed (or written) on a worker thread
 OFF_LOOP_BYTES = 1 << 18
 

@@ -112,13 +112,9 @@ def _strings(text: bytes) -> tuple[np.ndarray, np.ndarray]:
         breaks = np.flatnonzero(np.diff(slashes) != 1)
         run_ends = np.append(slashes[breaks], slashes[-1])
         run_starts = np.insert(slashes[breaks + 1], 0, slashes[0])
-        at = np.searchsorted(run_ends, quotes - 1)
-        found = at < len(run_ends)
-        before = np.zeros(len(quotes), quotes.dtype)
-        hit = found.copy()
-        hit[found] = run_ends[at[found]] == quotes[found] - 1
-        before[hit] = (run_ends - run_starts + 1)[at[hit]]
-        quotes = quotes[before % 2 == 0]
+        at = np.minimum(np.searchsorted(run_ends, quotes - 1), len(run_ends) - 1)  # the run before each quote
+        odd = (run_ends - run_starts) % 2 == 0  # each run: whether it has an odd number of backslashes
+        quotes = quotes[~((run_ends[at] == quotes - 1) & odd[at])]
     starts, ends = quotes[0::2], quotes[1::2] + 1
     if len(starts) > len(ends):
         ends = np.append(ends, np.array(len(text), ends.dtype))

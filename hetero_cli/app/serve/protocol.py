@@ -137,7 +137,9 @@ def parse_infer_request(
     (every one given once, by name, in its datatype and a shape that fits its own), the outputs asked for
     against ``outputs``. Returns an InferRequest; raises RequestError (400) saying what is wrong."""
     header, binary = _split_body(body, header_length)
-    doc = _json_object(header)
+    doc = read_json(header)
+    if not isinstance(doc, dict):
+        raise RequestError(f"the request body must be a JSON object, not {type(doc).__name__}")
     given = doc.get("inputs")
     if not isinstance(given, list) or not given:
         raise RequestError(
@@ -147,8 +149,8 @@ def parse_infer_request(
     feeds: dict[str, np.ndarray] = {}
     offset = 0
     for entry in given:
-        name, spec = _input_spec(entry, specs, feeds)
-        feeds[name], offset = _input_array(entry, spec, binary, offset)
+        spec = _input_spec(entry, specs, feeds)
+        feeds[spec.name], offset = _input_array(entry, spec, binary, offset)
     if offset != len(binary):
         raise RequestError(
             f"the request carries {len(binary) - offset} byte(s) of binary data no input's binary_data_size claims"
@@ -224,21 +226,12 @@ def _split_body(body: bytes, header_length: int | str | None) -> tuple[bytes, by
     return body[:length], body[length:]
 
 
-def _json_object(header: bytes) -> dict[str, Any]:
-    doc = read_json(header)
-    if not isinstance(doc, dict):
-        raise RequestError(f"the request body must be a JSON object, not {type(doc).__name__}")
-    return doc
-
-
 def _names(specs: Sequence[TensorSpec]) -> str:
     return ", ".join(f"{t.name} ({t.datatype} {list(t.shape)})" for t in specs)
 
 
-def _input_spec(
-    entry: Any, specs: Mapping[str, TensorSpec], seen: Mapping[str, np.ndarray]
-) -> tuple[str, TensorSpec]:
-    """An input entry's name and the model's spec for it; RequestError for an entry that is no object, an
+def _input_spec(entry: Any, specs: Mapping[str, TensorSpec], seen: Mapping[str, np.ndarray]) -> TensorSpec:
+    """The model's spec for an input entry (by its name); RequestError for an entry that is no object, an
     unknown name or one given twice."""
     if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
         raise RequestError('each of "inputs" must be an object with a "name"')
@@ -247,7 +240,7 @@ def _input_spec(
         raise RequestError(f"unknown input {name!r}: the model takes {_names(list(specs.values()))}")
     if name in seen:
         raise RequestError(f"input {name!r} is given twice")
-    return name, specs[name]
+    return specs[name]
 
 
 def _input_array(
@@ -267,8 +260,7 @@ def _input_array(
                 f"input {spec.name!r}: binary_data_size {size!r} does not fit the {len(binary) - offset} "
                 "byte(s) of binary data left"
             )
-        array = _from_bytes(binary[offset : offset + size], spec, shape)
-        return array, offset + size
+        return _from_bytes(binary[offset : offset + size], spec, shape), offset + size
     if "data" not in entry:
         raise RequestError(f'input {spec.name!r} has no "data" (nor binary_data_size)')
     return _from_json(entry["data"], spec, shape), offset

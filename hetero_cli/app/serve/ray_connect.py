@@ -36,8 +36,11 @@ CONNECT_TIMEOUT_S = 5.0
 #: the longest temporary folder a local Ray instance is started under (else /tmp): its socket paths grow
 #: about 60 bytes longer, and a Unix socket's path is at most 107
 SHORT_TEMP_ROOT = 40
-#: the environment variable that sets Ray's token authentication
-AUTH_MODE = "RAY_AUTH_MODE"
+#: what a local instance's processes start with, beyond this process's environment (which holds
+#: engines.ENVIRONMENT's Serve throughput mode): no token authentication, since it listens on 127.0.0.1 only,
+#: and ray.init would otherwise write a token file into ~/.ray, which outlives the run and which a later
+#: ``ray start`` reads
+LOCAL_ENVIRONMENT = {"RAY_AUTH_MODE": "disabled"}
 
 
 @contextlib.contextmanager
@@ -65,7 +68,7 @@ def connected(
         try:
             with starting(), _ray_keeps_the_signal_handlers():
                 stack.callback(ray.shutdown)  # what ray.init started, even where it fails part-way
-                with _environment(_local_environment() if address is None else {}):
+                with _environment(LOCAL_ENVIRONMENT if address is None else {}):
                     ray.init(**kwargs)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             if address is None:
@@ -95,14 +98,6 @@ def _ray_keeps_the_signal_handlers() -> Iterator[None]:
 def _keep_handler(handler: Any) -> None:
     """In place of Ray's set_sigterm_handler: the handler in place stays."""
     log.debug("kept this process's SIGTERM handler in place of Ray's %r", handler)
-
-
-def _local_environment() -> dict[str, str]:
-    """What a local instance's processes start with, beyond this process's environment (which holds
-    engines.ENVIRONMENT's Serve throughput mode): no token authentication (RAY_AUTH_MODE), since it
-    listens on 127.0.0.1 only, and ray.init would otherwise write a token file into ~/.ray, which outlives
-    the run and which a later ``ray start`` reads."""
-    return {AUTH_MODE: "disabled"}
 
 
 @contextlib.contextmanager

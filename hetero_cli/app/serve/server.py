@@ -14,6 +14,7 @@ import contextlib
 import errno
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -137,7 +138,6 @@ def serve(
     app: Any,
     sock: socket.socket,
     *,
-    log_level: str = "warning",
     graceful_s: float | None = None,
     on_stop: Callable[[], None] | None = None,
     on_started: Callable[[], None] | None = None,
@@ -147,9 +147,7 @@ def serve(
     event loop), give the requests in flight up to ``graceful_s`` seconds (None: all the time they take;
     a second signal: none), close what is left and return how many connections were closed with a
     request or an answer still on them; the socket is closed."""
-    server = make_server(
-        app, log_level=log_level, graceful_s=graceful_s, on_stop=on_stop, on_started=on_started
-    )
+    server = make_server(app, graceful_s=graceful_s, on_stop=on_stop, on_started=on_started)
     try:
         server.run(sockets=[sock])
     finally:
@@ -167,19 +165,13 @@ def serving(app: Any, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="hetero-serve", daemon=True)
     thread.start()
     try:
-        if not _wait(lambda: server.started or not thread.is_alive()) or not server.started:
+        deadline = time.monotonic() + THREAD_WAIT_S
+        while not server.started and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if not server.started:
             raise RuntimeError("the server did not start: run with log_level='info' to see why")
         yield f"http://{host}:{sock.getsockname()[1]}"
     finally:
         server.should_exit = True
         thread.join(THREAD_WAIT_S)
         sock.close()
-
-
-def _wait(condition: Any) -> bool:
-    event = threading.Event()
-    for _ in range(int(THREAD_WAIT_S * 100)):
-        if condition():
-            return True
-        event.wait(0.01)
-    return bool(condition())
