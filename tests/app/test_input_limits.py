@@ -332,6 +332,17 @@ def test_input_files_still_accept_name_file_and_a_bare_file(tmp_path):
     assert bench.parse_input_files([str(data)], ["image"]) == {"image": [data]}
 
 
+def test_a_path_without_a_name_goes_to_the_input_named_before_it(tmp_path):
+    """benchmark_app's -i input_1:file_1,file_2,input_4:file_4 input_2:file_3."""
+    f1, f2, f3, f4 = (tmp_path / f"{k}.npy" for k in range(1, 5))
+    for f in (f1, f2, f3, f4):
+        np.save(f, np.zeros((2, 3), np.float32))
+    got = bench.parse_input_files([f"a:{f1},{f2},c:{f4}", f"b:{f3}"], ["a", "b", "c"])
+    assert got == {"a": [f1, f2], "c": [f4], "b": [f3]}
+    with pytest.raises(bench.BenchmarkError, match=r"the model has 3 inputs \(a, b, c\); write -i name:file"):
+        bench.parse_input_files([str(f1)], ["a", "b", "c"])
+
+
 def _relu_model(name: str) -> onnx.ModelProto:
     """``name``[1,3,8,8] -> Relu -> y, for input names as TensorFlow gives them (``input_1:0``)."""
     graph = h.make_graph(
@@ -371,7 +382,7 @@ def test_benchmark_takes_dynamic_height_and_width_from_the_image(tmp_path):
     result = invoke(cli.benchmark, "-m", path, "-d", "CPU", "-niter", 1, "-api", "sync", "-i", picture)
     assert result.exit_code == 0, result.stderr
     assert "x: data [1,3,10,12] from 1 file(s)" in result.stdout
-    assert "taken from its first image" in result.stdout
+    assert "taken from its first -i file" in result.stdout
     result = invoke(
         cli.benchmark,
         "-m",
@@ -396,7 +407,7 @@ def test_benchmark_takes_dynamic_height_and_width_from_the_image(tmp_path):
     assert result.exit_code == 0, result.stderr
     assert "x: data [1,3,10,40] from 1 file(s)" in result.stdout  # the width as given, the height the image's
     assert (
-        "is [1,3,H,W] ([1,3,H,40] as given): dimensions still dynamic taken from its first image"
+        "is [1,3,H,W] ([1,3,H,40] as given): dimensions still dynamic taken from its first -i file"
         in result.stdout
     )
 

@@ -279,11 +279,22 @@ def test_json_summary_alone_on_stdout():
     assert "[Step 11/11]" in result.stderr
 
 
+def test_files_no_request_reads_are_counted_apart_and_warned_of(tmp_path):
+    np.save(tmp_path / "a.npy", np.zeros((1, 1, 32, 32), np.float32))
+    np.save(tmp_path / "b.npy", np.zeros((1, 1, 32, 32), np.float32))
+    one = bench(DIGITS, "-niter", "2", "-api", "async", "-nireq", "1", "-i", tmp_path)
+    assert one.returncode == 0, one.stderr
+    assert "image: data [1,1,32,32] from 1 of 2 file(s)" in one.stdout
+    assert "-i gives 'image' 2 file(s) and 1 infer request(s) read the first 1" in one.stderr
+    two = bench(DIGITS, "-niter", "2", "-api", "async", "-nireq", "2", "-i", tmp_path)
+    assert "from 2 file(s)" in two.stdout and "read the first" not in two.stderr
+
+
 def test_exec_graph_path_writes_the_plan_with_its_links(tmp_path):
     result = bench(*RUN, "-d", "HETERO:CPU", "-exec_graph_path", tmp_path / "plan.json")
     assert result.returncode == 0, result.stderr
     doc = json.loads((tmp_path / "plan.json").read_text())
-    assert [s["device"] for s in doc["subgraphs"]] == ["CPU"]
+    assert [(s["device"], s["ep"]) for s in doc["subgraphs"]] == [("CPU", "CPUExecutionProvider")]
     assert doc["links"][0]["tensor"] == "image" and doc["links"][0]["from_subgraph"] is None
 
 

@@ -830,7 +830,11 @@ def test_data_shape_against_a_dimension_shape_fixed_blames_shape():
     with pytest.raises(bench.BenchmarkError) as err:
         bench.data_shapes(model, "[1,1,32,32]", "[2,1,32,32]")
     assert "-shape set dimension 0 of it to 1 (the model's input is [batch,1,32,32])" in str(err.value)
-    assert "does not reshape" not in str(err.value)
+    assert "does not reshape" not in str(err.value) and "? in -shape to leave it to -data_shape" in str(
+        err.value
+    )
+    with pytest.raises(bench.BenchmarkError, match="or leave -b out to leave it to -data_shape"):
+        bench.data_shapes(model, None, "[2,1,32,32]", batch=1)
     with pytest.raises(bench.BenchmarkError, match=r"\[batch,1,32,32\] is fixed at 32"):
         bench.data_shapes(model, None, "[2,1,32,16]")
 

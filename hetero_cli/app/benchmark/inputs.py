@@ -32,6 +32,8 @@ IMAGE_SUFFIXES = frozenset(
 
 def parse_input_files(values: Sequence[str], input_names: Sequence[str]) -> dict[str, list[Path]]:
     """-i values (``file``, ``dir``, ``name:file``, comma separated) as {input: files}; one input may omit it.
+    As benchmark_app reads them, a path without a name in one value is the previous name's too
+    (``a:f1,f2,b:f3``: f1 and f2 for a).
 
     Takes the -i values and the model's input names; returns the files of each input named, in order (a
     folder's images and data files sorted by name). Raises BenchmarkError for an unknown input, a missing
@@ -39,15 +41,16 @@ def parse_input_files(values: Sequence[str], input_names: Sequence[str]) -> dict
     """
     out: dict[str, list[Path]] = {}
     for value in values:
+        previous = None
         for part in (p.strip() for p in value.split(",") if p.strip()):
-            target, text = _target(part, input_names)
-            out.setdefault(target, []).extend(_listed(text))
+            previous, text = _target(part, input_names, previous)
+            out.setdefault(previous, []).extend(_listed(text))
     return out
 
 
-def _target(part: str, input_names: Sequence[str]) -> tuple[str, str]:
+def _target(part: str, input_names: Sequence[str], previous: str | None = None) -> tuple[str, str]:
     """The input one -i value is for and the path it gives: ``name:path``, or ``path`` for a model of one
-    input; BenchmarkError where neither fits."""
+    input or after ``previous`` (the input the value named last); BenchmarkError where neither fits."""
     name, sep, path = _split_name(part, input_names)
     if sep and name in input_names:
         if not path.strip():
@@ -64,6 +67,8 @@ def _target(part: str, input_names: Sequence[str]) -> tuple[str, str]:
         raise BenchmarkError(f"-i {part!r}: {what}; its inputs are {', '.join(input_names)}: {fix}")
     if len(input_names) == 1:
         return input_names[0], part
+    if previous is not None:
+        return previous, part
     raise BenchmarkError(
         f"-i {part!r}: the model has {len(input_names)} inputs ({', '.join(input_names)}); "
         f"write -i name:file for each"
@@ -333,6 +338,17 @@ def _raw_tensor(name: str, path: Path, dtype: np.dtype, shape: Sequence[int]) ->
     return data.reshape(shape)
 
 
+def _per_set(shape: Sequence[int], paths: Sequence[Path | str]) -> int:
+    """How many of an input's files one input set reads: one per batch item of an image input, else one."""
+    return shape[0] if len(shape) == 4 and Path(paths[0]).suffix.lower() in IMAGE_SUFFIXES else 1
+
+
+def files_read(shape: Sequence[int], paths: Sequence[Path | str], count: int) -> int:
+    """How many of an input's -i ``paths`` ``count`` input sets (input_sets) read: the first ones, as
+    benchmark_app reads them; the others are never opened."""
+    return min(len(paths), count * _per_set(shape, paths))
+
+
 def input_sets(
     model: Model,
     shapes: Mapping[str, Sequence[int]],
@@ -365,9 +381,7 @@ def input_sets(
             dtype = element_type(info)
             given = files.get(info.name)
             if given:
-                per_set = (
-                    shape[0] if len(shape) == 4 and Path(given[0]).suffix.lower() in IMAGE_SUFFIXES else 1
-                )
+                per_set = _per_set(shape, given)
                 values = ((mean or {}).get(info.name), (scale or {}).get(info.name))
                 feeds[info.name] = _file_tensor(
                     model, info.name, [Path(g) for g in given], k * per_set, dtype, shape, layout, values

@@ -104,7 +104,7 @@ class FilledDims:
         if not self.from_file:
             what = "dynamic dimensions set to 1"
         elif not self.set_to_one:
-            what = "dynamic dimensions taken from its first image"
+            what = "dynamic dimensions taken from its first -i file"
         else:
             what = "image dimensions taken from its first image, the others set to 1"
         if self.given != self.declared:
@@ -247,10 +247,11 @@ def _merge_dims(
     for k, (want, have, setter) in enumerate(zip(given, dims, set_by, strict=True)):
         if want is not None and is_fixed(have) and want != have:
             if setter is not None:
+                leave = f"leave {setter} out" if setter == "-b" else f"? in {setter}"
                 raise BenchmarkError(
                     f"{option} gives {info.name!r} {shape_text(given)} but {setter} set dimension {k} of it to "
                     f"{have} (the model's input is {shape_text(info.shape)}): give the same value in both, or "
-                    f"? in {setter} to leave it to {option}"
+                    f"{leave} to leave it to {option}"
                 )
             raise BenchmarkError(
                 f"{option} gives {info.name!r} {shape_text(given)} but dimension {k} of the model's input "

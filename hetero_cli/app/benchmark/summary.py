@@ -24,7 +24,7 @@ def exec_graph(compiled: CompiledModel) -> dict[str, Any]:
     doc["execution_devices"] = compiled.execution_devices
     doc["one_session"] = compiled.one_session
     for entry, sub in zip(doc["subgraphs"], compiled.subgraphs, strict=True):
-        entry["where"] = sub.where
+        entry["where"], entry["ep"] = sub.where, sub.target.ep
     doc["links"] = [
         {
             "tensor": link.tensor,

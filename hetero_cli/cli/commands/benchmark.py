@@ -286,7 +286,16 @@ def _input_data(model: Model, o: SimpleNamespace, nireq: int) -> SimpleNamespace
     bench.check_image_values(mean, images, "--mean_values")
     bench.check_image_values(scale, images, "--scale_values")
     for name, dims in shapes.items():
-        source = f"{len(files[name])} file(s)" if name in files else "seeded random values"
+        source = "seeded random values"
+        if name in files:
+            read = bench.files_read(dims, files[name], nireq)
+            source = f"{read} file(s)"
+            if read < len(files[name]):
+                source = f"{read} of {len(files[name])} file(s)"
+                warn(
+                    f"-i gives {name!r} {len(files[name])} file(s) and {nireq} infer request(s) read the first "
+                    f"{read}, as benchmark_app does: the others are not read (-api async -nireq N reads more)"
+                )
         if name in ranges:
             source += f", {ranges[name]}"
         if name in made_as and name not in files:
