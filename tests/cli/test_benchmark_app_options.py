@@ -290,6 +290,17 @@ def test_files_no_request_reads_are_counted_apart_and_warned_of(tmp_path):
     assert "from 2 file(s)" in two.stdout and "read the first" not in two.stderr
 
 
+def test_niter_0_writes_the_report_of_what_ran_the_compile(tmp_path):
+    result = bench(
+        DIGITS, "-niter", "0", "-report_type", "detailed_counters", "-report_folder", tmp_path / "r"
+    )
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["benchmark_report.csv"]
+    text = (tmp_path / "r" / "benchmark_report.csv").read_text()
+    assert "number of iterations;0" in text and "compile model time (ms);" in text
+    assert "writes no counters" in result.stdout
+
+
 def test_exec_graph_path_writes_the_plan_with_its_links(tmp_path):
     result = bench(*RUN, "-d", "HETERO:CPU", "-exec_graph_path", tmp_path / "plan.json")
     assert result.returncode == 0, result.stderr

@@ -148,6 +148,19 @@ def _run(o: SimpleNamespace) -> dict[str, Any]:
     if compile_only:
         _write_files(o, compiled)
         info("-niter 0: compiled; no inference was run")
+        if report_type:  # as benchmark_app's: the command line, the configuration and the two times
+            if report_type != "no_counters":
+                info(f"-niter 0: nothing ran, so -report_type {report_type} writes no counters")
+            configuration = bench.configuration_setup(
+                compiled, topology=setup.model.name, api=mode.api, inference_only=True,
+                batch_size=o.batch or 1, niter=0, nireq=nireq, duration_ms=0,
+                precision=o.infer_precision or "UNSPECIFIED",
+            )  # fmt: skip
+            results = [("read model time (ms)", read_ms), ("compile model time (ms)", compile_ms)]
+            write_statistics(
+                o.report_folder or ".", "no_counters", json_stats=bool(o.json_stats), parameters=given,
+                configuration=configuration, results=results,
+            )  # fmt: skip
         return bench.compile_summary(compiled, hint=mode.hint, read_ms=read_ms, compile_ms=compile_ms)
     assert data is not None
     step(9, "Creating infer requests and preparing input tensors")
