@@ -11,6 +11,7 @@ from .footprint import activation_peak
 from .input_shapes import disagreement, refused_shapes, with_input_shapes
 from .model import Model, Node, TensorInfo
 from .reading import ModelCheck, read_model
+from .saving import new_file_beside
 from .types import shape_text, type_shape
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "TensorInfo",
     "activation_peak",
     "disagreement",
+    "new_file_beside",
     "read_model",
     "refused_shapes",
     "shape_text",

@@ -38,7 +38,7 @@ def write_model(weights: Weights, path: str | os.PathLike[str]) -> None:
             proto = _with_weights_inline(proto, weights)
         elif weights.external_dir is not None:
             written = place_external_files(proto, weights.external_dir, target.parent)
-        tmp = _new_file_beside(target)
+        tmp = new_file_beside(target)
         onnx.save(proto, str(tmp))
         if target.exists():
             os.chmod(tmp, target.stat().st_mode & 0o7777)
@@ -85,10 +85,10 @@ def _target(path: str | os.PathLike[str], *, follow: bool) -> Path:
     return target
 
 
-def _new_file_beside(path: Path) -> Path:
-    """A new empty file of a name of its own in ``path``'s folder, made with the umask's permissions: what
-    ``write_model`` writes and then moves into place whole (nothing of the user's is overwritten on the
-    way)."""
+def new_file_beside(path: Path) -> Path:
+    """A new empty file of a name of its own in ``path``'s folder, made with the umask's permissions: what a
+    writer (``write_model``, validate's Polygraphy files) fills and then moves into place whole (nothing of
+    the user's is overwritten on the way)."""
     while True:
         candidate = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
         try:

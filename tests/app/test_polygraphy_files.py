@@ -379,3 +379,16 @@ def test_the_package_does_not_import_polygraphy_at_run_time():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_saved_files_have_the_umasks_permissions_as_polygraphys_own(tmp_path):
+    before = os.umask(0o027)
+    try:
+        save_inputs(tmp_path / "in.json", [{"x": np.zeros(2, np.float32)}])
+        save_outputs(tmp_path / "out.json", {"r": [{"y": np.zeros(2, np.float32)}]})
+    finally:
+        os.umask(before)
+    assert {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()} == {
+        "in.json": 0o640,
+        "out.json": 0o640,
+    }

@@ -25,7 +25,6 @@ import binascii
 import io
 import json
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ValidationError
+from ...graph import new_file_beside
 from ..npy import NpyError, load_npy
 from ..paths import file_problem
 
@@ -289,9 +289,9 @@ def _write(path: Path, document: Any) -> None:
     """Write ``document`` as Polygraphy's indented JSON to a temporary file next to ``path``, renamed into
     place, so a failure leaves neither a partial file nor the temporary one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    temporary = new_file_beside(path)  # the umask's permissions, as Polygraphy's own files have
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+        with open(temporary, "w", encoding="utf-8") as stream:
             json.dump(document, stream, indent=_TAB)
         os.replace(temporary, path)
     except BaseException:
