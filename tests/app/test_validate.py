@@ -223,6 +223,31 @@ def test_inputs_that_do_not_fit_the_model_are_refused(feeds, words):
         validate_model(core, core.read_model(chain_model()), "CPU", inputs=[feeds])
 
 
+def test_given_inputs_that_give_one_named_dimension_two_sizes_are_refused_before_a_compile():
+    """As -shape's are: a[2,4] and b[3,4] for an Add of a[N,4] and b[N,4] fail every session otherwise."""
+    graph = h.make_graph(
+        [h.make_node("Add", ["a", "b"], ["y"], name="add")],
+        "two",
+        [vi("a", ["N", 4]), vi("b", ["N", 4])],
+        [vi("y", ["N", 4])],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+    core = hc.Core()
+    given = [{"a": np.ones((2, 4), np.float32), "b": np.ones((3, 4), np.float32)}]
+    with pytest.raises(
+        ValidationError, match="input set 0: inputs 'a' and 'b' give dimension 'N' the sizes 2 and 3"
+    ):
+        validate_model(core, model, "CPU", inputs=given)
+    agreeing = [{"a": np.ones((3, 4), np.float32), "b": np.ones((3, 4), np.float32)}]
+    assert validate_model(core, model, "CPU", inputs=agreeing).passed
+
+
+def test_a_split_as_reference_is_refused_as_on_the_command_line():
+    core = hc.Core()
+    with pytest.raises(ValidationError, match="'HETERO:CPU' is a split: the reference is one device"):
+        validate_model(core, chain_model(), "CPU", reference="HETERO:CPU")
+
+
 # --- tap ------------------------------------------------------------------------------------------------------
 
 

@@ -4,7 +4,15 @@ that differs named; inputs and outputs in Polygraphy's own JSON formats."""
 
 from .compare import OutputComparison, compare_outputs
 from .report import BisectStep, Localisation, SubgraphCheck, ValidationReport
-from .run import check_inputs, check_random_inputs, check_sized, input_shapes, random_inputs, validate_model
+from .run import (
+    check_inputs,
+    check_random_inputs,
+    check_reference,
+    check_sized,
+    input_shapes,
+    random_inputs,
+    validate_model,
+)
 from .tolerances import Tolerances
 
 __all__ = [
@@ -16,6 +24,7 @@ __all__ = [
     "ValidationReport",
     "check_inputs",
     "check_random_inputs",
+    "check_reference",
     "check_sized",
     "compare_outputs",
     "input_shapes",

@@ -14,7 +14,8 @@ import numpy as np
 
 from ...core import Core, ModelSource
 from ...errors import BenchmarkError, ValidationError
-from ...graph import Model, shape_text
+from ...graph import Model, refused_shapes, shape_text
+from ...placement import device_string
 from ..benchmark.inputs import check_random_data, input_sets
 from ..benchmark.shapes import FilledDims, data_shapes, is_fixed
 from .compare import compare_outputs
@@ -60,6 +61,7 @@ def validate_model(
     """
     if not isinstance(core, Core):
         raise ValidationError(f"core must be a hetero_cli.Core, not {type(core).__name__}")
+    check_reference(reference)
     model = core.read_model(model)  # a Model as it is; a path, bytes or ModelProto read, as tune_model does
     tolerances = tolerances if tolerances is not None else Tolerances()
     check_tolerances(model, tolerances)
@@ -240,10 +242,20 @@ def random_inputs(
         raise ValidationError(str(exc)) from None
 
 
+def check_reference(reference: Any) -> None:
+    """ValidationError for a reference that is a HETERO device string: a split too, where the reference is
+    one device running the whole model (an unknown device is compile_model's DeviceError)."""
+    if device_string.is_hetero(reference):
+        raise ValidationError(
+            f"{reference!r} is a split: the reference is one device running the whole model, e.g. CPU"
+        )
+
+
 def check_inputs(model: Model, feeds: Mapping[str, Any], index: int = 0) -> dict[str, Any]:
     """One given input set as the feeds of both runs: {input: numpy array}; ValidationError for a set
-    that is no mapping, or an input missing, unknown, of another dtype or of a shape the model does not take
-    (``index`` names the set in the message)."""
+    that is no mapping, or an input missing, unknown, of another dtype or of a shape the model does not take,
+    shapes that give a named dimension two sizes no node can take included (refused_shapes, as -shape's);
+    ``index`` names the set in the message."""
     where = f"input set {index}"
     if not isinstance(feeds, Mapping):
         raise ValidationError(f"{where} is {type(feeds).__name__}, not a dict of input name -> array")
@@ -268,6 +280,9 @@ def check_inputs(model: Model, feeds: Mapping[str, Any], index: int = 0) -> dict
             raise ValidationError(f"{where}: input {name!r} is {arr.dtype} but the model takes {info.dtype}")
         _check_shape(name, arr.shape, info.shape, where)
         out[name] = arr
+    refused = refused_shapes(model, {name: arr.shape for name, arr in out.items()})
+    if refused:
+        raise ValidationError(f"{where}: {refused}")
     return out
 
 

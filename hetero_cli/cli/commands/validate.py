@@ -18,11 +18,12 @@ from ...app.validate import (
     ValidationReport,
     check_inputs,
     check_random_inputs,
+    check_reference,
     input_shapes,
     polygraphy_json,
     validate_model,
 )
-from ...errors import DeviceError
+from ...errors import DeviceError, ValidationError
 from ...placement import device_string
 from ..files import check_writable, same_file
 from ..options import int_range_option, int_ranges, named, shared, shared_options
@@ -222,14 +223,10 @@ def failed_line(report: ValidationReport) -> str:
 def _check_reference(reference: str) -> None:
     """--reference must be one device (a HETERO string would be a split too): a usage error otherwise."""
     try:
-        request = device_string.parse(reference)
-    except DeviceError as exc:
+        device_string.parse(reference)
+        check_reference(reference)
+    except (DeviceError, ValidationError) as exc:
         raise click.BadParameter(str(exc), param_hint="--reference") from None
-    if request.hetero:
-        raise click.BadParameter(
-            f"{reference!r} is a split: the reference is one device running the whole model, e.g. CPU",
-            param_hint="--reference",
-        )
 
 
 def _save(report: ValidationReport, save_inputs: str | None, save_outputs: str | None) -> None:
