@@ -253,3 +253,20 @@ def test_a_subgraph_that_hands_on_the_same_infinities_is_no_culprit(tmp_path):
     assert result.exit_code == 1 and last_line(result) == "FAILED", result.output
     assert "subgraph1 on CPU: within tolerance" in result.stdout
     assert "The first subgraph that differs: subgraph2 on OPENVINO, 1 node(s): n2" in result.stdout
+
+
+def test_a_bisect_step_whose_shapes_differ_says_so_not_an_error_of_0(capsys):
+    from hetero_cli.app.validate import BisectStep, Localisation, SubgraphCheck, Tolerances, compare_outputs
+    from hetero_cli.cli.commands.validate import _print_localisation
+
+    tolerances = Tolerances()
+    shapes = compare_outputs({"b": np.zeros((1, 1, 2))}, {"b": np.zeros((1, 1, 1))}, tolerances)
+    values = compare_outputs({"c": np.ones(3)}, {"c": np.zeros(3)}, tolerances)
+    first = SubgraphCheck("subgraph2", "OPENVINO", ("pool", "neg"), shapes)
+    steps = [BisectStep(("pool",), "OPENVINO", shapes), BisectStep(("neg",), "OPENVINO", values)]
+    _print_localisation(Localisation([first], first, steps, ("pool",)), None)
+    lines = [line for line in capsys.readouterr().out.splitlines() if "bisect" in line]
+    assert (
+        "pool on OPENVINO: DIFFERS (b: shapes differ: (1, 1, 2) here, (1, 1, 1) in the reference)" in lines[0]
+    )
+    assert lines[1].endswith("neg on OPENVINO: DIFFERS (max abs error 1)")

@@ -336,10 +336,13 @@ def _print_localisation(loc: Localisation, iteration: int | None) -> None:
     _comparison_table(f"Tensors {first.name} hands on that differ", first.differing, "tensor")
     for k, step in enumerate(loc.bisect):
         span = step.nodes[0] if len(step.nodes) == 1 else f"{step.nodes[0]} .. {step.nodes[-1]}"
-        worst = max((c.max_abs or 0.0 for c in step.comparisons), default=0.0)
+        worst = max((c.max_abs for c in step.comparisons if c.max_abs is not None), default=0.0)
+        # a tensor compared as no numbers (shapes that differ) says why, not an error of 0
+        uncompared = next((c for c in step.comparisons if not c.passed and c.max_abs is None), None)
+        detail = f"{uncompared.name}: {uncompared.reason}" if uncompared else f"max abs error {worst:.4g}"
         info(
             f"  bisect {k}: {len(step.nodes)} node(s) {span} on {step.device}: "
-            f"{'within tolerance' if step.passed else 'DIFFERS'} (max abs error {worst:.4g})"
+            f"{'within tolerance' if step.passed else 'DIFFERS'} ({detail})"
         )
     if loc.culprit:
         what = "node" if len(loc.culprit) == 1 else f"group of {len(loc.culprit)} nodes"
