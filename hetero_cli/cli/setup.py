@@ -217,7 +217,8 @@ def _query(setup: Setup) -> dict[str, str]:
 
 def start_running(setup: Setup) -> None:
     """The run-time phase from here on: --affinity's nodes set on the model (or a warning where they do
-    not apply), and the .dot folder noted among what the command writes."""
+    not apply), and the .dot folder and files noted among what the command writes (now: a compile inside
+    the library, validate's, draws them, and an interruption after it must remove them too)."""
     running()
     if setup.request.hetero and setup.affinities:
         set_affinities(setup)
@@ -225,6 +226,8 @@ def start_running(setup: Setup) -> None:
         warn_unused_affinities(setup)
     if setup.dot_dir is not None:
         written().before_writing(setup.dot_dir, folder=True)
+        for path in visualize.dot_paths(setup.model, setup.dot_dir):
+            written().wrote(path)
 
 
 def compile_setup(setup: Setup) -> CompiledModel:

@@ -270,3 +270,18 @@ def test_a_bisect_step_whose_shapes_differ_says_so_not_an_error_of_0(capsys):
         "pool on OPENVINO: DIFFERS (b: shapes differ: (1, 1, 2) here, (1, 1, 1) in the reference)" in lines[0]
     )
     assert lines[1].endswith("neg on OPENVINO: DIFFERS (max abs error 1)")
+
+
+@pytest.mark.parametrize("failure", [KeyboardInterrupt, RuntimeError])
+def test_a_failure_after_the_compile_drew_dot_files_removes_them(chain, tmp_path, monkeypatch, failure):
+    """validate_model's compile draws them inside the library: the command noted them before it ran."""
+    from hetero_cli.cli.commands import validate as command
+
+    def cut_short(core, model, device, **_):
+        core.compile_model(model, device)  # draws the .dot files, as validate_model's compile of the split
+        raise failure("cut short")
+
+    monkeypatch.setattr(command, "validate_model", cut_short)
+    result = invoke(hetero, "validate", "-m", chain, "-d", "HETERO:CPU", "--dot-dir", tmp_path / "dots")
+    assert result.exit_code == (130 if failure is KeyboardInterrupt else 1), result.output
+    assert not (tmp_path / "dots").exists()
