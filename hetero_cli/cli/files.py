@@ -142,8 +142,8 @@ def benchmark_line(
     path: str, request: object, model: Model, sizes: Sequence[tuple[str, str | None]] = ()
 ) -> str:
     """The ``hetero benchmark`` command that runs a model saved at ``path`` as it is on ``request``: with
-    ``sizes`` ((option, value) pairs: the -shape and -data_shape it was sized with, None where not given)
-    or --fill-dynamic where its inputs have dimensions no value fixes (else benchmark asks for them)."""
+    ``sizes`` ((option, value) pairs: the -shape, -data_shape and -i it was sized with, None where not
+    given) or --fill-dynamic where its inputs have dimensions no value fixes (else benchmark asks for them)."""
     line = f"hetero benchmark -m {shlex.quote(path)} -d {shlex.quote(str(request))}"
     given = [f"{option} {shlex.quote(value)}" for option, value in sizes if value]
     dynamic = any(

@@ -498,6 +498,9 @@ def test_benchmark_line_carries_the_sizes_a_dynamic_model_was_given():
         == "`hetero benchmark -m t.onnx -d CPU -data_shape '[1,1,32,32]'`"
     )
     assert benchmark_line("t.onnx", "CPU", static, sizes) == "`hetero benchmark -m t.onnx -d CPU`"
+    files = [("-shape", None), ("-i", "image:a b.npy"), ("-i", "c.npy")]
+    want = "`hetero benchmark -m t.onnx -d CPU -i 'image:a b.npy' -i c.npy`"
+    assert benchmark_line("t.onnx", "CPU", dynamic, files) == want
 
 
 def test_query_json():

@@ -157,7 +157,8 @@ def tune(
     _record_config(result, config, load_config)
     _print_candidates(report)
     _print_verdict(report)
-    _save_model(result.model, save, setup, [("-shape", shape), ("-data_shape", data_shape)])
+    sizes = [("-shape", shape), ("-data_shape", data_shape), *(("-i", value) for value in inputs)]
+    _save_model(result.model, save, setup, sizes)
     if report_dir:
         _save_report(report, Path(report_dir))
     if report.validation is not None and report.validation.passed:
@@ -453,8 +454,8 @@ def _number(value: Any) -> str:
 
 
 def _save_model(model: Model, save: str, setup: Setup, sizes: list[tuple[str, str | None]]) -> None:
-    """--save: the model with the winning affinities, folders created on the way; ``sizes``: the -shape and
-    -data_shape the tune was given, for the command that runs it."""
+    """--save: the model with the winning affinities, folders created on the way; ``sizes``: the -shape,
+    -data_shape and -i the tune was given, for the command that runs it at the sizes tuned."""
     save_model(model, save)
     run = benchmark_line(save, setup.request, model, sizes)
     info(f"Saved {save} with the winning affinities: {run} runs it as is")
