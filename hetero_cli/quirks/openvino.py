@@ -245,7 +245,8 @@ FAILED_SHAPE_KEPT = _openvino(
     hook=(
         "runtime.renewal.renewed, asked by runtime.recovery.recover before the caller's error is raised: a "
         "session of this EP whose run failed is made again (the same model, options and providers) and "
-        "swapped in as the compiled model's next revision, so the next inference runs on a fresh session"
+        "swapped in as the compiled model's next revision, so the next inference runs on a fresh session; "
+        "an inference in flight whose run of the old session fails once it was made again starts over"
     ),
 )
 

@@ -12,7 +12,9 @@
   its nodes (replacing.session_for), and that revision swapped in (replacing.moved);
 - otherwise the caller's InferenceError, naming the subgraph, its device and ORT's reason (and where
   HETERO_FALLBACK=YES would move it); a session whose EP keeps a failed run's state is made again first
-  (runtime.renewal), so the next inference is right.
+  (runtime.renewal), so the next inference is right. Where another request made it again already, the
+  failure may be the state that request's failed run left, and the inference starts over on the fresh
+  session instead.
 
 Each new revision is built off to the side and swapped in whole (Compiled.advance); ``recover`` returns
 where the caller should start the inference over on the current revision, and raises otherwise.
@@ -54,6 +56,7 @@ def recover(compiled: Compiled, walk: Walk, failed: StepFailure, feeds: Mapping[
     if refused:
         if compiled.advance(run, lambda current: replacing.relaxed(compiled, current, refused, run)):
             return
+        _renew(compiled, run, failed.cause)
         raise _error(compiled, step, failed.cause)
     cause = failed.cause
     if failed.bound:
@@ -66,6 +69,8 @@ def recover(compiled: Compiled, walk: Walk, failed: StepFailure, feeds: Mapping[
         compiled, walk, run, cause, feeds
     ):
         return
+    if _renew(compiled, run, cause):
+        return  # another request's failed run left this session's state: start over on the fresh one
     raise _error(compiled, step, cause)
 
 
@@ -102,8 +107,7 @@ def _unbind(compiled: Compiled, step: Step) -> None:
 def _error(compiled: Compiled, step: Step, cause: BaseException) -> InferenceError:
     """The caller's InferenceError for ``step``'s failure ``cause``, saying where HETERO_FALLBACK=YES would
     move the subgraph where it is off and the subgraph never completed an inference (as far as a query
-    already knows: no probe is made). A session whose EP keeps a failed run's state is made again first."""
-    _renew(compiled, step.compiled, cause)
+    already knows: no probe is made)."""
     error = failure(step, cause)
     if compiled.proven(step.compiled):
         return error
@@ -112,15 +116,20 @@ def _error(compiled: Compiled, step: Step, cause: BaseException) -> InferenceErr
     return InferenceError(str(error) + hint) if hint else error
 
 
-def _renew(compiled: Compiled, run: CompiledSubgraph, cause: BaseException) -> None:
+def _renew(compiled: Compiled, run: CompiledSubgraph, cause: BaseException) -> bool:
     """Where ``run``'s EP keeps a failed run's state (renewal.applies), swap in the revision with its
-    session made again; where that cannot be made now, record why (a server is not ready then)."""
+    session made again; where that cannot be made now, record why (a server is not ready then). True
+    where another request had swapped such a revision in already: ``run`` had failed for it, and this
+    failure may be the state that run left (quirk openvino-failed-shape-kept: one client's bad input
+    failed others' valid ones in flight), so the inference is to start over on the fresh session."""
     if not renewal.applies(run, cause):
-        return
+        return False
     reason: str | None = None
+    built = False
 
     def build(current: Revision) -> Revision | None:
-        nonlocal reason
+        nonlocal reason, built
+        built = True
         try:
             following = renewal.renewed(current, run, cause)
         except ORT_ERRORS as exc:  # the device will not take it now: the next inference meets the old one
@@ -133,6 +142,7 @@ def _renew(compiled: Compiled, run: CompiledSubgraph, cause: BaseException) -> N
 
     compiled.advance(run, build)
     compiled.note_unrenewed(run.where, reason)
+    return not built
 
 
 def _fall_back(

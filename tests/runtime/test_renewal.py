@@ -6,6 +6,7 @@ EPs' sessions stay as they are."""
 from __future__ import annotations
 
 import logging
+import threading
 
 import numpy as np
 import onnxruntime as ort
@@ -114,3 +115,25 @@ def test_a_session_that_cannot_be_made_again_leaves_the_failure_as_it_was(caplog
     np.testing.assert_allclose(
         request.infer({"image": ONE})["probabilities"], _want(ONE), rtol=1e-4, atol=1e-6
     )
+
+
+@needs_openvino
+def test_a_valid_inference_in_flight_when_another_fails_on_openvino_is_answered_right():
+    """B runs its OPENVINO subgraph on the revision it started with, after A's failed run there: the
+    failure B meets there is A's state (where the EP keeps it), and B starts over on the fresh session."""
+    compiled = hc.Core().compile_model(str(DIGITS), "HETERO:OPENVINO,CPU", {"PERFORMANCE_HINT": "THROUGHPUT"})
+    a, b = compiled.create_infer_request(), compiled.create_infer_request()
+    a.infer({"image": ONE})  # proven: HETERO_FALLBACK leaves its failures to the input
+    gate = threading.Event()
+
+    def hold_b(event: str, request: object, _position: int, lane: str) -> None:
+        if event == "start" and request is b and lane == "OPENVINO":
+            assert gate.wait(60)
+
+    compiled.pipeline.observer = hold_b
+    b.start_async({"image": ONE})  # held before its OPENVINO subgraph, on the first revision
+    with pytest.raises(hc.InferenceError, match="MaxPool node with name 'pool1'"):
+        a.infer({"image": EMPTY})  # on the calling thread: the OPENVINO lane is held by b
+    gate.set()
+    b.wait()
+    np.testing.assert_allclose(b.results["probabilities"], _want(ONE), rtol=1e-4, atol=1e-6)
