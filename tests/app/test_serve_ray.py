@@ -668,12 +668,36 @@ def test_a_local_ray_server_of_a_sandwich_serves_and_sigterm_leaves_nothing(
         assert wait_until(lambda: _get(url, "/v2/health/ready")[0] == 200, GUARD_S)
         x = np.ones((2, 8), np.float32)
         np.testing.assert_allclose(infer(url, "chain", x), reference(path, x), **TOLERANCE)
+        answers: queue.SimpleQueue[object] = queue.SimpleQueue()
+        clients = [threading.Thread(target=_answer, args=(url, x, answers)) for _ in range(30)]
+        for thread in clients:  # more than Serve lets a replica take by default (5): queued in its proxy
+            thread.start()
         assert run.stop() == 0, run.errors
+        for thread in clients:
+            thread.join(GUARD_S)
+        got = [answers.get_nowait() for _ in clients]
+        assert all(isinstance(status, int) for status in got), (
+            got
+        )  # an answer each, never a closed connection
         assert run.said("Stopped")
         assert wait_until(lambda: not run.left(), 60), run.left()
         assert not list(run.home.iterdir())
     finally:
         run.kill()
+
+
+def _answer(url: str, x: np.ndarray, answers: queue.SimpleQueue[object]) -> None:
+    """POST one infer request of ``x`` to the chain; its HTTP status, or the exception that ended it."""
+    connection = http.client.HTTPConnection(urlparse(url).netloc, timeout=GUARD_S)
+    try:
+        connection.request("POST", "/v2/models/chain/infer", body=json_request(x))
+        response = connection.getresponse()
+        response.read()
+        answers.put(response.status)
+    except (OSError, http.client.HTTPException) as exc:  # a connection closed without an answer
+        answers.put(exc)
+    finally:
+        connection.close()
 
 
 #: moments of the start-up a SIGTERM is sent at: what the run has printed, or a process it has started

@@ -68,6 +68,9 @@ REASON_CHARS = 300
 #: reach, learns at once), and the ingress's, in seconds
 DRAIN_VARIABLE = "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"
 INGRESS_DRAIN_S = 1.0
+#: the requests the ingress replica takes at once (its work is waiting on the stages): with Serve's default,
+#: 5, the others queued in Serve's proxy, which a stop closed without an answer (44 of 60 in flight)
+INGRESS_ONGOING = 1000
 #: how long a stage replica told to stop may take, in seconds: Serve stops the ingress first, once the
 #: requests in flight are answered (each within its deadline), so a stage has none left by then; a replica
 #: never placed (its resource held) holds a stop up for this long
@@ -327,6 +330,7 @@ def build_app(
         name=INGRESS,
         ray_actor_options={"num_cpus": 0, "runtime_env": drain},
         graceful_shutdown_timeout_s=options.request_timeout_s,
+        max_ongoing_requests=INGRESS_ONGOING,
     )
     described = {
         s.name: f"{s.name} ({s.device}), asking for {_asked(a)} a replica"
