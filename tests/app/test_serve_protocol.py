@@ -192,6 +192,15 @@ def test_json_numbers_are_checked_for_kind_and_range():
     np.testing.assert_array_equal(parse(flags, [True, False]), np.array([True, False]))
     with pytest.raises(RequestError, match="no BOOL values"):
         parse(flags, [1, 0])
+    # JSON integers too wide for 64 bits: the numbers they are for a float, out of range for an integer
+    wide = TensorSpec("f", "FP32", (2,))
+    np.testing.assert_array_equal(parse(wide, [2**64, 10**23]), np.array([2.0**64, 1e23], np.float32))
+    with pytest.raises(
+        RequestError, match=r"out of INT64's range -9223372036854775808\.\.9223372036854775807"
+    ):
+        parse(TensorSpec("i", "INT64", (1,)), [2**64])
+    with pytest.raises(RequestError, match="out of FP64's range"):
+        parse(TensorSpec("d", "FP64", (1,)), [10**400])
 
 
 def test_binary_data_sizes_must_match_the_data():

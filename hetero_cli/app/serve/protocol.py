@@ -339,6 +339,8 @@ def _numbers(data: Any, spec: TensorSpec) -> np.ndarray:
         raise RequestError(
             f"input {spec.name!r}: data are no {spec.datatype} values (true or false among numbers)"
         )
+    if raw.dtype.kind == "O" and all(type(v) in (int, float) for v in raw):
+        raw = _wide_integers(raw, spec, dtype)  # integers past 64 bits: numpy holds them as objects
     if raw.dtype.kind not in kinds:
         raise RequestError(f"input {spec.name!r}: data are no {spec.datatype} values")
     if raw.dtype.kind in "iu" and dtype.kind in "iu":
@@ -358,6 +360,24 @@ def _numbers(data: Any, spec: TensorSpec) -> np.ndarray:
             "whose magnitude is larger, which would be inf)"
         )
     return values
+
+
+def _wide_integers(raw: np.ndarray, spec: TensorSpec, dtype: np.dtype) -> np.ndarray:
+    """JSON numbers among which integers too wide for 64 bits (``raw``, numpy's objects) as float64 for a
+    floating ``dtype`` (2**64 is the same number as 1.8446744073709552e19); RequestError (out of range)
+    for an integer ``dtype`` or a number no float holds."""
+    if dtype.kind == "f":
+        try:
+            return raw.astype(np.float64)
+        except OverflowError:  # past float64's range: out of every FP type's, as inf would be
+            pass
+    limits = np.iinfo(dtype) if dtype.kind != "f" else None
+    held = (
+        f"{limits.min}..{limits.max}"
+        if limits is not None
+        else f"-{np.finfo(dtype).max:g}..{np.finfo(dtype).max:g}"
+    )
+    raise RequestError(f"input {spec.name!r}: data out of {spec.datatype}'s range {held}")
 
 
 def _flatten(data: Any) -> list[Any]:
