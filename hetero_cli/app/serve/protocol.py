@@ -371,12 +371,10 @@ def _wide_integers(raw: np.ndarray, spec: TensorSpec, dtype: np.dtype) -> np.nda
             return raw.astype(np.float64)
         except OverflowError:  # past float64's range: out of every FP type's, as inf would be
             pass
-    limits = np.iinfo(dtype) if dtype.kind != "f" else None
-    held = (
-        f"{limits.min}..{limits.max}"
-        if limits is not None
-        else f"-{np.finfo(dtype).max:g}..{np.finfo(dtype).max:g}"
-    )
+    if dtype.kind == "f":
+        held = f"-{np.finfo(dtype).max:g}..{np.finfo(dtype).max:g}"
+    else:
+        held = f"{np.iinfo(dtype).min}..{np.iinfo(dtype).max}"
     raise RequestError(f"input {spec.name!r}: data out of {spec.datatype}'s range {held}")
 
 
