@@ -8,6 +8,7 @@ import http.client
 import json
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -233,6 +234,26 @@ def _entry(*args: object) -> list[str]:
     return [sys.executable, "-c", "from hetero_cli.entry import hetero; hetero()", "serve", *map(str, args)]
 
 
+def _lines_until(process: subprocess.Popen, text: str, timeout_s: float) -> list[str]:
+    """The child's stdout up to a line holding ``text``, read from its pipe as it comes (no buffer of the
+    file object's, which communicate() reads after); AssertionError, the child killed, where no such line
+    comes within ``timeout_s`` (a test that fails, never one that hangs the suite)."""
+    assert process.stdout is not None
+    fd = process.stdout.fileno()
+    deadline = time.monotonic() + timeout_s
+    got = b""
+    while text.encode() not in got:
+        ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0.0))
+        chunk = os.read(fd, 65536) if ready else b""
+        if not chunk:  # the deadline passed, or the child closed its stdout (it ended)
+            process.kill()
+            raise AssertionError(
+                f"no line with {text!r} within {timeout_s:g} s: {got.decode(errors='replace')!r}"
+            )
+        got += chunk
+    return got.decode(errors="replace").splitlines(keepends=True)
+
+
 def _importing(pid: int) -> bool:
     """Whether process ``pid`` has begun to import the command line (numpy's core is mapped)."""
     try:
@@ -260,10 +281,7 @@ def test_sigterm_at_any_moment_of_start_up_exits_0(when):
     if when == "importing":
         assert wait_until(lambda: _importing(process.pid), START_S)
     else:
-        for line in process.stdout:
-            lines.append(line)
-            if when in line:
-                break
+        lines = _lines_until(process, when, START_S)
     process.send_signal(signal.SIGTERM)
     out, err = process.communicate(timeout=START_S)
     lines += out.splitlines()
