@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from ..app.benchmark.shapes import is_fixed
 from ..app.paths import file_problem
 from ..errors import HeteroError
 from ..graph import Model
@@ -146,9 +147,7 @@ def benchmark_line(
     given) or --fill-dynamic where its inputs have dimensions no value fixes (else benchmark asks for them)."""
     line = f"hetero benchmark -m {shlex.quote(path)} -d {shlex.quote(str(request))}"
     given = [f"{option} {shlex.quote(value)}" for option, value in sizes if value]
-    dynamic = any(
-        i.shape is None or not all(isinstance(d, int) and d >= 0 for d in i.shape) for i in model.inputs
-    )
+    dynamic = any(i.shape is None or not all(map(is_fixed, i.shape)) for i in model.inputs)
     if dynamic:
         line += " " + (" ".join(given) or "--fill-dynamic")
     return f"`{line}`"

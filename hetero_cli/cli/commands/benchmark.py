@@ -151,15 +151,9 @@ def _run(o: SimpleNamespace) -> dict[str, Any]:
         if report_type:  # as benchmark_app's: the command line, the configuration and the two times
             if report_type != "no_counters":
                 info(f"-niter 0: nothing ran, so -report_type {report_type} writes no counters")
-            configuration = bench.configuration_setup(
-                compiled, topology=setup.model.name, api=mode.api, inference_only=True,
-                batch_size=o.batch or 1, niter=0, nireq=nireq, duration_ms=0,
-                precision=o.infer_precision or "UNSPECIFIED",
-            )  # fmt: skip
-            results = [("read model time (ms)", read_ms), ("compile model time (ms)", compile_ms)]
-            write_statistics(
-                o.report_folder or ".", "no_counters", json_stats=bool(o.json_stats), parameters=given,
-                configuration=configuration, results=results,
+            _statistics(
+                o, "no_counters", given, setup, compiled, mode.api, batch=o.batch or 1, niter=0, nireq=nireq,
+                duration_ms=0, times=(read_ms, compile_ms), results=[],
             )  # fmt: skip
         return bench.compile_summary(compiled, hint=mode.hint, read_ms=read_ms, compile_ms=compile_ms)
     assert data is not None
@@ -201,32 +195,43 @@ def _run(o: SimpleNamespace) -> dict[str, Any]:
         print_counters(compiled, per_request, o.pcsort, timelines)
     print_statistics(compiled, result)
     if report_type:
-        write_statistics(
-            o.report_folder or ".",
-            report_type,
-            json_stats=bool(o.json_stats),
-            parameters=given,
-            configuration=bench.configuration_setup(
-                compiled,
-                topology=setup.model.name,
-                api=mode.api,
-                inference_only=True,
-                batch_size=batch,
-                niter=planned,
-                nireq=nireq,
-                duration_ms=int((duration or 0) * 1000),
-                precision=o.infer_precision or "UNSPECIFIED",
-            ),
-            pcsort=o.pcsort,
-            results=[
-                ("read model time (ms)", read_ms),
-                ("compile model time (ms)", compile_ms),
-                *result_rows(result, nireq),
-            ],
-            per_request=per_request,
+        _statistics(
+            o, report_type, given, setup, compiled, mode.api, batch=batch, niter=planned, nireq=nireq,
+            duration_ms=int((duration or 0) * 1000), times=(read_ms, compile_ms),
+            results=result_rows(result, nireq), pcsort=o.pcsort, per_request=per_request,
             average=bench.average_counters(history) if history else [],
-        )
+        )  # fmt: skip
     return bench.summary(compiled, result, hint=mode.hint, read_ms=read_ms, compile_ms=compile_ms)
+
+
+def _statistics(
+    o: SimpleNamespace,
+    report_type: str,
+    given: Any,
+    setup: Setup,
+    compiled: CompiledModel,
+    api: str,
+    *,
+    batch: int,
+    niter: int,
+    nireq: int,
+    duration_ms: int,
+    times: tuple[float, float],
+    results: Sequence[tuple[str, Any]],
+    **counters: Any,
+) -> None:
+    """benchmark_app's statistics reports of this run (write_statistics): the command line ``given``, the
+    configuration it ran with, the read and compile ``times`` (ms) then ``results``; ``counters`` as
+    write_reports takes them (pcsort, per_request, average)."""
+    configuration = bench.configuration_setup(
+        compiled, topology=setup.model.name, api=api, inference_only=True, batch_size=batch, niter=niter,
+        nireq=nireq, duration_ms=duration_ms, precision=o.infer_precision or "UNSPECIFIED",
+    )  # fmt: skip
+    rows = [("read model time (ms)", times[0]), ("compile model time (ms)", times[1]), *results]
+    write_statistics(
+        o.report_folder or ".", report_type, json_stats=bool(o.json_stats), parameters=given,
+        configuration=configuration, results=rows, **counters,
+    )  # fmt: skip
 
 
 def _device_options(setup: Setup, o: SimpleNamespace) -> None:
